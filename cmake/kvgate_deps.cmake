@@ -1,0 +1,24 @@
+# Every third-party dependency, found once. All come from Debian 12 packages (scripts/setup).
+find_package(Threads REQUIRED)
+find_package(Boost 1.81.0 EXACT REQUIRED CONFIG)
+find_package(absl REQUIRED CONFIG)
+find_package(spdlog REQUIRED CONFIG)
+find_package(yaml-cpp REQUIRED CONFIG)
+find_package(prometheus-cpp REQUIRED CONFIG)
+find_package(simdjson REQUIRED CONFIG)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+if(KVGATE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(KVGATE_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+
+# Asio and Beast are compiled once (common/asio_impl.cc), not in every translation unit.
+add_library(kvgate_boost INTERFACE)
+target_link_libraries(kvgate_boost INTERFACE Boost::headers Threads::Threads)
+target_compile_definitions(kvgate_boost INTERFACE
+  BOOST_ASIO_SEPARATE_COMPILATION BOOST_BEAST_SEPARATE_COMPILATION BOOST_JSON_NO_LIB
+  BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)

@@ -1,0 +1,31 @@
+// File: common/url.h
+// Parsing of worker base URLs ("http://host:port[/prefix]"). Value types; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace kvgate::common {
+
+struct HttpUrl {
+  std::string scheme;  // "http" (https is rejected until TLS to workers exists)
+  std::string host;
+  uint16_t port = 80;
+  std::string base_path;  // without trailing '/', empty for the root
+
+  /// "host:port", the Host header value and the key of connection pools.
+  std::string Authority() const;
+  /// "http://host:port[/base]", the canonical spelling used in logs, metrics and headers.
+  std::string ToString() const;
+};
+
+/// Parses an absolute http URL. Errors are kInvalidArgument with a human-readable reason.
+absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
+
+/// Parses "HOST:PORT" (IPv6 as "[::1]:PORT"); port 0 is allowed (pick any).
+absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view hostport);
+
+}  // namespace kvgate::common

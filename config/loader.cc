@@ -1,0 +1,356 @@
+#include "config/loader.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/strings.h"
+#include "common/strings.h"
+
+#include "common/logging.h"
+#include "yaml-cpp/yaml.h"
+
+namespace kvgate::config {
+namespace {
+
+constexpr std::string_view kPolicies[] = {"round_robin", "least_request"};
+
+// Collects every problem of one document; each message names the source, line and key path.
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  void Error(const YAML::Node& node, const std::string& path, absl::string_view what) {
+    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
+    if (line > 0) {
+      errors_.push_back(common::StrCat(source_, ":", line, ": ", path, ": ", what));
+    } else {
+      errors_.push_back(common::StrCat(source_, ": ", path, ": ", what));
+    }
+  }
+
+  // Reports keys of `map` that are not in `allowed`.
+  bool ExpectMap(const YAML::Node& map, const std::string& path,
+                 std::initializer_list<std::string_view> allowed) {
+    if (!map.IsMap()) {
+      Error(map, path, "must be a mapping");
+      return false;
+    }
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      bool known = false;
+      for (std::string_view a : allowed) known |= (a == key);
+      if (!known) {
+        Error(kv.first, Join(path, key),
+              common::StrCat("unknown key (expected one of: ", common::StrJoin(allowed, ", "), ")"));
+      }
+    }
+    return true;
+  }
+
+  template <typename T>
+  void Uint(const YAML::Node& map, const std::string& path, std::string_view key, T* out,
+            uint64_t min = 0, uint64_t max = std::numeric_limits<T>::max()) {
+    const YAML::Node n = map[std::string(key)];
+    if (!n.IsDefined() || n.IsNull()) return;
+    uint64_t v = 0;
+    if (!n.IsScalar() || !common::ParseUint64(n.Scalar(), &v)) {
+      Error(n, Join(path, key), common::StrCat("expected a non-negative integer, got '",
+                                             Describe(n), "'"));
+      return;
+    }
+    if (v < min || v > max) {
+      Error(n, Join(path, key), common::StrCat("must be between ", min, " and ", max, ", got ", v));
+      return;
+    }
+    *out = static_cast<T>(v);
+  }
+
+  void Double(const YAML::Node& map, const std::string& path, std::string_view key, double* out,
+              double min, double max) {
+    const YAML::Node n = map[std::string(key)];
+    if (!n.IsDefined() || n.IsNull()) return;
+    double v = 0;
+    if (!n.IsScalar() || !common::ParseDouble(n.Scalar(), &v)) {
+      Error(n, Join(path, key), common::StrCat("expected a number, got '", Describe(n), "'"));
+      return;
+    }
+    if (!(v >= min && v <= max)) {
+      Error(n, Join(path, key), common::StrCat("must be between ", min, " and ", max));
+      return;
+    }
+    *out = v;
+  }
+
+  void Bool(const YAML::Node& map, const std::string& path, std::string_view key, bool* out) {
+    const YAML::Node n = map[std::string(key)];
+    if (!n.IsDefined() || n.IsNull()) return;
+    const std::string s = n.IsScalar() ? n.Scalar() : "";
+    if (s == "true" || s == "yes" || s == "on") {
+      *out = true;
+    } else if (s == "false" || s == "no" || s == "off") {
+      *out = false;
+    } else {
+      Error(n, Join(path, key), common::StrCat("expected true or false, got '", Describe(n), "'"));
+    }
+  }
+
+  bool String(const YAML::Node& map, const std::string& path, std::string_view key,
+              std::string* out) {
+    const YAML::Node n = map[std::string(key)];
+    if (!n.IsDefined() || n.IsNull()) return false;
+    if (!n.IsScalar()) {
+      Error(n, Join(path, key), "expected a string");
+      return false;
+    }
+    *out = n.Scalar();
+    return true;
+  }
+
+  static std::string Join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : common::StrCat(path, ".", key);
+  }
+
+  static std::string Describe(const YAML::Node& n) {
+    if (n.IsScalar()) return n.Scalar();
+    if (n.IsSequence()) return "<list>";
+    if (n.IsMap()) return "<mapping>";
+    return "<null>";
+  }
+
+  std::vector<std::string>& errors() { return errors_; }
+
+ private:
+  std::string source_;
+  std::vector<std::string> errors_;
+};
+
+void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
+                std::set<std::string>* seen) {
+  if (!r.ExpectMap(node, path, {"url", "models", "role", "dp_size", "weight"})) return;
+  std::string url;
+  if (!r.String(node, path, "url", &url)) {
+    r.Error(node, Reader::Join(path, "url"), "is required");
+  } else {
+    auto parsed = common::ParseHttpUrl(url);
+    if (!parsed.ok()) {
+      r.Error(node["url"], Reader::Join(path, "url"), parsed.status().message());
+    } else {
+      w->url = *parsed;
+      if (!seen->insert(w->url.ToString()).second) {
+        r.Error(node["url"], Reader::Join(path, "url"),
+                common::StrCat("duplicate worker '", w->url.ToString(), "'"));
+      }
+    }
+  }
+  const YAML::Node models = node["models"];
+  if (models.IsDefined() && !models.IsNull()) {
+    if (models.IsScalar()) {
+      w->models.push_back(models.Scalar());
+    } else if (models.IsSequence()) {
+      for (const auto& m : models) {
+        if (!m.IsScalar() || m.Scalar().empty()) {
+          r.Error(m, Reader::Join(path, "models"), "entries must be non-empty strings");
+        } else {
+          w->models.push_back(m.Scalar());
+        }
+      }
+    } else {
+      r.Error(models, Reader::Join(path, "models"), "expected a list of model names");
+    }
+  }
+  std::string role;
+  if (r.String(node, path, "role", &role)) {
+    if (role == "mixed") {
+      w->role = WorkerRole::kMixed;
+    } else if (role == "prefill") {
+      w->role = WorkerRole::kPrefill;
+    } else if (role == "decode") {
+      w->role = WorkerRole::kDecode;
+    } else {
+      r.Error(node["role"], Reader::Join(path, "role"),
+              common::StrCat("must be mixed, prefill or decode, got '", role, "'"));
+    }
+  }
+  r.Uint(node, path, "dp_size", &w->dp_size, 1, 1024);
+  r.Double(node, path, "weight", &w->weight, 0.0, 1e6);
+}
+
+}  // namespace
+
+const char* WorkerRoleName(WorkerRole role) {
+  switch (role) {
+    case WorkerRole::kPrefill:
+      return "prefill";
+    case WorkerRole::kDecode:
+      return "decode";
+    case WorkerRole::kMixed:
+      break;
+  }
+  return "mixed";
+}
+
+bool IsKnownPolicy(std::string_view name) {
+  for (std::string_view p : kPolicies) {
+    if (p == name) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        common::StrCat(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
+  }
+  Config c;
+  if (root.IsNull()) return c;  // an empty file means all defaults
+  Reader r(source);
+  try {
+    if (!r.ExpectMap(root, "", {"listen", "threads", "log_level", "drain_timeout_ms",
+                                "models_refresh_interval_ms", "limits", "upstream", "retry",
+                                "health_check", "circuit_breaker", "routing", "access_log",
+                                "workers"})) {
+      return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
+    }
+    std::string listen;
+    if (r.String(root, "", "listen", &listen)) {
+      auto hp = common::ParseHostPort(listen);
+      if (!hp.ok()) {
+        r.Error(root["listen"], "listen", hp.status().message());
+      } else {
+        c.listen_host = hp->first;
+        c.listen_port = hp->second;
+      }
+    }
+    r.Uint(root, "", "threads", &c.threads, 0, 1024);
+    if (r.String(root, "", "log_level", &c.log_level) && !common::IsValidLogLevel(c.log_level)) {
+      r.Error(root["log_level"], "log_level",
+              common::StrCat("unknown level '", c.log_level,
+                           "' (expected trace, debug, info, warn, error or off)"));
+    }
+    r.Uint(root, "", "drain_timeout_ms", &c.drain_timeout_ms);
+    r.Uint(root, "", "models_refresh_interval_ms", &c.models_refresh_interval_ms, 100);
+
+    if (const YAML::Node n = root["limits"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "limits", {"max_header_bytes", "max_body_bytes", "idle_timeout_ms",
+                                    "read_timeout_ms", "write_timeout_ms", "max_connections"})) {
+        r.Uint(n, "limits", "max_header_bytes", &c.limits.max_header_bytes, 1024);
+        r.Uint(n, "limits", "max_body_bytes", &c.limits.max_body_bytes, 1);
+        r.Uint(n, "limits", "idle_timeout_ms", &c.limits.idle_timeout_ms, 1);
+        r.Uint(n, "limits", "read_timeout_ms", &c.limits.read_timeout_ms, 1);
+        r.Uint(n, "limits", "write_timeout_ms", &c.limits.write_timeout_ms, 1);
+        r.Uint(n, "limits", "max_connections", &c.limits.max_connections, 1);
+      }
+    }
+    if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "upstream", {"connect_timeout_ms", "response_timeout_ms",
+                                      "stream_idle_timeout_ms", "max_idle_per_worker"})) {
+        r.Uint(n, "upstream", "connect_timeout_ms", &c.upstream.connect_timeout_ms, 1);
+        r.Uint(n, "upstream", "response_timeout_ms", &c.upstream.response_timeout_ms, 1);
+        r.Uint(n, "upstream", "stream_idle_timeout_ms", &c.upstream.stream_idle_timeout_ms, 1);
+        r.Uint(n, "upstream", "max_idle_per_worker", &c.upstream.max_idle_per_worker);
+      }
+    }
+    if (const YAML::Node n = root["retry"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "retry", {"max_attempts", "backoff_base_ms", "backoff_max_ms", "jitter"})) {
+        r.Uint(n, "retry", "max_attempts", &c.retry.max_attempts, 1, 16);
+        r.Uint(n, "retry", "backoff_base_ms", &c.retry.backoff_base_ms);
+        r.Uint(n, "retry", "backoff_max_ms", &c.retry.backoff_max_ms);
+        r.Double(n, "retry", "jitter", &c.retry.jitter, 0.0, 1.0);
+      }
+    }
+    if (const YAML::Node n = root["health_check"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "health_check", {"enabled", "path", "interval_ms", "timeout_ms",
+                                          "unhealthy_threshold", "healthy_threshold"})) {
+        r.Bool(n, "health_check", "enabled", &c.health_check.enabled);
+        if (r.String(n, "health_check", "path", &c.health_check.path) &&
+            (c.health_check.path.empty() || c.health_check.path[0] != '/')) {
+          r.Error(n["path"], "health_check.path", "must start with '/'");
+        }
+        r.Uint(n, "health_check", "interval_ms", &c.health_check.interval_ms, 10);
+        r.Uint(n, "health_check", "timeout_ms", &c.health_check.timeout_ms, 1);
+        r.Uint(n, "health_check", "unhealthy_threshold", &c.health_check.unhealthy_threshold, 1);
+        r.Uint(n, "health_check", "healthy_threshold", &c.health_check.healthy_threshold, 1);
+      }
+    }
+    if (const YAML::Node n = root["circuit_breaker"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "circuit_breaker", {"consecutive_failures", "open_ms"})) {
+        r.Uint(n, "circuit_breaker", "consecutive_failures",
+               &c.circuit_breaker.consecutive_failures, 1);
+        r.Uint(n, "circuit_breaker", "open_ms", &c.circuit_breaker.open_ms, 1);
+      }
+    }
+    if (const YAML::Node n = root["routing"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "routing", {"policy"})) {
+        if (r.String(n, "routing", "policy", &c.routing.policy) &&
+            !IsKnownPolicy(c.routing.policy)) {
+          std::vector<std::string_view> names(std::begin(kPolicies), std::end(kPolicies));
+          r.Error(n["policy"], "routing.policy",
+                  common::StrCat("unknown policy '", c.routing.policy,
+                               "' (expected one of: ", common::StrJoin(names, ", "), ")"));
+        }
+      }
+    }
+    if (const YAML::Node n = root["access_log"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "access_log", {"enabled", "path"})) {
+        r.Bool(n, "access_log", "enabled", &c.access_log.enabled);
+        r.String(n, "access_log", "path", &c.access_log.path);
+      }
+    }
+    if (const YAML::Node n = root["workers"]; n.IsDefined() && !n.IsNull()) {
+      if (!n.IsSequence()) {
+        r.Error(n, "workers", "must be a list");
+      } else {
+        std::set<std::string> seen;
+        for (size_t i = 0; i < n.size(); ++i) {
+          WorkerConfig w;
+          ReadWorker(r, n[i], common::StrCat("workers[", i, "]"), &w, &seen);
+          c.workers.push_back(std::move(w));
+        }
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    r.errors().push_back(common::StrCat(source, ":", e.mark.line + 1, ": ", e.msg));
+  }
+  if (!r.errors().empty()) {
+    return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
+  }
+  return c;
+}
+
+absl::StatusOr<Config> LoadConfigFromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(common::StrCat(path, ": cannot read config file"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadConfigFromString(ss.str(), path);
+}
+
+absl::Status ValidateConfig(const Config& c) {
+  std::vector<std::string> errors;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < c.workers.size(); ++i) {
+    if (!seen.insert(c.workers[i].url.ToString()).second) {
+      errors.push_back(common::StrCat("workers[", i, "].url: duplicate worker '",
+                                    c.workers[i].url.ToString(), "'"));
+    }
+  }
+  if (!IsKnownPolicy(c.routing.policy)) {
+    errors.push_back(common::StrCat("routing.policy: unknown policy '", c.routing.policy, "'"));
+  }
+  if (!common::IsValidLogLevel(c.log_level)) {
+    errors.push_back(common::StrCat("log_level: unknown level '", c.log_level, "'"));
+  }
+  if (c.retry.backoff_max_ms < c.retry.backoff_base_ms) {
+    errors.push_back("retry.backoff_max_ms: must be >= retry.backoff_base_ms");
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(common::StrJoin(errors, "\n"));
+}
+
+}  // namespace kvgate::config

@@ -1,0 +1,256 @@
+#include "router/gateway.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/strings.h"
+#include "router/basic_policies.h"
+#include "router/health_checker.h"
+#include "router/internal/thread_context.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+
+struct Gateway::Impl {
+  explicit Impl(config::ConfigConstSharedPtr cfg) : state(cfg), initial(std::move(cfg)) {}
+
+  // Builds the worker snapshot for `cfg`, reusing live Worker objects (and their health and
+  // load) for URLs whose settings did not change.
+  WorkerSetConstSharedPtr BuildWorkers(const config::Config& cfg) {
+    auto set = std::make_shared<WorkerSet>();
+    const auto old = state.workers();
+    for (const auto& wc : cfg.workers) {
+      WorkerSharedPtr reuse;
+      for (const auto& w : old->workers) {
+        const auto& oc = w->config();
+        if (w->name() == wc.url.ToString() && oc.models == wc.models && oc.role == wc.role &&
+            oc.dp_size == wc.dp_size && oc.weight == wc.weight) {
+          reuse = w;
+        }
+      }
+      if (!reuse) {
+        reuse = std::make_shared<Worker>(wc, state.metrics.ForWorker(wc.url.ToString()));
+      }
+      set->workers.push_back(std::move(reuse));
+    }
+    for (const auto& w : old->workers) {
+      bool kept = false;
+      for (const auto& n : set->workers) kept |= n->name() == w->name();
+      if (!kept) state.metrics.RemoveWorker(w->name());
+    }
+    return set;
+  }
+
+  void Accept() {
+    ThreadContext& target = *threads[next_thread++ % threads.size()];
+    acceptor->async_accept(target.ioc, [this, &target](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+        spdlog::warn("accept failed: {}", ec.message());
+      } else if (state.draining.load()) {
+        return;
+      } else if (state.open_connections.load() >=
+                 static_cast<int64_t>(state.config()->limits.max_connections)) {
+        beast::error_code ignored;
+        socket.close(ignored);
+      } else {
+        state.open_connections.fetch_add(1);
+        state.metrics.open_connections().Increment();
+        auto conn = std::make_shared<ClientConnection>(std::move(socket));
+        net::post(target.ioc, [&target, conn] {
+          target.connections.insert(conn);
+          net::co_spawn(target.ioc, RunSession(target, conn), net::detached);
+        });
+      }
+      Accept();
+    });
+  }
+
+  GatewayState state;
+  config::ConfigConstSharedPtr initial;
+  std::vector<std::unique_ptr<ThreadContext>> threads;
+  std::vector<std::thread> os_threads;
+  net::io_context control{1};
+  std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> control_guard;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<HealthChecker> health;
+  uint64_t next_thread = 0;
+  uint16_t port = 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool stopped = false;
+};
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
+  auto policy = MakeRoutingPolicy(config.routing.policy);
+  if (!policy) {
+    return absl::InvalidArgumentError(
+        common::StrCat("routing.policy: unknown policy '", config.routing.policy, "'"));
+  }
+  auto cfg = std::make_shared<const config::Config>(std::move(config));
+  auto impl = std::make_unique<Impl>(cfg);
+  if (cfg->access_log.enabled) {
+    if (auto s = impl->state.access_log.Open(cfg->access_log.path); !s.ok()) return s;
+  }
+  impl->state.Publish(cfg, impl->BuildWorkers(*cfg), std::move(policy));
+  HealthChecker::RefreshModelsJson(impl->state);
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+absl::Status Gateway::Start() {
+  Impl& s = *impl_;
+  const auto cfg = s.state.config();
+  const uint32_t n = cfg->threads > 0 ? cfg->threads : std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t i = 0; i < n; ++i) {
+    s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
+  }
+  beast::error_code ec;
+  const auto addr = net::ip::make_address(cfg->listen_host, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        common::StrCat("listen: '", cfg->listen_host, "' is not an IP address"));
+  }
+  s.acceptor = std::make_unique<tcp::acceptor>(s.threads[0]->ioc);
+  const tcp::endpoint ep(addr, cfg->listen_port);
+  s.acceptor->open(ep.protocol(), ec);
+  if (!ec) s.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor->bind(ep, ec);
+  if (!ec) s.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(common::StrCat("cannot listen on ", cfg->listen_host, ":",
+                                               cfg->listen_port, ": ", ec.message()));
+  }
+  s.port = s.acceptor->local_endpoint().port();
+  s.Accept();
+
+  s.health = std::make_unique<HealthChecker>(s.control, s.state);
+  s.health->Start();
+  s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
+      s.control.get_executor());
+  for (auto& t : s.threads) {
+    s.guards.emplace_back(t->ioc.get_executor());
+    s.os_threads.emplace_back([&ioc = t->ioc] { ioc.run(); });
+  }
+  s.os_threads.emplace_back([&s] { s.control.run(); });
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.started = true;
+  }
+  spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}",
+               cfg->listen_host, s.port, n, cfg->workers.size(), cfg->routing.policy);
+  return absl::OkStatus();
+}
+
+uint16_t Gateway::port() const { return impl_->port; }
+
+absl::Status Gateway::Reload(config::Config config) {
+  Impl& s = *impl_;
+  const auto old = s.state.config();
+  if (config.listen_host != old->listen_host || config.listen_port != old->listen_port) {
+    spdlog::warn("reload: listen address changes need a restart; keeping {}:{}",
+                 old->listen_host, old->listen_port);
+    config.listen_host = old->listen_host;
+    config.listen_port = old->listen_port;
+  }
+  if (config.threads != old->threads) {
+    spdlog::warn("reload: thread count changes need a restart; keeping {}", old->threads);
+    config.threads = old->threads;
+  }
+  RoutingPolicySharedPtr policy = s.state.policy();
+  if (config.routing.policy != policy->name()) {
+    policy = MakeRoutingPolicy(config.routing.policy);
+    if (!policy) {
+      s.state.metrics.ConfigReloads(false).Increment();
+      return absl::InvalidArgumentError(
+          common::StrCat("routing.policy: unknown policy '", config.routing.policy, "'"));
+    }
+  }
+  if (config.access_log.enabled != old->access_log.enabled ||
+      config.access_log.path != old->access_log.path) {
+    if (config.access_log.enabled) {
+      if (auto st = s.state.access_log.Open(config.access_log.path); !st.ok()) {
+        s.state.metrics.ConfigReloads(false).Increment();
+        return st;
+      }
+    } else {
+      s.state.access_log.Close();
+    }
+  }
+  auto cfg = std::make_shared<const config::Config>(std::move(config));
+  s.state.Publish(cfg, s.BuildWorkers(*cfg), std::move(policy));
+  HealthChecker::RefreshModelsJson(s.state);
+  s.state.metrics.ConfigReloads(true).Increment();
+  spdlog::info("reload: {} workers, policy {}", cfg->workers.size(), cfg->routing.policy);
+  return absl::OkStatus();
+}
+
+bool Gateway::Drain(std::chrono::milliseconds deadline) {
+  Impl& s = *impl_;
+  if (!s.started) return true;
+  s.state.draining.store(true);
+  spdlog::info("draining: {} connections open, deadline {} ms", s.state.open_connections.load(),
+               deadline.count());
+  net::post(s.threads[0]->ioc, [&s] {
+    beast::error_code ignored;
+    s.acceptor->close(ignored);
+  });
+  // Idle keep-alive connections are closed now; busy ones close after their response.
+  for (auto& t : s.threads) {
+    net::post(t->ioc, [tc = t.get()] {
+      for (const auto& c : tc->connections) {
+        if (c->idle) {
+          beast::error_code ignored;
+          c->stream.socket().close(ignored);
+        }
+      }
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  bool clean = true;
+  while (s.state.open_connections.load() > 0) {
+    if (std::chrono::steady_clock::now() >= until) {
+      clean = false;
+      spdlog::warn("drain deadline passed with {} connections open; closing them",
+                   s.state.open_connections.load());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // main thread, not a router loop
+  }
+  Stop();
+  return clean;
+}
+
+void Gateway::Stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stopped) return;
+    s.stopped = true;
+  }
+  if (s.health) s.health->Stop();
+  for (auto& t : s.threads) t->ioc.stop();
+  s.control.stop();
+  for (auto& th : s.os_threads) {
+    if (th.joinable()) th.join();
+  }
+  for (auto& t : s.threads) t->pool.Clear();
+  s.cv.notify_all();
+}
+
+void Gateway::Wait() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&s] { return s.stopped; });
+}
+
+std::string Gateway::MetricsText() const { return RouterMetrics::Serialize(impl_->state.registry); }
+
+}  // namespace kvgate::router

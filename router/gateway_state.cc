@@ -1,0 +1,30 @@
+#include "router/gateway_state.h"
+
+namespace kvgate::router {
+
+GatewayState::GatewayState(config::ConfigConstSharedPtr initial)
+    : config_(std::move(initial)),
+      workers_(std::make_shared<const WorkerSet>()),
+      models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
+
+void GatewayState::Publish(config::ConfigConstSharedPtr config, WorkerSetConstSharedPtr workers,
+                           RoutingPolicySharedPtr policy) {
+  workers_.store(std::move(workers), std::memory_order_release);
+  policy_.store(std::move(policy), std::memory_order_release);
+  config_.store(std::move(config), std::memory_order_release);
+}
+
+void GatewayState::SetModelsJson(std::string json) {
+  models_json_.store(std::make_shared<const std::string>(std::move(json)),
+                     std::memory_order_release);
+}
+
+bool GatewayState::AnyWorkerAvailable() const {
+  const auto now = SteadyClock::now();
+  for (const auto& w : workers()->workers) {
+    if (w->IsAvailable(now)) return true;
+  }
+  return false;
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,148 @@
+#include "router/health_checker.h"
+
+#include <set>
+
+#include "common/strings.h"
+#include "common/json_util.h"
+#include "router/internal/asio.h"
+#include "router/upstream_pool.h"
+#include "simdjson.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+// One GET on a fresh connection (the control plane is not on the hot path).
+net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, const common::HttpUrl& url,
+                                                   std::string path, milliseconds timeout) {
+  UpstreamPool pool(ioc);
+  auto stream = co_await pool.Connect(url, timeout);
+  if (!stream.ok()) co_return stream.status();
+  http::request<http::empty_body> req{http::verb::get, url.base_path + path, 11};
+  req.set(http::field::host, url.Authority());
+  req.set(http::field::user_agent, "kvgate-health");
+  req.keep_alive(false);
+  stream->expires_after(timeout);
+  auto [wec, wn] = co_await http::async_write(*stream, req, kNoThrow);
+  if (wec) co_return absl::UnavailableError(wec.message());
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(4 << 20);
+  auto [rec, rn] = co_await http::async_read(*stream, buffer, parser, kNoThrow);
+  if (rec) co_return absl::UnavailableError(rec.message());
+  beast::error_code ignored;
+  stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return HttpResult{parser.get().result_int(), std::move(parser.get().body())};
+}
+
+std::vector<std::string> ParseModelIds(std::string body) {
+  std::vector<std::string> ids;
+  simdjson::ondemand::parser parser;
+  body.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  simdjson::ondemand::document doc;
+  if (parser.iterate(body.data(), body.size(), body.capacity()).get(doc)) return ids;
+  simdjson::ondemand::array data;
+  if (doc["data"].get_array().get(data)) return ids;
+  for (auto entry : data) {
+    std::string_view id;
+    if (!entry["id"].get_string().get(id)) ids.emplace_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+struct HealthChecker::Impl {
+  Impl(net::io_context& ioc, GatewayState& state) : ioc(ioc), state(state) {}
+
+  net::awaitable<void> CheckOne(WorkerSharedPtr worker, config::HealthCheckConfig cfg) {
+    auto r = co_await HttpGet(ioc, worker->config().url, cfg.path, milliseconds(cfg.timeout_ms));
+    const bool ok = r.ok() && r->status >= 200 && r->status < 300;
+    if (!ok) {
+      spdlog::debug("health check of {} failed: {}", worker->name(),
+                    r.ok() ? common::StrCat("status ", r->status) : r.status().ToString());
+    }
+    worker->RecordHealthCheck(ok, cfg);
+  }
+
+  net::awaitable<void> DiscoverOne(WorkerSharedPtr worker, milliseconds timeout) {
+    auto r = co_await HttpGet(ioc, worker->config().url, "/v1/models", timeout);
+    if (r.ok() && r->status == 200) {
+      worker->SetDiscoveredModels(ParseModelIds(std::move(r->body)));
+    }
+  }
+
+  net::awaitable<void> HealthLoop() {
+    net::steady_timer timer(ioc);
+    while (!stopped) {
+      const auto cfg = state.config();
+      if (cfg->health_check.enabled) {
+        for (const auto& w : state.workers()->workers) {
+          net::co_spawn(ioc, CheckOne(w, cfg->health_check), net::detached);
+        }
+      }
+      timer.expires_after(milliseconds(cfg->health_check.interval_ms));
+      co_await timer.async_wait(kNoThrow);
+    }
+  }
+
+  net::awaitable<void> ModelsLoop() {
+    net::steady_timer timer(ioc);
+    while (!stopped) {
+      const auto cfg = state.config();
+      const auto workers = state.workers();
+      const auto now = SteadyClock::now();
+      for (const auto& w : workers->workers) {
+        if (w->IsAvailable(now)) {
+          co_await DiscoverOne(w, milliseconds(cfg->health_check.timeout_ms));
+        }
+      }
+      RefreshModelsJson(state);
+      timer.expires_after(milliseconds(cfg->models_refresh_interval_ms));
+      co_await timer.async_wait(kNoThrow);
+    }
+  }
+
+  net::io_context& ioc;
+  GatewayState& state;
+  bool stopped = false;
+};
+
+HealthChecker::HealthChecker(net::io_context& ioc, GatewayState& state)
+    : impl_(std::make_unique<Impl>(ioc, state)) {}
+
+HealthChecker::~HealthChecker() = default;
+
+void HealthChecker::Start() {
+  net::co_spawn(impl_->ioc, impl_->HealthLoop(), net::detached);
+  net::co_spawn(impl_->ioc, impl_->ModelsLoop(), net::detached);
+}
+
+void HealthChecker::Stop() { impl_->stopped = true; }
+
+void HealthChecker::RefreshModelsJson(GatewayState& state) {
+  std::set<std::string> models;
+  for (const auto& w : state.workers()->workers) {
+    for (auto& m : w->Models()) models.insert(std::move(m));
+  }
+  std::string json = R"({"object":"list","data":[)";
+  bool first = true;
+  for (const auto& m : models) {
+    if (!first) json += ",";
+    first = false;
+    json += R"({"id":)";
+    common::AppendJsonString(json, m);
+    json += R"(,"object":"model","created":0,"owned_by":"kvgate"})";
+  }
+  json += "]}";
+  state.SetModelsJson(std::move(json));
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,106 @@
+#include "router/worker.h"
+
+#include <algorithm>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+int64_t ToNs(SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+Worker::Worker(config::WorkerConfig config, WorkerMetrics metrics)
+    : config_(std::move(config)),
+      name_(config_.url.ToString()),
+      authority_(config_.url.Authority()),
+      metrics_(metrics) {
+  if (metrics_.healthy != nullptr) metrics_.healthy->Set(1);
+}
+
+bool Worker::IsAvailable(SteadyClock::time_point now) const {
+  return healthy() && !BreakerOpen(now);
+}
+
+bool Worker::BreakerOpen(SteadyClock::time_point now) const {
+  return ToNs(now) < breaker_open_until_ns_.load(std::memory_order_relaxed);
+}
+
+bool Worker::RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg) {
+  bool changed = false;
+  if (ok) {
+    check_failures_.store(0, std::memory_order_relaxed);
+    const uint32_t s = check_successes_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (!healthy() && s >= cfg.healthy_threshold) {
+      healthy_.store(true, std::memory_order_relaxed);
+      passive_failures_.store(0, std::memory_order_relaxed);
+      breaker_open_until_ns_.store(0, std::memory_order_relaxed);
+      changed = true;
+      spdlog::info("worker {} readmitted after {} good health checks", name_, s);
+    }
+  } else {
+    check_successes_.store(0, std::memory_order_relaxed);
+    const uint32_t f = check_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (healthy() && f >= cfg.unhealthy_threshold) {
+      healthy_.store(false, std::memory_order_relaxed);
+      changed = true;
+      spdlog::warn("worker {} ejected after {} failed health checks", name_, f);
+    }
+  }
+  if (changed && metrics_.healthy != nullptr) metrics_.healthy->Set(healthy() ? 1 : 0);
+  return changed;
+}
+
+void Worker::RecordConnectionFailure(SteadyClock::time_point now,
+                                     const config::CircuitBreakerConfig& cb) {
+  if (metrics_.connect_errors != nullptr) metrics_.connect_errors->Increment();
+  const uint32_t f = passive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (f >= cb.consecutive_failures && !BreakerOpen(now)) {
+    breaker_open_until_ns_.store(ToNs(now + std::chrono::milliseconds(cb.open_ms)),
+                                 std::memory_order_relaxed);
+    passive_failures_.store(0, std::memory_order_relaxed);
+    spdlog::warn("worker {}: circuit breaker open for {} ms after {} connection failures", name_,
+                 cb.open_ms, f);
+  }
+}
+
+void Worker::RecordSuccess() { passive_failures_.store(0, std::memory_order_relaxed); }
+
+void Worker::AddInFlight(int64_t delta) {
+  const int64_t v = in_flight_.fetch_add(delta, std::memory_order_relaxed) + delta;
+  if (metrics_.in_flight != nullptr) metrics_.in_flight->Set(static_cast<double>(v));
+}
+
+void Worker::SetDiscoveredModels(std::vector<std::string> models) {
+  std::sort(models.begin(), models.end());
+  absl::MutexLock lock(&models_mu_);
+  discovered_models_ = std::move(models);
+}
+
+std::vector<std::string> Worker::Models() const {
+  std::vector<std::string> out = config_.models;
+  {
+    absl::ReaderMutexLock lock(&models_mu_);
+    out.insert(out.end(), discovered_models_.begin(), discovered_models_.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool Worker::ServesModel(std::string_view model) const {
+  if (model.empty()) return true;
+  for (const auto& m : config_.models) {
+    if (m == model) return true;
+  }
+  absl::ReaderMutexLock lock(&models_mu_);
+  if (config_.models.empty() && discovered_models_.empty()) return true;
+  return std::binary_search(discovered_models_.begin(), discovered_models_.end(), model);
+}
+
+}  // namespace kvgate::router

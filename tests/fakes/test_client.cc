@@ -1,0 +1,164 @@
+#include "tests/fakes/test_client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "common/strings.h"
+
+namespace kvgate::testing {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+std::string HttpResponse::Header(const std::string& name) const {
+  auto it = headers.find(Lower(name));
+  return it == headers.end() ? "" : it->second;
+}
+
+HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& target,
+                   const std::string& body, const Headers& headers,
+                   std::chrono::milliseconds timeout) {
+  HttpResponse out;
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(timeout);
+  beast::error_code ec;
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) {
+    out.error = ec.message();
+    return out;
+  }
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  if (!body.empty() || method == "POST") {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
+  http::write(stream, req, ec);
+  if (ec) {
+    out.error = ec.message();
+    return out;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1ull << 30);
+  http::read(stream, buffer, parser, ec);
+  if (ec) {
+    out.error = ec.message();
+    return out;
+  }
+  auto& res = parser.get();
+  out.status = res.result_int();
+  for (const auto& f : res) out.headers[Lower(std::string(f.name_string()))] = std::string(f.value());
+  out.body = std::move(res.body());
+  return out;
+}
+
+struct StreamingRequest::Impl {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  bool failed = false;
+  char buf[65536];
+};
+
+StreamingRequest::StreamingRequest(uint16_t port, const std::string& target,
+                                   const std::string& body, const Headers& headers)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->parser.body_limit(boost::none);
+  beast::error_code ec;
+  impl_->stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+  if (ec) {
+    impl_->failed = true;
+    return;
+  }
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(impl_->stream, req, ec);
+  if (ec) impl_->failed = true;
+}
+
+StreamingRequest::~StreamingRequest() = default;
+
+bool StreamingRequest::ReadHeader(std::chrono::milliseconds timeout) {
+  if (impl_->failed) return false;
+  impl_->stream.expires_after(timeout);
+  beast::error_code ec;
+  http::read_header(impl_->stream, impl_->buffer, impl_->parser, ec);
+  if (ec) impl_->failed = true;
+  return !ec;
+}
+
+int StreamingRequest::status() const { return impl_->parser.get().result_int(); }
+
+std::string StreamingRequest::Header(const std::string& name) const {
+  auto it = impl_->parser.get().find(name);
+  return it == impl_->parser.get().end() ? "" : std::string(it->value());
+}
+
+std::string StreamingRequest::ReadSome(std::chrono::milliseconds timeout) {
+  while (!impl_->failed && !impl_->parser.is_done()) {
+    impl_->parser.get().body().data = impl_->buf;
+    impl_->parser.get().body().size = sizeof(impl_->buf);
+    impl_->stream.expires_after(timeout);
+    beast::error_code ec;
+    http::read_some(impl_->stream, impl_->buffer, impl_->parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      impl_->failed = true;
+      break;
+    }
+    const size_t n = sizeof(impl_->buf) - impl_->parser.get().body().size;
+    if (n > 0) return std::string(impl_->buf, n);
+  }
+  return "";
+}
+
+std::string StreamingRequest::ReadAll(std::chrono::milliseconds timeout) {
+  std::string all;
+  for (;;) {
+    std::string piece = ReadSome(timeout);
+    if (piece.empty()) break;
+    all += piece;
+  }
+  return all;
+}
+
+bool StreamingRequest::done() const { return impl_->parser.is_done(); }
+
+void StreamingRequest::Close() {
+  beast::error_code ignored;
+  impl_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  impl_->stream.socket().close(ignored);
+}
+
+std::string ChatBody(bool stream, size_t bytes, const std::string& model) {
+  std::string content = "Write a haiku about caches.";
+  std::string body = common::StrCat(R"({"model":")", model,
+                                    R"(","messages":[{"role":"user","content":")");
+  const std::string tail = common::StrCat(R"("}],"stream":)", stream ? "true" : "false", "}");
+  if (bytes > body.size() + content.size() + tail.size()) {
+    content.append(bytes - body.size() - content.size() - tail.size(), 'a');
+  }
+  return body + content + tail;
+}
+
+}  // namespace kvgate::testing

@@ -1,0 +1,58 @@
+// File: tests/fakes/test_client.h
+// A small blocking HTTP/1.1 client for tests: whole requests, and streamed responses read
+// piece by piece. Thread-compatible; one per test thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvgate::testing {
+
+struct HttpResponse {
+  int status = 0;  // 0 when the request failed at the transport level
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string error;
+  std::string Header(const std::string& name) const;
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+/// One request on a new connection.
+HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& target,
+                   const std::string& body = "", const Headers& headers = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+/// A streamed response read as it arrives.
+class StreamingRequest {
+ public:
+  StreamingRequest(uint16_t port, const std::string& target, const std::string& body,
+                   const Headers& headers = {});
+  ~StreamingRequest();
+
+  /// Status and headers; false on failure.
+  bool ReadHeader(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  int status() const;
+  std::string Header(const std::string& name) const;
+
+  /// Next piece of body as it arrived (may be several events); empty at the end or on error.
+  std::string ReadSome(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  /// Everything until the end of the body.
+  std::string ReadAll(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  bool done() const;
+  /// Closes the connection abruptly (client disconnect).
+  void Close();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A chat completion body: {"model":..., "messages":[...], "stream":...} padded to `bytes`.
+std::string ChatBody(bool stream, size_t bytes = 0, const std::string& model = "fake-model");
+
+}  // namespace kvgate::testing
