@@ -29,9 +29,11 @@ function(kvgate_cc_test)
   target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_options(${KV_NAME} PRIVATE ${KVGATE_WARNINGS})
   target_include_directories(${KV_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
-  gtest_discover_tests(${KV_NAME}
-    DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${KV_LABELS}" ENVIRONMENT "KVGATE_BIN_DIR=${CMAKE_RUNTIME_OUTPUT_DIRECTORY};KVGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  # Tests find the binaries and source files through these (also overridable by environment).
+  target_compile_definitions(${KV_NAME} PRIVATE
+    KVGATE_TEST_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
+    KVGATE_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  gtest_discover_tests(${KV_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${KV_LABELS}")
 endfunction()
 
 # kvgate_cc_benchmark(NAME n SRCS ... DEPS ...): a Google Benchmark binary that also runs as a

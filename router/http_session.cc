@@ -207,7 +207,14 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
     rc.endpoint = "other";
     rc.keep_alive = false;
     if (hec) {
-      if (hec == http::error::header_limit) {
+      if (hec == http::error::body_limit) {
+        rc.request_id = NewRequestId();
+        co_await WriteError(*conn, rc, http::status::payload_too_large,
+                            common::StrCat("request body exceeds the limit of ",
+                                           cfg->limits.max_body_bytes, " bytes"),
+                            "invalid_request_error", "body_too_large");
+        co_await LingeringClose(*conn);
+      } else if (hec == http::error::header_limit) {
         rc.request_id = NewRequestId();
         co_await WriteError(*conn, rc, http::status::request_header_fields_too_large,
                             common::StrCat("request header exceeds ", cfg->limits.max_header_bytes,

@@ -147,7 +147,8 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
     beast::tcp_stream& upstream = *upstream_slot;
 
     req.set(http::field::host, worker.authority());
-    if (rc.attempts == 1 && fresh == 0) {
+    if (!rc.overhead_recorded) {
+      rc.overhead_recorded = true;
       tc.state.metrics.router_overhead().Observe(
           std::chrono::duration<double>(now() - rc.read_done).count());
     }

@@ -41,6 +41,7 @@ struct RequestContext {
   uint32_t attempts = 0;
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
+  bool overhead_recorded = false;  // router overhead is measured at the first upstream write
   std::chrono::steady_clock::time_point read_done;
 };
 

@@ -1,0 +1,43 @@
+#include "tests/integration/test_util.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+namespace kvgate::testing {
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
+uint16_t UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& content) {
+  char tmpl[] = "/tmp/kvgate-test-XXXXXX";
+  const char* dir = ::mkdtemp(tmpl);
+  const std::string path = std::string(dir) + "/" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+}  // namespace kvgate::testing

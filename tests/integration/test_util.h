@@ -1,0 +1,23 @@
+// File: tests/integration/test_util.h
+// Helpers shared by the integration tests: condition polling with a deadline (never a fixed
+// sleep), a port nothing listens on, and temp files.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace kvgate::testing {
+
+/// Polls `pred` every millisecond until it holds or `timeout` passes.
+bool WaitFor(const std::function<bool()>& pred,
+             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+/// A loopback port that was free a moment ago and has no listener (a "dead worker").
+uint16_t UnusedPort();
+
+/// Writes `content` to a new file in a fresh temp dir; returns its path.
+std::string WriteTempFile(const std::string& name, const std::string& content);
+
+}  // namespace kvgate::testing
