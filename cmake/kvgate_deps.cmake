@@ -21,4 +21,4 @@ add_library(kvgate_boost INTERFACE)
 target_link_libraries(kvgate_boost INTERFACE Boost::headers Threads::Threads)
 target_compile_definitions(kvgate_boost INTERFACE
   BOOST_ASIO_SEPARATE_COMPILATION BOOST_BEAST_SEPARATE_COMPILATION BOOST_JSON_NO_LIB
-  BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
+  BOOST_ASIO_NO_DEPRECATED)

@@ -39,7 +39,7 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, const c
   if (rec) co_return absl::UnavailableError(rec.message());
   beast::error_code ignored;
   stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-  co_return HttpResult{parser.get().result_int(), std::move(parser.get().body())};
+  co_return HttpResult{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
 }
 
 std::vector<std::string> ParseModelIds(std::string body) {

@@ -73,7 +73,10 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(std::string& body) {
   }
   simdjson::ondemand::object obj;
   if (auto err = doc.get_object().get(obj)) {
-    return absl::InvalidArgumentError("request body must be a JSON object");
+    if (err == simdjson::INCORRECT_TYPE) {
+      return absl::InvalidArgumentError("request body must be a JSON object");
+    }
+    return invalid(simdjson::error_message(err));
   }
   for (auto field : obj) {
     std::string_view key;

@@ -1,0 +1,58 @@
+# kvgate: `make demo` and `make test` work on a fresh Debian 12 machine (they install what is
+# missing through scripts/setup first).
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BINARIES := kvgate kvgate-fake-upstream kvindex_bench
+
+.PHONY: all setup build debug test test-debug test-asan test-tsan test-fuzz demo bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup
+
+# Release binaries, linked under build/ (build/kvgate, ...).
+build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build build/release -j$(JOBS)
+	@for b in $(BINARIES); do [ -e build/release/bin/$$b ] && ln -sf release/bin/$$b build/$$b; done; true
+
+debug: setup
+	@cmake --preset debug >/dev/null
+	@cmake --build build/debug -j$(JOBS)
+
+test-debug: debug
+	@ctest --preset debug -j2
+
+test-asan: setup
+	@cmake --preset asan-ubsan >/dev/null
+	@cmake --build build/asan-ubsan -j$(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --preset asan-ubsan -j2
+
+# ThreadSanitizer on the concurrent parts: the kvindex stress test and the gateway.
+test-tsan: setup
+	@cmake --preset tsan >/dev/null
+	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests
+	@TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j2 -R "Stress|Concurren|Gateway"
+
+# Bounded libFuzzer runs (need clang; skipped with a message otherwise).
+test-fuzz: setup
+	@if [ -x tests/fuzz/run_fuzzers.sh ] || [ -f tests/fuzz/run_fuzzers.sh ]; then \
+	  bash tests/fuzz/run_fuzzers.sh $${FUZZ_SECONDS:-30}; fi
+
+test: test-debug test-asan test-tsan test-fuzz
+	@echo "make test: all suites passed"
+
+demo: build
+	@bash scripts/demo.sh
+
+bench: build
+	@bash bench/proxy/run.sh
+	@[ -x build/kvindex_bench ] && build/kvindex_bench || true
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	@rm -rf build
