@@ -1,0 +1,771 @@
+#include "kvindex/canonicalize.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "simdjson.h"
+#include "xxhash.h"
+
+namespace kvgate::kvindex {
+namespace od = simdjson::ondemand;
+
+// Field tags after canonical::kField (and section tags after kMessageBegin). One byte each; the
+// meaning of a field never depends on its position, so optional fields cannot be confused.
+namespace {
+constexpr char kTagRole = 'r';
+constexpr char kTagTools = 'x';
+constexpr char kTagFunctions = 'y';
+constexpr char kTagName = 'n';
+constexpr char kTagText = 't';
+constexpr char kTagImage = 'i';
+constexpr char kTagAudio = 'a';
+constexpr char kTagVideo = 'v';
+constexpr char kTagOtherPart = 'o';
+constexpr char kTagPartHash = 'h';
+constexpr char kTagToolCallId = 'c';
+constexpr char kTagFunctionName = 'f';
+constexpr char kTagArguments = 'g';
+constexpr char kTagToolResultId = 'k';
+constexpr char kTagNullContent = 'z';
+
+// absl::string_view is not std::string_view in Debian's Abseil build.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid request JSON at ", Sv(where), ": ", simdjson::error_message(ec)));
+}
+
+#define KVINDEX_JSON_TRY(expr, where)        \
+  do {                                       \
+    if (auto kv_ec_ = (expr); kv_ec_) {      \
+      return JsonError(kv_ec_, where);       \
+    }                                        \
+  } while (0)
+
+#define KVINDEX_STATUS_TRY(expr)             \
+  do {                                       \
+    if (absl::Status kv_st_ = (expr); !kv_st_.ok()) { \
+      return kv_st_;                         \
+    }                                        \
+  } while (0)
+
+// True if any byte of the 8-byte word is < 9 (i.e. a framing byte).
+inline bool HasFramingByte(uint64_t x) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  return ((x - kOnes * (canonical::kMaxFramingByte + 1)) & ~x & kHigh) != 0;
+}
+
+void AppendHex(uint64_t h, std::string* out) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i) {
+    buf[i] = kDigits[h & 0xf];
+    h >>= 4;
+  }
+  out->append(buf, 16);
+}
+
+absl::Status TypeOf(od::value& v, od::json_type* t, std::string_view where) {
+  KVINDEX_JSON_TRY(v.type().get(*t), where);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AppendEscaped(std::string_view text, std::string* out) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  const char* run = p;  // Start of the pending unescaped run.
+  while (p < end) {
+    if (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      if (!HasFramingByte(w)) {
+        p += 8;
+        continue;
+      }
+    }
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c <= canonical::kMaxFramingByte) {
+      out->append(run, p - run);
+      out->push_back(canonical::kEscape);
+      out->push_back(static_cast<char>(c | 0x40));
+      run = p + 1;
+    }
+    ++p;
+  }
+  out->append(run, end - run);
+}
+
+class Canonicalizer::Impl {
+ public:
+  explicit Impl(CanonicalizeOptions options) : options_(options) {}
+
+  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, CanonicalRequest* out);
+
+ private:
+  absl::Status Message(od::value v, std::string* out);
+  absl::Status ContentParts(od::array parts, std::string* out);
+  absl::Status PartPayloadHash(od::value v, uint64_t* hash);
+  absl::Status ToolCalls(od::value v, std::string* out);
+  absl::Status FunctionCall(od::value v, std::string* out);
+  absl::Status Completions(od::value prompt, CanonicalRequest* out);
+  absl::Status Tokens(od::array arr, std::vector<uint32_t>* tokens);
+  // Appends the canonical form of any JSON value: objects with sorted keys, normalised numbers
+  // and decoded strings.
+  absl::Status Json(od::value v, std::string* out, int depth);
+
+  static void Field(char tag, std::string_view content, std::string* out) {
+    out->push_back(canonical::kField);
+    out->push_back(tag);
+    AppendEscaped(content, out);
+  }
+
+  CanonicalizeOptions options_;
+  od::parser parser_;
+  std::string padded_;
+  std::string tools_;      // Canonical `tools` section.
+  std::string functions_;  // Canonical `functions` section.
+  std::string content_;    // A message's content parts.
+  std::string calls_;      // A message's tool calls / function call.
+  std::string scratch_;
+};
+
+// Every object is read in ONE forward pass over its fields (dispatching on the key) and the
+// canonical order is restored from views and small buffers afterwards. simdjson's
+// find_field_unordered() rewinds objects assuming they were validated, which malformed input
+// that was partly skipped violates (found by the fuzzer). Decoded strings live in the parser's
+// string buffer until the next document, so keeping views is safe.
+
+absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, ApiKind api,
+                                      CanonicalRequest* out) {
+  out->prompts.clear();
+  out->model.clear();
+  out->cache_salt.clear();
+  if (body.size() > options_.max_body_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
+  }
+  // simdjson needs SIMDJSON_PADDING readable bytes past the end; copy unless the caller has them.
+  const char* data = body.data();
+  if (capacity < body.size() + simdjson::SIMDJSON_PADDING) {
+    padded_.resize(body.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded_.data(), body.data(), body.size());
+    std::memset(padded_.data() + body.size(), 0, simdjson::SIMDJSON_PADDING);
+    data = padded_.data();
+    capacity = padded_.size();
+  }
+  od::document doc;
+  KVINDEX_JSON_TRY(parser_.iterate(data, body.size(), capacity).get(doc), "document");
+  od::object root;
+  KVINDEX_JSON_TRY(doc.get_object().get(root), "document (expected an object)");
+
+  const bool chat = api == ApiKind::kChatCompletions;
+  CanonicalPrompt* prompt = nullptr;
+  if (chat) {
+    out->prompts.emplace_back();
+    prompt = &out->prompts.back();
+    prompt->kind = PromptKind::kChat;
+  }
+  tools_.clear();
+  functions_.clear();
+  bool seen_messages = false;
+  bool seen_prompt = false;
+  size_t header_written = 0;  // Bytes of tool sections already at the front of the stream.
+  for (auto field : root) {
+    std::string_view key;
+    KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
+    od::value v;
+    KVINDEX_JSON_TRY(field.value().get(v), key);
+    od::json_type t;
+    if (key == "model" || key == "cache_salt") {
+      KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+      if (t == od::json_type::string) {
+        std::string_view s;
+        KVINDEX_JSON_TRY(v.get_string().get(s), key);
+        (key == "model" ? out->model : out->cache_salt).assign(s);
+      }
+    } else if (chat && (key == "tools" || key == "functions")) {
+      std::string* section = key == "tools" ? &tools_ : &functions_;
+      section->clear();
+      KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+      if (t == od::json_type::null) {
+        continue;
+      }
+      if (t != od::json_type::array) {
+        return absl::InvalidArgumentError(absl::StrCat("'", Sv(key), "' must be an array"));
+      }
+      section->push_back(canonical::kMessageBegin);
+      section->push_back(key == "tools" ? kTagTools : kTagFunctions);
+      KVINDEX_STATUS_TRY(Json(v, section, 0));
+      section->push_back(canonical::kMessageEnd);
+    } else if (chat && key == "messages") {
+      if (seen_messages) {
+        return absl::InvalidArgumentError("duplicate 'messages'");
+      }
+      seen_messages = true;
+      od::array messages;
+      if (v.get_array().get(messages)) {
+        return absl::InvalidArgumentError("'messages' must be an array");
+      }
+      // Tool sections seen so far go first; later ones are inserted at the end.
+      prompt->bytes.assign(tools_);
+      prompt->bytes.append(functions_);
+      header_written = prompt->bytes.size();
+      tools_.clear();
+      functions_.clear();
+      for (auto element : messages) {
+        od::value m;
+        KVINDEX_JSON_TRY(element.get(m), "messages[]");
+        KVINDEX_STATUS_TRY(Message(m, &prompt->bytes));
+      }
+    } else if (!chat && key == "prompt") {
+      if (seen_prompt) {
+        return absl::InvalidArgumentError("duplicate 'prompt'");
+      }
+      seen_prompt = true;
+      KVINDEX_STATUS_TRY(Completions(v, out));
+    }
+  }
+  if (chat) {
+    if (!seen_messages) {
+      return absl::InvalidArgumentError("chat request has no 'messages'");
+    }
+    if (!tools_.empty() || !functions_.empty()) {
+      // Canonical order is tools, functions, messages whatever the body's key order.
+      if (header_written > 0) {
+        // Both an early and a late section: rebuild the header in canonical order.
+        scratch_.assign(prompt->bytes, 0, header_written);
+        const bool early_is_tools = scratch_[1] == kTagTools;
+        std::string header = early_is_tools ? scratch_ + functions_ : tools_ + scratch_;
+        prompt->bytes.replace(0, header_written, header);
+      } else {
+        prompt->bytes.insert(0, tools_ + functions_);
+      }
+    }
+  } else if (!seen_prompt) {
+    return absl::InvalidArgumentError("completions request has no 'prompt'");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+// Reads a string-or-null value; `*found` is false for null.
+absl::Status StringOrNull(od::value& v, std::string_view key, std::string_view* s, bool* found) {
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+  if (t == od::json_type::null) {
+    *found = false;
+    return absl::OkStatus();
+  }
+  if (t != od::json_type::string) {
+    return absl::InvalidArgumentError(absl::StrCat("field '", Sv(key), "' must be a string"));
+  }
+  KVINDEX_JSON_TRY(v.get_string().get(*s), key);
+  *found = true;
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Canonicalizer::Impl::Message(od::value v, std::string* out) {
+  od::object msg;
+  if (v.get_object().get(msg)) {
+    return absl::InvalidArgumentError("each message must be an object");
+  }
+  std::string_view role, name, tool_call_id, content_text;
+  bool has_role = false, has_name = false, has_tool_call_id = false;
+  enum class Content { kAbsent, kText, kNull, kParts } content = Content::kAbsent;
+  content_.clear();
+  calls_.clear();
+  std::string function_call;
+  for (auto field : msg) {
+    std::string_view key;
+    KVINDEX_JSON_TRY(field.unescaped_key().get(key), "message key");
+    od::value fv;
+    KVINDEX_JSON_TRY(field.value().get(fv), key);
+    if (key == "role") {
+      KVINDEX_STATUS_TRY(StringOrNull(fv, key, &role, &has_role));
+    } else if (key == "name") {
+      KVINDEX_STATUS_TRY(StringOrNull(fv, key, &name, &has_name));
+    } else if (key == "tool_call_id") {
+      KVINDEX_STATUS_TRY(StringOrNull(fv, key, &tool_call_id, &has_tool_call_id));
+    } else if (key == "content") {
+      od::json_type t;
+      KVINDEX_STATUS_TRY(TypeOf(fv, &t, "content"));
+      content_.clear();
+      if (t == od::json_type::string) {
+        KVINDEX_JSON_TRY(fv.get_string().get(content_text), "content");
+        content = Content::kText;
+      } else if (t == od::json_type::array) {
+        od::array parts;
+        KVINDEX_JSON_TRY(fv.get_array().get(parts), "content");
+        KVINDEX_STATUS_TRY(ContentParts(parts, &content_));
+        content = Content::kParts;
+      } else if (t == od::json_type::null) {
+        content = Content::kNull;
+      } else {
+        return absl::InvalidArgumentError("message 'content' must be a string, array or null");
+      }
+    } else if (key == "tool_calls") {
+      calls_.clear();
+      KVINDEX_STATUS_TRY(ToolCalls(fv, &calls_));
+    } else if (key == "function_call") {
+      function_call.clear();
+      od::json_type t;
+      KVINDEX_STATUS_TRY(TypeOf(fv, &t, "function_call"));
+      if (t == od::json_type::object) {
+        KVINDEX_STATUS_TRY(FunctionCall(fv, &function_call));
+      } else if (t != od::json_type::null) {
+        return absl::InvalidArgumentError("'function_call' must be an object");
+      }
+    }
+  }
+  out->push_back(canonical::kMessageBegin);
+  out->push_back(kTagRole);
+  if (has_role) {
+    AppendEscaped(role, out);
+  }
+  if (has_name) {
+    Field(kTagName, name, out);
+  }
+  switch (content) {
+    case Content::kAbsent:
+      break;
+    case Content::kText:
+      Field(kTagText, content_text, out);
+      break;
+    case Content::kNull:
+      out->push_back(canonical::kField);
+      out->push_back(kTagNullContent);
+      break;
+    case Content::kParts:
+      out->append(content_);
+      break;
+  }
+  out->append(calls_);
+  out->append(function_call);
+  if (has_tool_call_id) {
+    Field(kTagToolResultId, tool_call_id, out);
+  }
+  out->push_back(canonical::kMessageEnd);
+  return absl::OkStatus();
+}
+
+// Hash of a media payload: the string itself, else its "url" or "data" member, else its
+// canonical JSON.
+absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, "content part"));
+  std::string_view s;
+  if (t == od::json_type::string) {
+    KVINDEX_JSON_TRY(v.get_string().get(s), "content part");
+    *hash = XXH3_64bits(s.data(), s.size());
+    return absl::OkStatus();
+  }
+  if (t != od::json_type::object) {
+    scratch_.clear();
+    KVINDEX_STATUS_TRY(Json(v, &scratch_, 1));
+    *hash = XXH3_64bits(scratch_.data(), scratch_.size());
+    return absl::OkStatus();
+  }
+  od::object obj;
+  KVINDEX_JSON_TRY(v.get_object().get(obj), "content part");
+  std::string_view url, data;
+  bool has_url = false, has_data = false;
+  std::vector<std::pair<std::string_view, std::string>> rest;
+  for (auto field : obj) {
+    std::string_view key;
+    KVINDEX_JSON_TRY(field.unescaped_key().get(key), "content part key");
+    od::value fv;
+    KVINDEX_JSON_TRY(field.value().get(fv), key);
+    od::json_type ft;
+    KVINDEX_STATUS_TRY(TypeOf(fv, &ft, key));
+    if (key == "url" && ft == od::json_type::string) {
+      KVINDEX_JSON_TRY(fv.get_string().get(url), key);
+      has_url = true;
+    } else if (key == "data" && ft == od::json_type::string) {
+      KVINDEX_JSON_TRY(fv.get_string().get(data), key);
+      has_data = true;
+    } else {
+      std::string value;
+      KVINDEX_STATUS_TRY(Json(fv, &value, 2));
+      rest.emplace_back(key, std::move(value));
+    }
+  }
+  if (has_url) {
+    *hash = XXH3_64bits(url.data(), url.size());
+  } else if (has_data) {
+    *hash = XXH3_64bits(data.data(), data.size());
+  } else {
+    std::stable_sort(rest.begin(), rest.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    scratch_.clear();
+    for (const auto& [key, value] : rest) {
+      AppendEscaped(key, &scratch_);
+      scratch_.push_back(canonical::kStringEnd);
+      scratch_.append(value);
+    }
+    *hash = XXH3_64bits(scratch_.data(), scratch_.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::ContentParts(od::array parts, std::string* out) {
+  for (auto element : parts) {
+    od::value pv;
+    KVINDEX_JSON_TRY(element.get(pv), "content[]");
+    od::json_type t;
+    KVINDEX_STATUS_TRY(TypeOf(pv, &t, "content[]"));
+    if (t == od::json_type::string) {  // Lenient: a bare string part is text.
+      std::string_view s;
+      KVINDEX_JSON_TRY(pv.get_string().get(s), "content[]");
+      Field(kTagText, s, out);
+      continue;
+    }
+    od::object part;
+    if (pv.get_object().get(part)) {
+      return absl::InvalidArgumentError("content parts must be objects");
+    }
+    std::string_view type, text;
+    bool has_type = false, has_text = false;
+    // Payloads are keyed by the part's type ({"type": "image_url", "image_url": {...}}); the
+    // type may come after them, so hash every non-text member and pick afterwards.
+    absl::InlinedVector<std::pair<std::string_view, uint64_t>, 2> payloads;
+    for (auto field : part) {
+      std::string_view key;
+      KVINDEX_JSON_TRY(field.unescaped_key().get(key), "content part key");
+      od::value fv;
+      KVINDEX_JSON_TRY(field.value().get(fv), key);
+      if (key == "type") {
+        KVINDEX_STATUS_TRY(StringOrNull(fv, key, &type, &has_type));
+      } else if (key == "text") {
+        KVINDEX_STATUS_TRY(StringOrNull(fv, key, &text, &has_text));
+      } else {
+        uint64_t h = 0;
+        KVINDEX_STATUS_TRY(PartPayloadHash(fv, &h));
+        payloads.emplace_back(key, h);
+      }
+    }
+    if (!has_type) {
+      return absl::InvalidArgumentError("content part without a 'type'");
+    }
+    if (type == "text" || type == "input_text") {
+      if (!has_text) {
+        return absl::InvalidArgumentError("text content part without 'text'");
+      }
+      Field(kTagText, text, out);
+      continue;
+    }
+    uint64_t h = 0;
+    for (const auto& [key, value] : payloads) {
+      if (key == type) {
+        h = value;
+      }
+    }
+    char tag = kTagOtherPart;
+    if (type == "image_url") {
+      tag = kTagImage;
+    } else if (type == "input_audio") {
+      tag = kTagAudio;
+    } else if (type == "video_url") {
+      tag = kTagVideo;
+    }
+    if (tag == kTagOtherPart) {
+      Field(kTagOtherPart, type, out);
+      out->push_back(canonical::kField);
+      out->push_back(kTagPartHash);
+    } else {
+      out->push_back(canonical::kField);
+      out->push_back(tag);
+    }
+    AppendHex(h, out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::FunctionCall(od::value v, std::string* out) {
+  od::object fn;
+  if (v.get_object().get(fn)) {
+    return absl::InvalidArgumentError("'function' must be an object");
+  }
+  std::string_view name, args;
+  bool has_name = false, has_args = false;
+  std::string args_json;
+  for (auto field : fn) {
+    std::string_view key;
+    KVINDEX_JSON_TRY(field.unescaped_key().get(key), "function key");
+    od::value fv;
+    KVINDEX_JSON_TRY(field.value().get(fv), key);
+    if (key == "name") {
+      KVINDEX_STATUS_TRY(StringOrNull(fv, key, &name, &has_name));
+    } else if (key == "arguments") {
+      od::json_type t;
+      KVINDEX_STATUS_TRY(TypeOf(fv, &t, key));
+      args_json.clear();
+      has_args = false;
+      if (t == od::json_type::string) {
+        KVINDEX_JSON_TRY(fv.get_string().get(args), key);
+        has_args = true;
+      } else {  // Some clients send arguments as an object.
+        KVINDEX_STATUS_TRY(Json(fv, &args_json, 1));
+      }
+    }
+  }
+  out->push_back(canonical::kField);
+  out->push_back(kTagFunctionName);
+  if (has_name) {
+    AppendEscaped(name, out);
+  }
+  out->push_back(canonical::kField);
+  out->push_back(kTagArguments);
+  if (has_args) {
+    AppendEscaped(args, out);
+  } else {
+    out->append(args_json);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::ToolCalls(od::value v, std::string* out) {
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, "tool_calls"));
+  if (t == od::json_type::null) {
+    return absl::OkStatus();
+  }
+  od::array calls;
+  if (t != od::json_type::array || v.get_array().get(calls)) {
+    return absl::InvalidArgumentError("'tool_calls' must be an array");
+  }
+  for (auto element : calls) {
+    od::object call;
+    if (element.get_object().get(call)) {
+      return absl::InvalidArgumentError("each tool call must be an object");
+    }
+    std::string_view id;
+    bool has_id = false, has_function = false;
+    std::string function;
+    for (auto field : call) {
+      std::string_view key;
+      KVINDEX_JSON_TRY(field.unescaped_key().get(key), "tool call key");
+      od::value fv;
+      KVINDEX_JSON_TRY(field.value().get(fv), key);
+      if (key == "id") {
+        KVINDEX_STATUS_TRY(StringOrNull(fv, key, &id, &has_id));
+      } else if (key == "function") {
+        function.clear();
+        KVINDEX_STATUS_TRY(FunctionCall(fv, &function));
+        has_function = true;
+      }
+    }
+    if (!has_function) {
+      return absl::InvalidArgumentError("tool call without 'function'");
+    }
+    out->push_back(canonical::kField);
+    out->push_back(kTagToolCallId);
+    if (has_id) {
+      AppendEscaped(id, out);
+    }
+    out->append(function);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth) {
+  if (depth > options_.max_nesting_depth) {
+    return absl::InvalidArgumentError("JSON nesting too deep");
+  }
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, "value"));
+  switch (t) {
+    case od::json_type::object: {
+      od::object obj;
+      KVINDEX_JSON_TRY(v.get_object().get(obj), "object");
+      std::vector<std::pair<std::string_view, std::string>> entries;
+      for (auto field : obj) {
+        std::string_view key;
+        KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
+        od::value fv;
+        KVINDEX_JSON_TRY(field.value().get(fv), "object value");
+        std::string value;
+        KVINDEX_STATUS_TRY(Json(fv, &value, depth + 1));
+        entries.emplace_back(key, std::move(value));
+      }
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      out->push_back(canonical::kObjectBegin);
+      for (const auto& [key, value] : entries) {
+        AppendEscaped(key, out);
+        out->push_back(canonical::kStringEnd);
+        out->append(value);
+      }
+      out->push_back(canonical::kObjectEnd);
+      return absl::OkStatus();
+    }
+    case od::json_type::array: {
+      od::array arr;
+      KVINDEX_JSON_TRY(v.get_array().get(arr), "array");
+      out->push_back(canonical::kArrayBegin);
+      for (auto element : arr) {
+        od::value ev;
+        KVINDEX_JSON_TRY(element.get(ev), "array element");
+        KVINDEX_STATUS_TRY(Json(ev, out, depth + 1));
+      }
+      out->push_back(canonical::kArrayEnd);
+      return absl::OkStatus();
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      KVINDEX_JSON_TRY(v.get_string().get(s), "string");
+      out->push_back('s');
+      AppendEscaped(s, out);
+      out->push_back(canonical::kStringEnd);
+      return absl::OkStatus();
+    }
+    case od::json_type::number: {
+      out->push_back('#');
+      od::number n;
+      char buf[64];
+      std::to_chars_result r{buf, {}};
+      if (!v.get_number().get(n)) {
+        if (n.is_int64()) {
+          r = std::to_chars(buf, buf + sizeof(buf), n.get_int64());
+        } else if (n.is_uint64()) {
+          r = std::to_chars(buf, buf + sizeof(buf), n.get_uint64());
+        } else {
+          r = std::to_chars(buf, buf + sizeof(buf), n.get_double());
+        }
+        out->append(buf, r.ptr - buf);
+      } else {  // Out of range for 64-bit types: keep the spelling.
+        std::string_view raw = v.raw_json_token();
+        while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                                raw.back() == '\t')) {
+          raw.remove_suffix(1);
+        }
+        AppendEscaped(raw, out);
+      }
+      out->push_back(canonical::kStringEnd);
+      return absl::OkStatus();
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      KVINDEX_JSON_TRY(v.get_bool().get(b), "boolean");
+      out->push_back(b ? 'T' : 'F');
+      return absl::OkStatus();
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      KVINDEX_JSON_TRY(v.is_null().get(is_null), "null");
+      if (!is_null) {
+        return absl::InvalidArgumentError("invalid JSON literal");
+      }
+      out->push_back('N');
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError("unknown JSON value type");
+}
+
+absl::Status Canonicalizer::Impl::Tokens(od::array arr, std::vector<uint32_t>* tokens) {
+  for (auto element : arr) {
+    uint64_t id = 0;
+    if (element.get_uint64().get(id) || id > UINT32_MAX) {
+      return absl::InvalidArgumentError("token ids must be integers in [0, 2^32)");
+    }
+    tokens->push_back(static_cast<uint32_t>(id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out) {
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, "prompt"));
+  if (t == od::json_type::string) {
+    std::string_view s;
+    KVINDEX_JSON_TRY(v.get_string().get(s), "prompt");
+    out->prompts.push_back({PromptKind::kText, std::string(s), {}});
+    return absl::OkStatus();
+  }
+  od::array arr;
+  if (t != od::json_type::array || v.get_array().get(arr)) {
+    return absl::InvalidArgumentError("'prompt' must be a string or an array");
+  }
+  bool token_mode = false;  // A flat array of token ids.
+  bool list_mode = false;   // A list of prompts.
+  for (auto element : arr) {
+    od::value ev;
+    KVINDEX_JSON_TRY(element.get(ev), "prompt[]");
+    od::json_type et;
+    KVINDEX_STATUS_TRY(TypeOf(ev, &et, "prompt[]"));
+    if (et == od::json_type::number) {
+      if (list_mode) {
+        return absl::InvalidArgumentError("'prompt' mixes token ids and prompts");
+      }
+      if (!token_mode) {
+        token_mode = true;
+        out->prompts.push_back({PromptKind::kTokens, {}, {}});
+      }
+      uint64_t id = 0;
+      if (ev.get_uint64().get(id) || id > UINT32_MAX) {
+        return absl::InvalidArgumentError("token ids must be integers in [0, 2^32)");
+      }
+      out->prompts.back().tokens.push_back(static_cast<uint32_t>(id));
+      continue;
+    }
+    if (token_mode) {
+      return absl::InvalidArgumentError("'prompt' mixes token ids and prompts");
+    }
+    list_mode = true;
+    if (et == od::json_type::string) {
+      std::string_view s;
+      KVINDEX_JSON_TRY(ev.get_string().get(s), "prompt[]");
+      out->prompts.push_back({PromptKind::kText, std::string(s), {}});
+    } else if (et == od::json_type::array) {
+      od::array tokens;
+      KVINDEX_JSON_TRY(ev.get_array().get(tokens), "prompt[]");
+      out->prompts.push_back({PromptKind::kTokens, {}, {}});
+      KVINDEX_STATUS_TRY(Tokens(tokens, &out->prompts.back().tokens));
+    } else {
+      return absl::InvalidArgumentError("'prompt' elements must be strings or token arrays");
+    }
+  }
+  return absl::OkStatus();
+}
+
+Canonicalizer::Canonicalizer(CanonicalizeOptions options)
+    : impl_(std::make_unique<Impl>(options)) {}
+Canonicalizer::~Canonicalizer() = default;
+
+absl::Status Canonicalizer::Canonicalize(std::string_view body, ApiKind api,
+                                         CanonicalRequest* out) {
+  return impl_->Run(body, 0, api, out);
+}
+
+absl::Status Canonicalizer::CanonicalizePadded(std::string_view body, size_t capacity,
+                                               ApiKind api, CanonicalRequest* out) {
+  return impl_->Run(body, capacity, api, out);
+}
+
+const size_t Canonicalizer::kPaddingBytes = simdjson::SIMDJSON_PADDING;
+
+absl::StatusOr<CanonicalRequest> Canonicalizer::Canonicalize(std::string_view body,
+                                                             ApiKind api) {
+  CanonicalRequest out;
+  absl::Status status = impl_->Run(body, 0, api, &out);
+  if (!status.ok()) {
+    return status;
+  }
+  return out;
+}
+
+absl::StatusOr<CanonicalRequest> CanonicalizeRequest(std::string_view body, ApiKind api) {
+  Canonicalizer canonicalizer;
+  return canonicalizer.Canonicalize(body, api);
+}
+
+}  // namespace kvgate::kvindex

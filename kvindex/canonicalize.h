@@ -1,0 +1,100 @@
+// File: kvindex/canonicalize.h
+// Turns an OpenAI chat-completions or completions request body into the canonical byte (or
+// token) stream that block hashing consumes. The stream is independent of JSON whitespace, key
+// order and escape spelling, and frames roles and messages unambiguously. See docs/kvindex.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kvgate::kvindex {
+
+/// What a canonical prompt holds, and how it is cut into blocks.
+enum class PromptKind : uint8_t {
+  kChat = 0,    // Framed chat stream (bytes); text-mode blocks.
+  kText = 1,    // Raw completions prompt text (bytes); text-mode blocks.
+  kTokens = 2,  // Token ids; token-mode blocks.
+};
+
+/// One canonical prompt. A value type; thread-compatible.
+struct CanonicalPrompt {
+  PromptKind kind = PromptKind::kChat;
+  std::string bytes;             // kChat and kText.
+  std::vector<uint32_t> tokens;  // kTokens.
+};
+
+/// The canonical form of one request. A value type; thread-compatible.
+struct CanonicalRequest {
+  /// One prompt for chat; one per element for a completions batch (`prompt: [..., ...]`).
+  std::vector<CanonicalPrompt> prompts;
+  std::string model;       // Top-level "model", if a string.
+  std::string cache_salt;  // Top-level "cache_salt", if a string.
+};
+
+enum class ApiKind : uint8_t { kChatCompletions, kCompletions };
+
+/// Limits applied while canonicalising; exceeding one is kInvalidArgument.
+struct CanonicalizeOptions {
+  size_t max_body_bytes = size_t{64} << 20;
+  int max_nesting_depth = 64;  // For tool schemas and other free-form JSON.
+};
+
+/// Framing bytes of the canonical chat stream. Content bytes in [0x00, kMaxFramingByte] are
+/// written as kEscape followed by (byte | 0x40), so framing is never ambiguous.
+namespace canonical {
+inline constexpr char kEscape = 0x00;
+inline constexpr char kMessageBegin = 0x01;  // Followed by a section tag ('r' role, 'x' tools).
+inline constexpr char kField = 0x02;         // Followed by a field tag, then escaped content.
+inline constexpr char kMessageEnd = 0x03;
+inline constexpr char kObjectBegin = 0x04;   // Canonical JSON (tool schemas, odd parts).
+inline constexpr char kObjectEnd = 0x05;
+inline constexpr char kArrayBegin = 0x06;
+inline constexpr char kArrayEnd = 0x07;
+inline constexpr char kStringEnd = 0x08;  // Ends a JSON string or object key.
+inline constexpr unsigned char kMaxFramingByte = 0x08;
+}  // namespace canonical
+
+/// Canonicalises request bodies with simdjson on-demand (no DOM of the body). Reuses its parser
+/// and buffers across calls, so keep one per thread. Thread-compatible: not safe for concurrent
+/// use of one instance.
+class Canonicalizer {
+ public:
+  explicit Canonicalizer(CanonicalizeOptions options = {});
+  ~Canonicalizer();
+  Canonicalizer(const Canonicalizer&) = delete;
+  Canonicalizer& operator=(const Canonicalizer&) = delete;
+
+  /// Canonicalises `body` (a JSON object) into `*out`, reusing its buffers.
+  /// @return kInvalidArgument for malformed JSON, wrong field types, missing `messages` /
+  ///         `prompt`, or a limit exceeded. `*out` is unspecified after an error.
+  absl::Status Canonicalize(std::string_view body, ApiKind api, CanonicalRequest* out);
+
+  absl::StatusOr<CanonicalRequest> Canonicalize(std::string_view body, ApiKind api);
+
+  /// Zero-copy variant: `body` must be followed by at least kPaddingBytes readable bytes (any
+  /// values), e.g. a std::string reserved to size() + kPaddingBytes. Otherwise the body is
+  /// copied into an internal padded buffer, as the overloads above always do.
+  absl::Status CanonicalizePadded(std::string_view body, size_t capacity, ApiKind api,
+                                  CanonicalRequest* out);
+
+  /// Bytes simdjson may read past the end of the body (SIMDJSON_PADDING).
+  static const size_t kPaddingBytes;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// One-shot convenience (allocates a parser); prefer a long-lived Canonicalizer.
+absl::StatusOr<CanonicalRequest> CanonicalizeRequest(std::string_view body, ApiKind api);
+
+/// Appends `text` to `*out` with bytes in [0x00, kMaxFramingByte] escaped.
+void AppendEscaped(std::string_view text, std::string* out);
+
+}  // namespace kvgate::kvindex

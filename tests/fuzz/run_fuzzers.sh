@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds and runs every libFuzzer target for a bounded time.
+#   tests/fuzz/run_fuzzers.sh [seconds-per-target]   (default 20)
+# Needs clang++ (libFuzzer is clang-only, so this does not use the gcc CMake build): each target
+# is compiled directly against the sources it fuzzes. Exits non-zero if a target crashes, leaks
+# or trips a sanitizer; prints "skipped: clang++ not found" and exits 0 without clang.
+# To add a target, append a line to TARGETS: "name|fuzzer source|library sources|pkg-config libs".
+set -euo pipefail
+
+SECONDS_PER_TARGET="${1:-20}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CXX="${FUZZ_CXX:-clang++}"
+
+if ! command -v "$CXX" >/dev/null 2>&1; then
+  echo "skipped: clang++ not found"
+  exit 0
+fi
+
+KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc"
+TARGETS=(
+  "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
+)
+
+OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
+mkdir -p "$OUT"
+status=0
+for spec in "${TARGETS[@]}"; do
+  IFS='|' read -r name fuzzer srcs pkgs <<<"$spec"
+  bin="${OUT}/${name}_fuzzer"
+  echo "== building ${name} fuzzer"
+  # shellcheck disable=SC2046,SC2086
+  "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done) \
+    $(pkg-config --cflags --libs $pkgs) -o "$bin"
+  corpus_seed="${ROOT}/tests/fuzz/corpus/${name}"
+  work_corpus="${OUT}/${name}_corpus"
+  mkdir -p "$work_corpus"
+  dict=()
+  if [[ -f "${ROOT}/tests/fuzz/${name}.dict" ]]; then
+    dict=(-dict="${ROOT}/tests/fuzz/${name}.dict")
+  fi
+  echo "== running ${name} fuzzer for ${SECONDS_PER_TARGET}s"
+  if ! (cd "$OUT" && "$bin" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" \
+        -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        "$work_corpus" "$corpus_seed"); then
+    echo "FAILED: ${name} fuzzer found a crash (artifacts in ${OUT})"
+    status=1
+  fi
+done
+exit "$status"
