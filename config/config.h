@@ -23,6 +23,7 @@ struct WorkerConfig {
   WorkerRole role = WorkerRole::kMixed;
   uint32_t dp_size = 1;
   double weight = 1.0;
+  uint64_t kv_capacity_tokens = 0;  // 0: from the worker's vllm:cache_config_info, else a default
 };
 
 struct LimitsConfig {
@@ -62,8 +63,58 @@ struct CircuitBreakerConfig {
   uint32_t open_ms = 10'000;          // how long an open breaker keeps the worker out
 };
 
+// Knobs of each routing policy; docs/routing.md explains them and where the defaults come from.
+struct CacheAwarePolicyConfig {  // SGLang router CLI defaults
+  double cache_threshold = 0.3;
+  uint32_t balance_abs_threshold = 64;
+  double balance_rel_threshold = 1.5;
+};
+
+struct CostPolicyConfig {  // Dynamo KV router defaults
+  double overlap_score_credit = 1.0;
+  double prefill_load_scale = 1.0;
+  double host_cache_hit_weight = 0.75;
+  double store_cache_hit_weight = 0.25;
+};
+
+struct WeightedPolicyConfig {  // llm-d EPP default scorer weights
+  double prefix_weight = 3;
+  double queue_weight = 2;
+  double kv_utilization_weight = 2;
+};
+
+struct ConsistentHashPolicyConfig {
+  uint32_t virtual_nodes = 160;
+  double bounded_load_factor = 1.25;  // 0 = plain consistent hashing
+};
+
+struct KvAwarePolicyConfig {
+  uint32_t min_match_tokens = 256;              // shorter hits do not count as affinity
+  double prefill_tokens_per_second = 10'000;    // until learned from observed TTFTs
+  double host_tokens_per_second = 200'000;      // loading host-tier KV instead of computing
+  double store_tokens_per_second = 100'000;     // fetching store-tier KV
+  double decode_interference_seconds = 0.002;   // added TTFT per running decode sequence
+  uint32_t spill_bound = 2;                     // requests above the fair share a worker may take
+  double balance_weight = 0.1;                  // weight of recent routed work (session spread)
+  uint32_t balance_half_life_ms = 60'000;
+};
+
 struct RoutingConfig {
-  std::string policy = "round_robin";
+  std::string policy = "kvaware";
+  std::vector<std::pair<std::string, std::string>> model_policies;  // model -> policy override
+  uint32_t block_tokens = 16;  // tokens per prefix block (text mode: 4 bytes a token)
+  uint64_t index_memory_bytes = 1ull << 30;
+  uint32_t engine_metrics_interval_ms = 1'000;  // scrape workers' /metrics; 0 = off
+  CacheAwarePolicyConfig cache_aware;
+  CostPolicyConfig cost;
+  WeightedPolicyConfig weighted;
+  ConsistentHashPolicyConfig consistent_hash;
+  KvAwarePolicyConfig kvaware;
+};
+
+struct AdminConfig {
+  std::string listen;  // "HOST:PORT" for a separate admin listener; empty = main listener
+  std::string token;   // when set, admin endpoints need "Authorization: Bearer <token>"
 };
 
 struct AccessLogConfig {
@@ -84,6 +135,7 @@ struct Config {
   HealthCheckConfig health_check;
   CircuitBreakerConfig circuit_breaker;
   RoutingConfig routing;
+  AdminConfig admin;
   AccessLogConfig access_log;
   std::vector<WorkerConfig> workers;
 };

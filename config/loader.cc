@@ -13,7 +13,9 @@
 namespace kvgate::config {
 namespace {
 
-constexpr std::string_view kPolicies[] = {"round_robin", "least_request"};
+constexpr std::string_view kPolicies[] = {"round_robin", "random",     "least_request",
+                                          "power_of_two", "consistent_hash", "cache_aware",
+                                          "cost",        "weighted",   "kvaware"};
 
 // Collects every problem of one document; each message names the source, line and key path.
 class Reader {
@@ -127,7 +129,10 @@ class Reader {
 
 void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen) {
-  if (!r.ExpectMap(node, path, {"url", "models", "role", "dp_size", "weight"})) return;
+  if (!r.ExpectMap(node, path,
+                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens"})) {
+    return;
+  }
   std::string url;
   if (!r.String(node, path, "url", &url)) {
     r.Error(node, Reader::Join(path, "url"), "is required");
@@ -174,6 +179,94 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   }
   r.Uint(node, path, "dp_size", &w->dp_size, 1, 1024);
   r.Double(node, path, "weight", &w->weight, 0.0, 1e6);
+  r.Uint(node, path, "kv_capacity_tokens", &w->kv_capacity_tokens);
+}
+
+bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const std::string& name) {
+  if (IsKnownPolicy(name)) return true;
+  std::vector<std::string_view> names(std::begin(kPolicies), std::end(kPolicies));
+  r.Error(n, path,
+          common::StrCat("unknown policy '", name, "' (expected one of: ", common::StrJoin(names, ", "),
+                         ")"));
+  return false;
+}
+
+void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
+  const std::string p = "routing";
+  if (!r.ExpectMap(n, p, {"policy", "model_policies", "block_tokens", "index_memory_bytes",
+                          "engine_metrics_interval_ms", "cache_aware", "cost", "weighted",
+                          "consistent_hash", "kvaware"})) {
+    return;
+  }
+  if (r.String(n, p, "policy", &c->policy)) CheckPolicy(r, n["policy"], "routing.policy", c->policy);
+  if (const YAML::Node m = n["model_policies"]; m.IsDefined() && !m.IsNull()) {
+    if (!m.IsMap()) {
+      r.Error(m, "routing.model_policies", "must map model names to policy names");
+    } else {
+      for (const auto& kv : m) {
+        const std::string model = kv.first.Scalar();
+        const std::string path = common::StrCat("routing.model_policies.", model);
+        if (!kv.second.IsScalar()) {
+          r.Error(kv.second, path, "expected a policy name");
+        } else if (CheckPolicy(r, kv.second, path, kv.second.Scalar())) {
+          c->model_policies.emplace_back(model, kv.second.Scalar());
+        }
+      }
+    }
+  }
+  r.Uint(n, p, "block_tokens", &c->block_tokens, 1, 4096);
+  r.Uint(n, p, "index_memory_bytes", &c->index_memory_bytes, 1 << 20);
+  r.Uint(n, p, "engine_metrics_interval_ms", &c->engine_metrics_interval_ms);
+  if (const YAML::Node s = n["cache_aware"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.cache_aware";
+    if (r.ExpectMap(s, q, {"cache_threshold", "balance_abs_threshold", "balance_rel_threshold"})) {
+      r.Double(s, q, "cache_threshold", &c->cache_aware.cache_threshold, 0, 1);
+      r.Uint(s, q, "balance_abs_threshold", &c->cache_aware.balance_abs_threshold);
+      r.Double(s, q, "balance_rel_threshold", &c->cache_aware.balance_rel_threshold, 1, 1e6);
+    }
+  }
+  if (const YAML::Node s = n["cost"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.cost";
+    if (r.ExpectMap(s, q, {"overlap_score_credit", "prefill_load_scale", "host_cache_hit_weight",
+                           "store_cache_hit_weight"})) {
+      r.Double(s, q, "overlap_score_credit", &c->cost.overlap_score_credit, 0, 1e6);
+      r.Double(s, q, "prefill_load_scale", &c->cost.prefill_load_scale, 0, 1e6);
+      r.Double(s, q, "host_cache_hit_weight", &c->cost.host_cache_hit_weight, 0, 1);
+      r.Double(s, q, "store_cache_hit_weight", &c->cost.store_cache_hit_weight, 0, 1);
+    }
+  }
+  if (const YAML::Node s = n["weighted"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.weighted";
+    if (r.ExpectMap(s, q, {"prefix_weight", "queue_weight", "kv_utilization_weight"})) {
+      r.Double(s, q, "prefix_weight", &c->weighted.prefix_weight, 0, 1e6);
+      r.Double(s, q, "queue_weight", &c->weighted.queue_weight, 0, 1e6);
+      r.Double(s, q, "kv_utilization_weight", &c->weighted.kv_utilization_weight, 0, 1e6);
+    }
+  }
+  if (const YAML::Node s = n["consistent_hash"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.consistent_hash";
+    if (r.ExpectMap(s, q, {"virtual_nodes", "bounded_load_factor"})) {
+      r.Uint(s, q, "virtual_nodes", &c->consistent_hash.virtual_nodes, 1, 10000);
+      r.Double(s, q, "bounded_load_factor", &c->consistent_hash.bounded_load_factor, 0, 1e3);
+    }
+  }
+  if (const YAML::Node s = n["kvaware"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.kvaware";
+    KvAwarePolicyConfig& k = c->kvaware;
+    if (r.ExpectMap(s, q, {"min_match_tokens", "prefill_tokens_per_second",
+                           "host_tokens_per_second", "store_tokens_per_second",
+                           "decode_interference_seconds", "spill_bound", "balance_weight",
+                           "balance_half_life_ms"})) {
+      r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
+      r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
+      r.Double(s, q, "host_tokens_per_second", &k.host_tokens_per_second, 1, 1e12);
+      r.Double(s, q, "store_tokens_per_second", &k.store_tokens_per_second, 1, 1e12);
+      r.Double(s, q, "decode_interference_seconds", &k.decode_interference_seconds, 0, 10);
+      r.Uint(s, q, "spill_bound", &k.spill_bound, 0, 1'000'000);
+      r.Double(s, q, "balance_weight", &k.balance_weight, 0, 1e3);
+      r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
+    }
+  }
 }
 
 }  // namespace
@@ -211,8 +304,8 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   try {
     if (!r.ExpectMap(root, "", {"listen", "threads", "log_level", "drain_timeout_ms",
                                 "models_refresh_interval_ms", "limits", "upstream", "retry",
-                                "health_check", "circuit_breaker", "routing", "access_log",
-                                "workers"})) {
+                                "health_check", "circuit_breaker", "routing", "admin",
+                                "access_log", "workers"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -284,14 +377,16 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       }
     }
     if (const YAML::Node n = root["routing"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "routing", {"policy"})) {
-        if (r.String(n, "routing", "policy", &c.routing.policy) &&
-            !IsKnownPolicy(c.routing.policy)) {
-          std::vector<std::string_view> names(std::begin(kPolicies), std::end(kPolicies));
-          r.Error(n["policy"], "routing.policy",
-                  common::StrCat("unknown policy '", c.routing.policy,
-                               "' (expected one of: ", common::StrJoin(names, ", "), ")"));
+      ReadRouting(r, n, &c.routing);
+    }
+    if (const YAML::Node n = root["admin"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "admin", {"listen", "token"})) {
+        if (r.String(n, "admin", "listen", &c.admin.listen) && !c.admin.listen.empty()) {
+          if (auto hp = common::ParseHostPort(c.admin.listen); !hp.ok()) {
+            r.Error(n["listen"], "admin.listen", hp.status().message());
+          }
         }
+        r.String(n, "admin", "token", &c.admin.token);
       }
     }
     if (const YAML::Node n = root["access_log"]; n.IsDefined() && !n.IsNull()) {

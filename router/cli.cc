@@ -17,7 +17,8 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --worker URL        an inference worker, e.g. http://10.0.0.5:8000 (repeatable; added to
                       the workers of the config file)
   --threads N         gateway threads (default: number of cores)
-  --policy NAME       routing policy (round_robin, least_request)
+  --policy NAME       routing policy (kvaware, round_robin, least_request, random,
+                      power_of_two, consistent_hash, cache_aware, cost, weighted)
   --log-level LEVEL   trace, debug, info, warn, error or off
   --check             validate the configuration and exit (non-zero when invalid)
   --help              this text

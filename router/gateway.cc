@@ -1,11 +1,11 @@
 #include "router/gateway.h"
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "common/strings.h"
-#include "router/basic_policies.h"
 #include "router/health_checker.h"
 #include "router/internal/thread_context.h"
 #include "spdlog/spdlog.h"
@@ -30,23 +30,34 @@ struct Gateway::Impl {
         }
       }
       if (!reuse) {
-        reuse = std::make_shared<Worker>(wc, state.metrics.ForWorker(wc.url.ToString()));
+        const std::string name = wc.url.ToString();
+        auto [it, inserted] = worker_ids.emplace(name, next_worker_id);
+        if (inserted) ++next_worker_id;
+        reuse = std::make_shared<Worker>(wc, state.metrics.ForWorker(name), it->second);
+      }
+      if (wc.kv_capacity_tokens > 0) {
+        state.planner.SetCapacity(*reuse, wc.kv_capacity_tokens, cfg.routing.block_tokens);
       }
       set->workers.push_back(std::move(reuse));
     }
     for (const auto& w : old->workers) {
       bool kept = false;
       for (const auto& n : set->workers) kept |= n->name() == w->name();
-      if (!kept) state.metrics.RemoveWorker(w->name());
+      if (!kept) {
+        state.metrics.RemoveWorker(w->name());
+        state.planner.RemoveWorker(*w);
+      }
     }
     return set;
   }
 
-  void Accept() {
+  // Accepts on `acc` forever, handing each connection to the next thread.
+  void Accept(tcp::acceptor& acc, bool admin) {
     ThreadContext& target = *threads[next_thread++ % threads.size()];
-    acceptor->async_accept(target.ioc, [this, &target](beast::error_code ec, tcp::socket socket) {
+    acc.async_accept(target.ioc, [this, &acc, admin, &target](beast::error_code ec,
+                                                                tcp::socket socket) {
       if (ec) {
-        if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+        if (ec == net::error::operation_aborted || !acc.is_open()) return;
         spdlog::warn("accept failed: {}", ec.message());
       } else if (state.draining.load()) {
         return;
@@ -57,14 +68,34 @@ struct Gateway::Impl {
       } else {
         state.open_connections.fetch_add(1);
         state.metrics.open_connections().Increment();
-        auto conn = std::make_shared<ClientConnection>(std::move(socket));
+        auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
         net::post(target.ioc, [&target, conn] {
           target.connections.insert(conn);
           net::co_spawn(target.ioc, RunSession(target, conn), net::detached);
         });
       }
-      Accept();
+      Accept(acc, admin);
     });
+  }
+
+  // Binds and listens on host:port. @return the acceptor, or kUnavailable.
+  absl::StatusOr<std::unique_ptr<tcp::acceptor>> Listen(const std::string& host, uint16_t port) {
+    beast::error_code ec;
+    const auto addr = net::ip::make_address(host, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(common::StrCat("'", host, "' is not an IP address"));
+    }
+    auto acc = std::make_unique<tcp::acceptor>(threads[0]->ioc);
+    const tcp::endpoint ep(addr, port);
+    acc->open(ep.protocol(), ec);
+    if (!ec) acc->set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acc->bind(ep, ec);
+    if (!ec) acc->listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          common::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+    }
+    return acc;
   }
 
   GatewayState state;
@@ -75,6 +106,10 @@ struct Gateway::Impl {
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> control_guard;
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
   std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<tcp::acceptor> admin_acceptor;
+  std::map<std::string, uint32_t> worker_ids;  // stable id per worker URL (kvindex holder)
+  uint32_t next_worker_id = 0;
+  uint16_t admin_port = 0;
   std::unique_ptr<HealthChecker> health;
   uint64_t next_thread = 0;
   uint16_t port = 0;
@@ -90,17 +125,14 @@ Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
-  auto policy = MakeRoutingPolicy(config.routing.policy);
-  if (!policy) {
-    return absl::InvalidArgumentError(
-        common::StrCat("routing.policy: unknown policy '", config.routing.policy, "'"));
-  }
+  auto policies = MakePolicySet(config.routing);
+  if (!policies.ok()) return policies.status();
   auto cfg = std::make_shared<const config::Config>(std::move(config));
   auto impl = std::make_unique<Impl>(cfg);
   if (cfg->access_log.enabled) {
     if (auto s = impl->state.access_log.Open(cfg->access_log.path); !s.ok()) return s;
   }
-  impl->state.Publish(cfg, impl->BuildWorkers(*cfg), std::move(policy));
+  impl->state.Publish(cfg, impl->BuildWorkers(*cfg), *std::move(policies));
   HealthChecker::RefreshModelsJson(impl->state);
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
@@ -112,24 +144,21 @@ absl::Status Gateway::Start() {
   for (uint32_t i = 0; i < n; ++i) {
     s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
   }
-  beast::error_code ec;
-  const auto addr = net::ip::make_address(cfg->listen_host, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        common::StrCat("listen: '", cfg->listen_host, "' is not an IP address"));
-  }
-  s.acceptor = std::make_unique<tcp::acceptor>(s.threads[0]->ioc);
-  const tcp::endpoint ep(addr, cfg->listen_port);
-  s.acceptor->open(ep.protocol(), ec);
-  if (!ec) s.acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor->bind(ep, ec);
-  if (!ec) s.acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return absl::UnavailableError(common::StrCat("cannot listen on ", cfg->listen_host, ":",
-                                               cfg->listen_port, ": ", ec.message()));
-  }
+  auto main = s.Listen(cfg->listen_host, cfg->listen_port);
+  if (!main.ok()) return main.status();
+  s.acceptor = *std::move(main);
   s.port = s.acceptor->local_endpoint().port();
-  s.Accept();
+  s.Accept(*s.acceptor, false);
+  if (!cfg->admin.listen.empty()) {
+    auto hp = common::ParseHostPort(cfg->admin.listen);
+    if (!hp.ok()) return hp.status();
+    auto admin = s.Listen(hp->first, hp->second);
+    if (!admin.ok()) return admin.status();
+    s.admin_acceptor = *std::move(admin);
+    s.admin_port = s.admin_acceptor->local_endpoint().port();
+    s.Accept(*s.admin_acceptor, true);
+    spdlog::info("admin API listening on {}:{}", hp->first, s.admin_port);
+  }
 
   s.health = std::make_unique<HealthChecker>(s.control, s.state);
   s.health->Start();
@@ -150,6 +179,7 @@ absl::Status Gateway::Start() {
 }
 
 uint16_t Gateway::port() const { return impl_->port; }
+uint16_t Gateway::admin_port() const { return impl_->admin_port; }
 
 absl::Status Gateway::Reload(config::Config config) {
   Impl& s = *impl_;
@@ -164,14 +194,14 @@ absl::Status Gateway::Reload(config::Config config) {
     spdlog::warn("reload: thread count changes need a restart; keeping {}", old->threads);
     config.threads = old->threads;
   }
-  RoutingPolicySharedPtr policy = s.state.policy();
-  if (config.routing.policy != policy->name()) {
-    policy = MakeRoutingPolicy(config.routing.policy);
-    if (!policy) {
-      s.state.metrics.ConfigReloads(false).Increment();
-      return absl::InvalidArgumentError(
-          common::StrCat("routing.policy: unknown policy '", config.routing.policy, "'"));
-    }
+  if (config.admin.listen != old->admin.listen) {
+    spdlog::warn("reload: admin listener changes need a restart; keeping '{}'", old->admin.listen);
+    config.admin.listen = old->admin.listen;
+  }
+  auto policies = MakePolicySet(config.routing);
+  if (!policies.ok()) {
+    s.state.metrics.ConfigReloads(false).Increment();
+    return policies.status();
   }
   if (config.access_log.enabled != old->access_log.enabled ||
       config.access_log.path != old->access_log.path) {
@@ -185,7 +215,7 @@ absl::Status Gateway::Reload(config::Config config) {
     }
   }
   auto cfg = std::make_shared<const config::Config>(std::move(config));
-  s.state.Publish(cfg, s.BuildWorkers(*cfg), std::move(policy));
+  s.state.Publish(cfg, s.BuildWorkers(*cfg), *std::move(policies));
   HealthChecker::RefreshModelsJson(s.state);
   s.state.metrics.ConfigReloads(true).Increment();
   spdlog::info("reload: {} workers, policy {}", cfg->workers.size(), cfg->routing.policy);
@@ -201,6 +231,7 @@ bool Gateway::Drain(std::chrono::milliseconds deadline) {
   net::post(s.threads[0]->ioc, [&s] {
     beast::error_code ignored;
     s.acceptor->close(ignored);
+    if (s.admin_acceptor) s.admin_acceptor->close(ignored);
   });
   // Idle keep-alive connections are closed now; busy ones close after their response.
   for (auto& t : s.threads) {

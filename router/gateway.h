@@ -27,6 +27,8 @@ class Gateway {
 
   /// The bound port (useful with port 0). Valid after Start().
   uint16_t port() const;
+  /// The admin listener's port, 0 when admin endpoints share the main listener.
+  uint16_t admin_port() const;
 
   /// Swaps in a new worker list, routing policy and limits without dropping connections.
   /// The listen address and thread count are fixed at start; changes to them are logged and

@@ -3,14 +3,15 @@
 namespace kvgate::router {
 
 GatewayState::GatewayState(config::ConfigConstSharedPtr initial)
-    : config_(std::move(initial)),
+    : planner(initial->routing, metrics),
+      config_(std::move(initial)),
       workers_(std::make_shared<const WorkerSet>()),
       models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
 
 void GatewayState::Publish(config::ConfigConstSharedPtr config, WorkerSetConstSharedPtr workers,
-                           RoutingPolicySharedPtr policy) {
+                           PolicySetConstSharedPtr policies) {
   workers_.store(std::move(workers), std::memory_order_release);
-  policy_.store(std::move(policy), std::memory_order_release);
+  policies_.store(std::move(policies), std::memory_order_release);
   config_.store(std::move(config), std::memory_order_release);
 }
 

@@ -12,6 +12,7 @@
 #include "prometheus/registry.h"
 #include "router/access_log.h"
 #include "router/metrics.h"
+#include "router/route_planner.h"
 #include "router/routing_policy.h"
 #include "router/worker.h"
 
@@ -22,14 +23,14 @@ struct GatewayState {
 
   config::ConfigConstSharedPtr config() const { return config_.load(std::memory_order_acquire); }
   WorkerSetConstSharedPtr workers() const { return workers_.load(std::memory_order_acquire); }
-  RoutingPolicySharedPtr policy() const { return policy_.load(std::memory_order_acquire); }
+  PolicySetConstSharedPtr policies() const { return policies_.load(std::memory_order_acquire); }
   std::shared_ptr<const std::string> models_json() const {
     return models_json_.load(std::memory_order_acquire);
   }
 
   /// Publishes a new config, worker set and policy together (reload).
   void Publish(config::ConfigConstSharedPtr config, WorkerSetConstSharedPtr workers,
-               RoutingPolicySharedPtr policy);
+               PolicySetConstSharedPtr policies);
   void SetModelsJson(std::string json);
 
   /// True when at least one worker can take traffic now.
@@ -38,6 +39,7 @@ struct GatewayState {
   prometheus::Registry registry;
   RouterMetrics metrics{registry};
   AccessLog access_log;
+  RoutePlanner planner;
 
   std::atomic<bool> draining{false};
   std::atomic<int64_t> open_connections{0};
@@ -45,7 +47,7 @@ struct GatewayState {
  private:
   std::atomic<config::ConfigConstSharedPtr> config_;
   std::atomic<WorkerSetConstSharedPtr> workers_;
-  std::atomic<RoutingPolicySharedPtr> policy_;
+  std::atomic<PolicySetConstSharedPtr> policies_;
   std::atomic<std::shared_ptr<const std::string>> models_json_;
 };
 

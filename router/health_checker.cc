@@ -4,6 +4,7 @@
 
 #include "common/strings.h"
 #include "common/json_util.h"
+#include "prometheus/gauge.h"
 #include "router/internal/asio.h"
 #include "router/upstream_pool.h"
 #include "simdjson.h"
@@ -79,6 +80,47 @@ struct HealthChecker::Impl {
     }
   }
 
+  // Engine load signals from the worker's own /metrics (vLLM or SGLang names). A worker that
+  // reports its KV capacity (vllm:cache_config_info) sizes its slice of the prefix index,
+  // unless the config fixed it.
+  net::awaitable<void> ScrapeOne(WorkerSharedPtr worker, milliseconds timeout,
+                                 uint32_t block_tokens) {
+    auto r = co_await HttpGet(ioc, worker->config().url, "/metrics", timeout);
+    if (!r.ok() || r->status != 200) co_return;
+    EngineStats s = ParseEngineMetrics(r->body);
+    if (!s.valid) co_return;
+    s.scraped_at = SteadyClock::now();
+    worker->SetEngineStats(s);
+    const WorkerMetrics& m = worker->metrics();
+    if (m.engine_waiting != nullptr) m.engine_waiting->Set(s.waiting);
+    if (m.engine_kv_usage != nullptr) m.engine_kv_usage->Set(s.kv_usage);
+    if (s.num_gpu_blocks > 0 && worker->config().kv_capacity_tokens == 0) {
+      const uint64_t tokens = s.num_gpu_blocks * (s.block_size > 0 ? s.block_size : 16);
+      state.planner.SetCapacity(*worker, tokens, block_tokens);
+    }
+  }
+
+  net::awaitable<void> ScrapeLoop() {
+    net::steady_timer timer(ioc);
+    while (!stopped) {
+      const auto cfg = state.config();
+      const uint32_t interval = cfg->routing.engine_metrics_interval_ms;
+      if (interval > 0) {
+        const auto now = SteadyClock::now();
+        for (const auto& w : state.workers()->workers) {
+          if (w->IsAvailable(now)) {
+            net::co_spawn(ioc,
+                          ScrapeOne(w, milliseconds(cfg->health_check.timeout_ms),
+                                    cfg->routing.block_tokens),
+                          net::detached);
+          }
+        }
+      }
+      timer.expires_after(milliseconds(interval > 0 ? interval : 1000));
+      co_await timer.async_wait(kNoThrow);
+    }
+  }
+
   net::awaitable<void> HealthLoop() {
     net::steady_timer timer(ioc);
     while (!stopped) {
@@ -123,6 +165,7 @@ HealthChecker::~HealthChecker() = default;
 void HealthChecker::Start() {
   net::co_spawn(impl_->ioc, impl_->HealthLoop(), net::detached);
   net::co_spawn(impl_->ioc, impl_->ModelsLoop(), net::detached);
+  net::co_spawn(impl_->ioc, impl_->ScrapeLoop(), net::detached);
 }
 
 void HealthChecker::Stop() { impl_->stopped = true; }

@@ -5,6 +5,7 @@
 #include "common/strings.h"
 #include "common/strings.h"
 #include "common/json_util.h"
+#include "router/admin.h"
 #include "router/internal/thread_context.h"
 #include "router/request_info.h"
 #include "spdlog/spdlog.h"
@@ -84,11 +85,67 @@ void Finish(ThreadContext& tc, const http::request<http::string_body>& req, Requ
   }
 }
 
+// /admin/*: on the admin listener when one is configured (else on the main one), behind the
+// bearer token when one is set.
+net::awaitable<void> HandleAdmin(ThreadContext& tc, ClientConnection& conn,
+                                 http::request<http::string_body>& req, RequestContext& rc,
+                                 std::string_view path) {
+  const auto cfg = tc.state.config();
+  if (!cfg->admin.token.empty()) {
+    auto auth = req.find(http::field::authorization);
+    if (auth == req.end() || auth->value() != "Bearer " + cfg->admin.token) {
+      co_await WriteError(conn, rc, http::status::unauthorized, "admin token required",
+                          "authentication_error", "invalid_admin_token");
+      co_return;
+    }
+  }
+  const bool get = req.method() == http::verb::get;
+  const bool post = req.method() == http::verb::post;
+  if (path == "/admin/workers" && get) {
+    co_await WriteResponse(conn, rc, http::status::ok, "application/json",
+                           WorkersJson(tc.state));
+  } else if (path == "/admin/explain" && post) {
+    std::string target = "/v1/chat/completions";
+    if (auto it = req.find("x-kvgate-endpoint"); it != req.end()) target = std::string(it->value());
+    std::string session;
+    if (auto sid = req.find("x-session-id"); sid != req.end()) session = std::string(sid->value());
+    auto json = ExplainJson(tc.state, req.body(), target, session);
+    if (json.ok()) {
+      co_await WriteResponse(conn, rc, http::status::ok, "application/json", *std::move(json));
+    } else {
+      const auto code = json.status().code();
+      co_await WriteError(conn, rc,
+                          code == absl::StatusCode::kNotFound      ? http::status::not_found
+                          : code == absl::StatusCode::kUnavailable ? http::status::service_unavailable
+                                                                   : http::status::bad_request,
+                          json.status().message(), "invalid_request_error", "explain_failed");
+    }
+  } else if (path == "/admin/workers" || path == "/admin/explain") {
+    co_await WriteError(conn, rc, http::status::method_not_allowed,
+                        common::StrCat("method not allowed on ", path), "invalid_request_error",
+                        "method_not_allowed");
+  } else {
+    co_await WriteError(conn, rc, http::status::not_found, common::StrCat("no route for ", path),
+                        "invalid_request_error", "not_found");
+  }
+}
+
 net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<ClientConnection>& conn,
                                    http::request<http::string_body>& req, RequestContext& rc) {
   const std::string_view path = PathOf(req.target());
   const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
   const bool post = req.method() == http::verb::post;
+  const bool separate_admin = !tc.state.config()->admin.listen.empty();
+  if (path.starts_with("/admin/") && conn->admin_listener == separate_admin) {
+    co_await HandleAdmin(tc, *conn, req, rc, path);
+    co_return;
+  }
+  if (conn->admin_listener && path != "/health" && path != "/metrics") {
+    co_await WriteError(*conn, rc, http::status::not_found,
+                        common::StrCat("the admin listener serves /admin/*, /health and /metrics"),
+                        "invalid_request_error", "not_found");
+    co_return;
+  }
 
   if (path == "/health" && get) {
     co_await WriteResponse(*conn, rc, http::status::ok, "application/json",
@@ -122,6 +179,12 @@ net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<Clie
     if (info.ok()) {
       rc.model = info->model;
       rc.session_key = info->user;
+    }
+    if (info.ok() && openai_json) {
+      const auto policies = tc.state.policies();
+      rc.prompt = tc.state.planner.Prepare(req.body(), req.body().capacity(),
+                                           path == "/v1/chat/completions", rc.model, *policies,
+                                           tc.state.config()->routing);
     }
     if (auto sid = req.find("x-session-id"); sid != req.end()) {
       rc.session_key = std::string(sid->value());

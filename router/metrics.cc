@@ -77,6 +77,34 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                               .Name("kvgate_http_connections")
                               .Help("Client connections currently open")
                               .Register(r)),
+      predicted_(BuildCounter()
+                     .Name("kvgate_prefix_prediction_predicted_tokens_total")
+                     .Help("Prompt tokens the prefix index predicted cached on the chosen worker")
+                     .Register(r)),
+      actual_(BuildCounter()
+                  .Name("kvgate_prefix_prediction_actual_tokens_total")
+                  .Help("Cached prompt tokens the worker reported (usage.prompt_tokens_details)")
+                  .Register(r)),
+      over_(BuildCounter()
+                .Name("kvgate_prefix_prediction_overestimated_tokens_total")
+                .Help("Predicted cached tokens the worker did not have")
+                .Register(r)),
+      under_(BuildCounter()
+                 .Name("kvgate_prefix_prediction_underestimated_tokens_total")
+                 .Help("Cached tokens the worker had beyond the prediction")
+                 .Register(r)),
+      accuracy_(BuildGauge()
+                    .Name("kvgate_prefix_prediction_accuracy_ratio")
+                    .Help("Moving average of min(predicted, actual) / max(predicted, actual)")
+                    .Register(r)),
+      engine_waiting_(BuildGauge()
+                          .Name("kvgate_worker_engine_waiting_requests")
+                          .Help("Waiting queue scraped from the worker's own metrics")
+                          .Register(r)),
+      engine_kv_usage_(BuildGauge()
+                           .Name("kvgate_worker_engine_kv_usage_ratio")
+                           .Help("KV cache usage (0-1) scraped from the worker's own metrics")
+                           .Register(r)),
       router_overhead_(&overhead_family_.Add({}, OverheadBuckets())),
       open_connections_(&connections_family_.Add({})) {}
 
@@ -87,6 +115,14 @@ WorkerMetrics RouterMetrics::ForWorker(const std::string& worker) {
   m.connect_errors = &connect_errors_.Add({{"worker", worker}});
   m.timeouts = &timeouts_.Add({{"worker", worker}});
   m.ttfb = &ttfb_.Add({{"worker", worker}}, LatencyBuckets());
+  m.predicted_tokens = &predicted_.Add({{"worker", worker}});
+  m.actual_tokens = &actual_.Add({{"worker", worker}});
+  m.overpredicted_tokens = &over_.Add({{"worker", worker}});
+  m.underpredicted_tokens = &under_.Add({{"worker", worker}});
+  m.prediction_accuracy = &accuracy_.Add({{"worker", worker}});
+  m.prediction_accuracy->Set(1);
+  m.engine_waiting = &engine_waiting_.Add({{"worker", worker}});
+  m.engine_kv_usage = &engine_kv_usage_.Add({{"worker", worker}});
   return m;
 }
 
@@ -97,6 +133,13 @@ void RouterMetrics::RemoveWorker(const std::string& worker) {
   connect_errors_.Remove(&connect_errors_.Add(l));
   timeouts_.Remove(&timeouts_.Add(l));
   ttfb_.Remove(&ttfb_.Add(l, LatencyBuckets()));
+  predicted_.Remove(&predicted_.Add(l));
+  actual_.Remove(&actual_.Add(l));
+  over_.Remove(&over_.Add(l));
+  under_.Remove(&under_.Add(l));
+  accuracy_.Remove(&accuracy_.Add(l));
+  engine_waiting_.Remove(&engine_waiting_.Add(l));
+  engine_kv_usage_.Remove(&engine_kv_usage_.Add(l));
 }
 
 prometheus::Counter& RouterMetrics::Requests(std::string_view endpoint, int code,

@@ -50,6 +50,13 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& reloads_;
   prometheus::Family<prometheus::Gauge>& connections_family_;
+  prometheus::Family<prometheus::Counter>& predicted_;
+  prometheus::Family<prometheus::Counter>& actual_;
+  prometheus::Family<prometheus::Counter>& over_;
+  prometheus::Family<prometheus::Counter>& under_;
+  prometheus::Family<prometheus::Gauge>& accuracy_;
+  prometheus::Family<prometheus::Gauge>& engine_waiting_;
+  prometheus::Family<prometheus::Gauge>& engine_kv_usage_;
   prometheus::Histogram* router_overhead_;
   prometheus::Gauge* open_connections_;
 };

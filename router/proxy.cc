@@ -122,7 +122,8 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
                                         const std::shared_ptr<ClientConnection>& conn,
                                         http::request<http::string_body>& req,
                                         RequestContext& rc, Worker& worker,
-                                        const config::Config& cfg, bool last_attempt) {
+                                        Reservation& reservation, const config::Config& cfg,
+                                        bool last_attempt) {
   AttemptResult result;
   const auto now = Clock::now;
   // A pooled connection may have been closed by the worker meanwhile (servers drop idle
@@ -208,6 +209,7 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
       co_return result;  // upstream connection dropped, not drained
     }
     worker.RecordSuccess();
+    worker.ReleasePrefill(reservation);  // the worker finished this prompt's prefill
     rc.ttfb_seconds = std::chrono::duration<double>(now() - sent_at).count();
     if (worker.metrics().ttfb != nullptr) worker.metrics().ttfb->Observe(rc.ttfb_seconds);
     rc.worker = worker.name();
@@ -300,7 +302,7 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
                                   http::request<http::string_body>& req, RequestContext& rc) {
   const config::ConfigConstSharedPtr cfg = tc.state.config();
   const WorkerSetConstSharedPtr workers = tc.state.workers();
-  const RoutingPolicySharedPtr policy = tc.state.policy();
+  const PolicySetConstSharedPtr policies = tc.state.policies();
 
   // Forwarded unchanged but for hop-by-hop headers, Host and the request id.
   std::vector<std::string> drop;
@@ -313,14 +315,9 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
   req.keep_alive(true);
   req.prepare_payload();
 
-  std::vector<Worker*> candidates;
   bool any_serves_model = false;
-  const auto now = Clock::now();
-  for (const auto& w : workers->workers) {
-    if (!w->ServesModel(rc.model)) continue;
-    any_serves_model = true;
-    if (w->IsAvailable(now)) candidates.push_back(w.get());
-  }
+  std::vector<Worker*> candidates =
+      RoutePlanner::Available(*workers, rc.model, Clock::now(), &any_serves_model);
   if (!any_serves_model && !workers->workers.empty()) {
     co_await WriteError(*conn, rc, http::status::not_found,
                         common::StrCat("The model `", rc.model, "` does not exist."),
@@ -334,17 +331,23 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
     co_return;
   }
 
+  RoutePlanner& planner = tc.state.planner;
   RouteRequest route;
   route.endpoint = rc.endpoint;
   route.model = rc.model;
   route.session_key = rc.session_key;
   route.body = req.body();
+  route.chain = rc.prompt.chain;
+  route.prompt_tokens = rc.prompt.prompt_tokens;
+  route.block_tokens = cfg->routing.block_tokens;
   std::string last_error;
   const uint32_t max_attempts = cfg->retry.max_attempts;
   for (uint32_t attempt = 0; attempt < max_attempts && !candidates.empty(); ++attempt) {
     if (attempt > 0) co_await Backoff(tc, cfg->retry, attempt - 1);
     route.attempt = attempt;
-    Worker* worker = policy->Choose(route, candidates);
+    route.now = Clock::now();
+    Decision decision = planner.Decide(route, candidates, *policies, cfg->routing, true);
+    Worker* worker = decision.worker;
     const bool last = attempt + 1 == max_attempts || candidates.size() == 1;
     rc.attempts = attempt + 1;
     // Keep the worker alive across a reload that removes it while this request runs.
@@ -352,9 +355,9 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
     for (const auto& w : workers->workers) {
       if (w.get() == worker) hold = w;
     }
-    worker->AddInFlight(1);
-    AttemptResult r = co_await TryWorker(tc, conn, req, rc, *worker, *cfg, last);
-    worker->AddInFlight(-1);
+    AttemptResult r =
+        co_await TryWorker(tc, conn, req, rc, *worker, decision.reservation, *cfg, last);
+    worker->Release(decision.reservation);
 
     RouteOutcome outcome;
     outcome.success = r.outcome == Outcome::kRelayed;
@@ -362,7 +365,10 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
     outcome.cached_tokens = rc.cached_tokens;
     outcome.prompt_tokens = rc.prompt_tokens;
     outcome.ttfb_seconds = rc.ttfb_seconds;
-    policy->OnComplete(route, *worker, outcome);
+    outcome.predicted_cached_tokens = decision.predicted_cached_tokens;
+    outcome.queue_tokens_at_dispatch = decision.queue_tokens_at_dispatch;
+    outcome.uncached_tokens = decision.reservation.prefill_tokens;
+    planner.Complete(route, decision, outcome, *policies, cfg->routing);
 
     switch (r.outcome) {
       case Outcome::kRelayed:

@@ -1,6 +1,7 @@
 #include "router/worker.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -15,11 +16,12 @@ int64_t ToNs(SteadyClock::time_point t) {
 
 }  // namespace
 
-Worker::Worker(config::WorkerConfig config, WorkerMetrics metrics)
+Worker::Worker(config::WorkerConfig config, WorkerMetrics metrics, uint32_t id)
     : config_(std::move(config)),
       name_(config_.url.ToString()),
       authority_(config_.url.Authority()),
-      metrics_(metrics) {
+      metrics_(metrics),
+      id_(id) {
   if (metrics_.healthy != nullptr) metrics_.healthy->Set(1);
 }
 
@@ -78,14 +80,14 @@ void Worker::AddInFlight(int64_t delta) {
 
 void Worker::SetDiscoveredModels(std::vector<std::string> models) {
   std::sort(models.begin(), models.end());
-  absl::MutexLock lock(&models_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   discovered_models_ = std::move(models);
 }
 
 std::vector<std::string> Worker::Models() const {
   std::vector<std::string> out = config_.models;
   {
-    absl::ReaderMutexLock lock(&models_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     out.insert(out.end(), discovered_models_.begin(), discovered_models_.end());
   }
   std::sort(out.begin(), out.end());
@@ -98,9 +100,82 @@ bool Worker::ServesModel(std::string_view model) const {
   for (const auto& m : config_.models) {
     if (m == model) return true;
   }
-  absl::ReaderMutexLock lock(&models_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (config_.models.empty() && discovered_models_.empty()) return true;
   return std::binary_search(discovered_models_.begin(), discovered_models_.end(), model);
+}
+
+LoadSnapshot Worker::load() const {
+  LoadSnapshot s;
+  s.in_flight = in_flight_.load(std::memory_order_relaxed);
+  s.pending_prefill_tokens = pending_prefill_.load(std::memory_order_relaxed);
+  s.active_decode = active_decode_.load(std::memory_order_relaxed);
+  s.active_kv_blocks = active_blocks_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) {
+  r.prefill_tokens = prefill_tokens;
+  r.kv_blocks = kv_blocks;
+  r.prefill_released = false;
+  r.released = false;
+  AddInFlight(1);
+  pending_prefill_.fetch_add(prefill_tokens, std::memory_order_relaxed);
+  active_decode_.fetch_add(1, std::memory_order_relaxed);
+  active_blocks_.fetch_add(kv_blocks, std::memory_order_relaxed);
+}
+
+void Worker::ReleasePrefill(Reservation& r) {
+  if (r.released || r.prefill_released) return;
+  r.prefill_released = true;
+  pending_prefill_.fetch_sub(r.prefill_tokens, std::memory_order_relaxed);
+}
+
+void Worker::Release(Reservation& r) {
+  if (r.released) return;
+  ReleasePrefill(r);
+  r.released = true;
+  AddInFlight(-1);
+  active_decode_.fetch_sub(1, std::memory_order_relaxed);
+  active_blocks_.fetch_sub(r.kv_blocks, std::memory_order_relaxed);
+}
+
+double Worker::PrefillRate(double fallback) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return prefill_rate_ > 0 ? prefill_rate_ : fallback;
+}
+
+void Worker::ObservePrefill(double tokens, double seconds) {
+  // Short prompts and TTFTs under 10 ms measure network and scheduling, not prefill.
+  if (tokens < 64 || seconds < 0.01) return;
+  const double sample = tokens / seconds;
+  std::lock_guard<std::mutex> lock(mu_);
+  // EWMA; the first observation replaces the configured guess outright.
+  prefill_rate_ = prefill_rate_ > 0 ? 0.8 * prefill_rate_ + 0.2 * sample : sample;
+}
+
+double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double dt = std::chrono::duration<double>(now - recent_at_).count();
+  return dt <= 0 ? recent_work_ : recent_work_ * std::exp2(-dt / half_life_s);
+}
+
+void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double dt = std::chrono::duration<double>(now - recent_at_).count();
+  if (dt > 0) recent_work_ *= std::exp2(-dt / half_life_s);
+  recent_work_ += tokens;
+  if (now > recent_at_) recent_at_ = now;
+}
+
+EngineStats Worker::engine_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_;
+}
+
+void Worker::SetEngineStats(const EngineStats& stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = stats;
 }
 
 }  // namespace kvgate::router

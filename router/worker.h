@@ -13,8 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
 #include "config/config.h"
+#include "router/engine_stats.h"
 
 namespace prometheus {
 class Gauge;
@@ -33,11 +36,38 @@ struct WorkerMetrics {
   prometheus::Counter* connect_errors = nullptr;
   prometheus::Counter* timeouts = nullptr;
   prometheus::Histogram* ttfb = nullptr;
+  // Approximate-mode prediction vs the engine's usage.prompt_tokens_details.cached_tokens.
+  prometheus::Counter* predicted_tokens = nullptr;
+  prometheus::Counter* actual_tokens = nullptr;
+  prometheus::Counter* overpredicted_tokens = nullptr;
+  prometheus::Counter* underpredicted_tokens = nullptr;
+  prometheus::Gauge* prediction_accuracy = nullptr;
+  // Scraped from the worker's own /metrics.
+  prometheus::Gauge* engine_waiting = nullptr;
+  prometheus::Gauge* engine_kv_usage = nullptr;
+};
+
+/// Load the gateway itself placed on a worker, reserved at decision time (before the next
+/// decision on any thread), so that a burst never sees stale numbers.
+struct LoadSnapshot {
+  int64_t in_flight = 0;               // requests outstanding
+  int64_t pending_prefill_tokens = 0;  // uncached prompt tokens not yet answered (first byte)
+  int64_t active_decode = 0;           // requests past admission, until completion
+  int64_t active_kv_blocks = 0;        // prompt blocks of outstanding requests (Dynamo's decode load)
+};
+
+/// What one routing decision reserved on a worker; released in two steps.
+struct Reservation {
+  int64_t prefill_tokens = 0;
+  int64_t kv_blocks = 0;
+  bool prefill_released = false;
+  bool released = true;  // nothing reserved until Worker::Reserve
 };
 
 class Worker {
  public:
-  Worker(config::WorkerConfig config, WorkerMetrics metrics);
+  /// `id` is stable for the worker's URL across reloads (it names the worker in kvindex).
+  Worker(config::WorkerConfig config, WorkerMetrics metrics, uint32_t id = 0);
 
   const config::WorkerConfig& config() const { return config_; }
   /// The canonical URL ("http://host:port"): label, log field and X-Kvgate-Worker value.
@@ -60,9 +90,32 @@ class Worker {
   void RecordSuccess();
   bool BreakerOpen(SteadyClock::time_point now) const;
 
+  uint32_t id() const { return id_; }
+
   /// Requests the gateway currently has outstanding on this worker.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   void AddInFlight(int64_t delta);
+
+  LoadSnapshot load() const;
+  /// Reserves one request's load: in-flight, pending prefill, decode slot and KV blocks.
+  void Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks);
+  /// The first response byte arrived: the prefill is done.
+  void ReleasePrefill(Reservation& r);
+  /// The request ended (any way); releases whatever is still held. Idempotent.
+  void Release(Reservation& r);
+
+  /// Prefill throughput in tokens/s learned from observed TTFTs; `fallback` until observed.
+  double PrefillRate(double fallback) const;
+  /// One observation: `tokens` (queue ahead plus this prompt's uncached tokens) took `seconds`.
+  void ObservePrefill(double tokens, double seconds);
+
+  /// Exponentially decayed prompt tokens recently routed here (half-life `half_life_s`): the
+  /// work sessions bring back on their next turns.
+  double RecentWork(SteadyClock::time_point now, double half_life_s) const;
+  void AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s);
+
+  EngineStats engine_stats() const;
+  void SetEngineStats(const EngineStats& stats);
 
   /// Models from config plus those the worker itself reports on /v1/models.
   void SetDiscoveredModels(std::vector<std::string> models);
@@ -81,10 +134,19 @@ class Worker {
   std::atomic<uint32_t> check_successes_{0};
   std::atomic<uint32_t> passive_failures_{0};
   std::atomic<int64_t> breaker_open_until_ns_{0};
+  const uint32_t id_;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> pending_prefill_{0};
+  std::atomic<int64_t> active_decode_{0};
+  std::atomic<int64_t> active_blocks_{0};
 
-  mutable absl::Mutex models_mu_;
-  std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(models_mu_);
+  // std::mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
+  mutable std::mutex mu_;
+  std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(mu_);
+  double prefill_rate_ ABSL_GUARDED_BY(mu_) = 0;  // 0 = not observed yet
+  double recent_work_ ABSL_GUARDED_BY(mu_) = 0;
+  SteadyClock::time_point recent_at_ ABSL_GUARDED_BY(mu_){};
+  EngineStats engine_ ABSL_GUARDED_BY(mu_);
 };
 
 using WorkerSharedPtr = std::shared_ptr<Worker>;

@@ -20,8 +20,10 @@ namespace kvgate::router {
 
 /// One client connection. Shared by its session and the disconnect watcher.
 struct ClientConnection {
-  explicit ClientConnection(tcp::socket socket) : stream(std::move(socket)) {}
+  ClientConnection(tcp::socket socket, bool admin_listener)
+      : stream(std::move(socket)), admin_listener(admin_listener) {}
   beast::tcp_stream stream;
+  const bool admin_listener;  // accepted on the separate admin listener
   beast::flat_buffer buffer;
   bool idle = true;  // waiting for the next request (closed at once on drain)
 };
@@ -42,6 +44,7 @@ struct RequestContext {
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
   bool overhead_recorded = false;  // router overhead is measured at the first upstream write
+  PreparedPrompt prompt;           // prefix chain for routing (empty for cache-blind policies)
   std::chrono::steady_clock::time_point read_done;
 };
 

@@ -22,7 +22,7 @@ TEST(ConfigLoader, EmptyDocumentGivesDefaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen_port, 8000);
   EXPECT_EQ(c->limits.max_body_bytes, 32ull << 20);
-  EXPECT_EQ(c->routing.policy, "round_robin");
+  EXPECT_EQ(c->routing.policy, "kvaware");
   EXPECT_TRUE(c->workers.empty());
 }
 

@@ -98,6 +98,15 @@ struct FakeUpstream::Impl {
                                                      : http::status::service_unavailable,
                               "application/json", "{}", req);
     }
+    if (req.method() == http::verb::get && target == "/metrics") {
+      co_return co_await Send(
+          stream, http::status::ok, "text/plain; version=0.0.4",
+          common::StrCat("vllm:num_requests_running{model_name=\"", options.model, "\"} ",
+                         active_count.load(), "\nvllm:num_requests_waiting{model_name=\"",
+                         options.model, "\"} 0\nvllm:kv_cache_usage_perc{model_name=\"",
+                         options.model, "\"} 0.0\n"),
+          req);
+    }
     if (req.method() == http::verb::get && target == "/v1/models") {
       co_return co_await Send(
           stream, http::status::ok, "application/json",

@@ -10,7 +10,8 @@
 //   x-fake-mode: hang         read the request, never answer
 //   x-fake-mode: close-mid    stream half the events, then close the connection
 //   x-fake-mode: lockstep     send event i only after ReleaseChunk() was called i times
-// Streaming is chosen by the body's "stream": true, as with vLLM.
+// Streaming is chosen by the body's "stream": true, as with vLLM. GET /health, /v1/models and
+// /metrics (a few vllm:* gauges) answer like a worker and are not counted as requests.
 // Thread-safe: all public methods may be called from any thread while it runs.
 #pragma once
 

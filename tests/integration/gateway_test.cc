@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <map>
+#include <set>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -43,6 +45,7 @@ class GatewayTest : public ::testing::Test {
     c.listen_port = 0;
     c.threads = 1;
     c.health_check.enabled = false;
+    c.routing.policy = "round_robin";  // tests below count on its order
     c.retry.backoff_base_ms = 1;
     c.retry.backoff_max_ms = 2;
     return c;
@@ -494,6 +497,113 @@ TEST_F(GatewayTest, DrainFinishesInFlightStreamsAndRefusesNewOnes) {
   EXPECT_THAT(rest, HasSubstr("[DONE]"));
   EXPECT_TRUE(s.done());
   EXPECT_TRUE(drained.get());
+}
+
+}  // namespace
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+class KvAwareGatewayTest : public GatewayTest {
+ protected:
+  void StartFleet(int n, const std::string& policy, config::AdminConfig admin = {}) {
+    auto c = BaseConfig();
+    c.routing.policy = policy;
+    c.admin = admin;
+    for (int i = 0; i < n; ++i) AddWorker(c, AddFake().url());
+    StartGateway(c);
+  }
+
+  static std::string Body(int session, int turn) {
+    std::string content = common::StrCat("session ", session, " ");
+    content.append(4000, static_cast<char>('a' + session % 26));
+    for (int t = 0; t < turn; ++t) content += common::StrCat(" turn ", t, std::string(800, 'x'));
+    return common::StrCat(R"({"model":"fake-model","messages":[{"role":"user","content":")",
+                          content, R"("}]})");
+  }
+};
+
+std::string JsonString(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":\"";
+  const size_t p = json.find(k);
+  if (p == std::string::npos) return "";
+  return json.substr(p + k.size(), json.find('"', p + k.size()) - p - k.size());
+}
+
+TEST_F(KvAwareGatewayTest, ExplainMatchesTheProxyDecision) {
+  StartFleet(4, "kvaware");
+  for (int i = 0; i < 24; ++i) {
+    const std::string body = Body(i % 5, i / 5);
+    const HttpResponse e = Fetch(port_, "POST", "/admin/explain", body);
+    ASSERT_EQ(e.status, 200) << e.body;
+    EXPECT_THAT(e.body, HasSubstr(R"("candidates":[)"));
+    EXPECT_THAT(e.body, HasSubstr(R"("predicted_ttft_s":)"));
+    const std::string chosen = JsonString(e.body, "chosen");
+    const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.Header("x-kvgate-worker"), chosen) << "request " << i << ": " << e.body;
+  }
+}
+
+TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
+  StartFleet(4, "kvaware");
+  std::map<int, std::string> home;
+  for (int turn = 0; turn < 3; ++turn) {
+    for (int s = 0; s < 8; ++s) {
+      const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", Body(s, turn));
+      ASSERT_EQ(r.status, 200);
+      if (turn == 0) {
+        home[s] = r.Header("x-kvgate-worker");
+      } else {
+        EXPECT_EQ(r.Header("x-kvgate-worker"), home[s]) << "session " << s << " turn " << turn;
+      }
+    }
+  }
+  std::set<std::string> used;
+  for (const auto& [s, w] : home) used.insert(w);
+  EXPECT_GE(used.size(), 3u);  // sessions spread
+}
+
+TEST_F(KvAwareGatewayTest, AdminWorkersShowsIndexAndLoad) {
+  StartFleet(2, "kvaware");
+  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(1, 0)).status, 200);
+  const HttpResponse w = Fetch(port_, "GET", "/admin/workers");
+  ASSERT_EQ(w.status, 200);
+  EXPECT_THAT(w.body, HasSubstr(R"("healthy":true)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("load":{"in_flight":0)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("blocks":{"gpu":)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("distinct_blocks":)"));
+}
+
+TEST_F(KvAwareGatewayTest, ExplainRejectsBadInput) {
+  StartFleet(1, "kvaware");
+  ExpectOpenAiError(Fetch(port_, "POST", "/admin/explain", "{nope"), 400);
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/explain"), 405);
+}
+
+TEST_F(KvAwareGatewayTest, SeparateAdminListenerWithToken) {
+  StartFleet(1, "kvaware", config::AdminConfig{.listen = "127.0.0.1:0", .token = "s3cret"});
+  const uint16_t admin = gateway_->admin_port();
+  ASSERT_NE(admin, 0);
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 404);  // not on the main listener
+  ExpectOpenAiError(Fetch(admin, "GET", "/admin/workers"), 401);
+  EXPECT_EQ(Fetch(admin, "GET", "/admin/workers", "", {{"Authorization", "Bearer s3cret"}}).status,
+            200);
+  ExpectOpenAiError(Fetch(admin, "POST", "/v1/chat/completions", Body(0, 0)), 404);
+  EXPECT_EQ(Fetch(admin, "GET", "/metrics").status, 200);
+}
+
+TEST_F(KvAwareGatewayTest, EveryPolicyServesTraffic) {
+  for (const char* p : {"round_robin", "random", "least_request", "power_of_two",
+                        "consistent_hash", "cache_aware", "cost", "weighted", "kvaware"}) {
+    fakes_.clear();
+    if (gateway_) gateway_->Stop();
+    StartFleet(3, p);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(i, 0)).status, 200) << p;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,171 @@
+#include "router/admin.h"
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "router/request_info.h"
+
+namespace kvgate::router {
+namespace {
+
+void AppendKey(std::string& out, std::string_view key) {
+  common::AppendJsonString(out, key);
+  out.push_back(':');
+}
+
+void AppendNumber(std::string& out, double v) {
+  if (!(v == v) || v > 1e300 || v < -1e300) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  out += buf;
+}
+
+void AppendLoad(std::string& out, const LoadSnapshot& l) {
+  common::StrAppend(&out, "{\"in_flight\":", l.in_flight,
+                    ",\"pending_prefill_tokens\":", l.pending_prefill_tokens,
+                    ",\"active_decode\":", l.active_decode,
+                    ",\"active_kv_blocks\":", l.active_kv_blocks, "}");
+}
+
+void AppendEngine(std::string& out, const EngineStats& e) {
+  common::StrAppend(&out, "{\"scraped\":", e.valid, ",\"running\":");
+  AppendNumber(out, e.running);
+  out += ",\"waiting\":";
+  AppendNumber(out, e.waiting);
+  out += ",\"kv_usage\":";
+  AppendNumber(out, e.kv_usage);
+  common::StrAppend(&out, ",\"num_gpu_blocks\":", e.num_gpu_blocks, "}");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
+                                        std::string_view path, std::string_view session_key) {
+  const bool chat = path == "/v1/chat/completions";
+  auto info = ParseRequestInfo(body);
+  if (!info.ok()) return info.status();
+  const auto cfg = state.config();
+  const auto workers = state.workers();
+  const auto policies = state.policies();
+  bool any_serves = false;
+  std::vector<Worker*> available =
+      RoutePlanner::Available(*workers, info->model, SteadyClock::now(), &any_serves);
+  if (!any_serves && !workers->workers.empty()) {
+    return absl::NotFoundError(common::StrCat("The model `", info->model, "` does not exist."));
+  }
+  if (available.empty()) return absl::UnavailableError("no healthy worker available");
+  const PreparedPrompt prompt = state.planner.Prepare(body, body.capacity(), chat, info->model,
+                                                      *policies, cfg->routing);
+  RouteRequest route;
+  route.endpoint = path;
+  route.model = info->model;
+  route.session_key = session_key.empty() ? std::string_view(info->user) : session_key;
+  route.body = body;
+  route.chain = prompt.chain;
+  route.prompt_tokens = prompt.prompt_tokens;
+  route.block_tokens = cfg->routing.block_tokens;
+  route.now = SteadyClock::now();
+  Decision d = state.planner.Decide(route, available, *policies, cfg->routing, /*commit=*/false);
+
+  std::string out = "{";
+  AppendKey(out, "policy");
+  common::AppendJsonString(out, d.policy);
+  out += ",";
+  AppendKey(out, "model");
+  common::AppendJsonString(out, info->model);
+  common::StrAppend(&out, ",\"prompt_tokens\":", prompt.prompt_tokens,
+                    ",\"prompt_blocks\":", prompt.chain.size(),
+                    ",\"block_tokens\":", cfg->routing.block_tokens, ",");
+  AppendKey(out, "chosen");
+  common::AppendJsonString(out, d.worker->name());
+  out += ",\"candidates\":[";
+  for (size_t i = 0; i < d.candidates.size(); ++i) {
+    const Candidate& c = d.candidates[i];
+    const CandidateScore s = i < d.scores.size() ? d.scores[i] : CandidateScore{};
+    if (i > 0) out += ",";
+    out += "{";
+    AppendKey(out, "worker");
+    common::AppendJsonString(out, c.worker->name());
+    const uint32_t bt = cfg->routing.block_tokens;
+    common::StrAppend(&out, ",\"chosen\":", i == d.index, ",\"matched_tokens\":{\"gpu\":",
+                      uint64_t{c.cached_blocks[0]} * bt, ",\"host\":", uint64_t{c.cached_blocks[1]} * bt,
+                      ",\"store\":", uint64_t{c.cached_blocks[2]} * bt, "},\"load\":");
+    AppendLoad(out, c.load);
+    out += ",\"engine\":";
+    AppendEngine(out, c.engine);
+    out += ",\"prefill_tokens_per_second\":";
+    AppendNumber(out, c.worker->PrefillRate(cfg->routing.kvaware.prefill_tokens_per_second));
+    out += ",\"predicted_ttft_s\":";
+    if (s.predicted_ttft_s >= 0) {
+      AppendNumber(out, s.predicted_ttft_s);
+    } else {
+      out += "null";
+    }
+    out += ",\"score\":";
+    AppendNumber(out, s.score);
+    common::StrAppend(&out, ",\"eligible\":", s.eligible, ",\"note\":");
+    common::AppendJsonString(out, s.note);
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string WorkersJson(const GatewayState& state) {
+  const auto now = SteadyClock::now();
+  const auto cfg = state.config();
+  const kvindex::IndexStats stats = state.planner.index().Stats();
+  std::string out = "{\"workers\":[";
+  bool first = true;
+  for (const auto& w : state.workers()->workers) {
+    if (!first) out += ",";
+    first = false;
+    out += "{";
+    AppendKey(out, "url");
+    common::AppendJsonString(out, w->name());
+    common::StrAppend(&out, ",\"id\":", w->id(), ",\"role\":\"",
+                      config::WorkerRoleName(w->config().role), "\",\"healthy\":", w->healthy(),
+                      ",\"available\":", w->IsAvailable(now),
+                      ",\"breaker_open\":", w->BreakerOpen(now), ",\"weight\":");
+    AppendNumber(out, w->config().weight);
+    out += ",\"models\":[";
+    bool first_model = true;
+    for (const auto& m : w->Models()) {
+      if (!first_model) out += ",";
+      first_model = false;
+      common::AppendJsonString(out, m);
+    }
+    out += "],\"load\":";
+    AppendLoad(out, w->load());
+    out += ",\"engine\":";
+    AppendEngine(out, w->engine_stats());
+    out += ",\"prefill_tokens_per_second\":";
+    AppendNumber(out, w->PrefillRate(cfg->routing.kvaware.prefill_tokens_per_second));
+    out += ",\"index\":";
+    const kvindex::Holder h = RoutePlanner::HolderOf(*w);
+    bool found = false;
+    for (const auto& hs : stats.holders) {
+      if (hs.holder.worker != h.worker || hs.holder.dp_rank != h.dp_rank) continue;
+      found = true;
+      out += "{\"blocks\":{";
+      for (int t = 0; t < kvindex::kNumTiers; ++t) {
+        if (t > 0) out += ",";
+        common::StrAppend(&out, "\"", kvindex::TierName(static_cast<kvindex::Tier>(t)),
+                          "\":", hs.tiers[t].blocks);
+      }
+      common::StrAppend(&out, "},\"capacity_blocks\":", hs.tiers[0].capacity_blocks,
+                        ",\"evicted_blocks\":", hs.tiers[0].evicted_blocks,
+                        ",\"removed_blocks\":", hs.tiers[0].removed_blocks, "}");
+    }
+    if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";
+    out += "}";
+  }
+  common::StrAppend(&out, "],\"index\":{\"distinct_blocks\":", stats.distinct_blocks,
+                    ",\"residencies\":", stats.residencies, ",\"memory_bytes\":",
+                    stats.memory_bytes, ",\"max_residencies\":", stats.max_residencies, "}}");
+  return out;
+}
+
+}  // namespace kvgate::router
