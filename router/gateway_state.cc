@@ -13,6 +13,7 @@ void GatewayState::Publish(config::ConfigConstSharedPtr config, WorkerSetConstSh
   workers_.store(std::move(workers), std::memory_order_release);
   policies_.store(std::move(policies), std::memory_order_release);
   config_.store(std::move(config), std::memory_order_release);
+  version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void GatewayState::SetModelsJson(std::string json) {

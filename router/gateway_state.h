@@ -28,6 +28,9 @@ struct GatewayState {
     return models_json_.load(std::memory_order_acquire);
   }
 
+  /// Bumped by every Publish(); threads compare it to refresh their cached snapshots.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+
   /// Publishes a new config, worker set and policy together (reload).
   void Publish(config::ConfigConstSharedPtr config, WorkerSetConstSharedPtr workers,
                PolicySetConstSharedPtr policies);
@@ -48,6 +51,7 @@ struct GatewayState {
   std::atomic<config::ConfigConstSharedPtr> config_;
   std::atomic<WorkerSetConstSharedPtr> workers_;
   std::atomic<PolicySetConstSharedPtr> policies_;
+  std::atomic<uint64_t> version_{0};
   std::atomic<std::shared_ptr<const std::string>> models_json_;
 };
 

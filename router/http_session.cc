@@ -90,7 +90,7 @@ void Finish(ThreadContext& tc, const http::request<http::string_body>& req, Requ
 net::awaitable<void> HandleAdmin(ThreadContext& tc, ClientConnection& conn,
                                  http::request<http::string_body>& req, RequestContext& rc,
                                  std::string_view path) {
-  const auto cfg = tc.state.config();
+  const auto& cfg = tc.config();
   if (!cfg->admin.token.empty()) {
     auto auth = req.find(http::field::authorization);
     if (auth == req.end() || auth->value() != "Bearer " + cfg->admin.token) {
@@ -135,7 +135,7 @@ net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<Clie
   const std::string_view path = PathOf(req.target());
   const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
   const bool post = req.method() == http::verb::post;
-  const bool separate_admin = !tc.state.config()->admin.listen.empty();
+  const bool separate_admin = !tc.config()->admin.listen.empty();
   if (path.starts_with("/admin/") && conn->admin_listener == separate_admin) {
     co_await HandleAdmin(tc, *conn, req, rc, path);
     co_return;
@@ -181,10 +181,10 @@ net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<Clie
       rc.session_key = info->user;
     }
     if (info.ok() && openai_json) {
-      const auto policies = tc.state.policies();
+      const auto& policies = tc.policies();
       rc.prompt = tc.state.planner.Prepare(req.body(), req.body().capacity(),
                                            path == "/v1/chat/completions", rc.model, *policies,
-                                           tc.state.config()->routing);
+                                           tc.config()->routing);
     }
     if (auto sid = req.find("x-session-id"); sid != req.end()) {
       rc.session_key = std::string(sid->value());
@@ -254,7 +254,7 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
   beast::error_code ec;
   conn->stream.socket().set_option(tcp::no_delay(true), ec);
   for (;;) {
-    const config::ConfigConstSharedPtr cfg = state.config();
+    const config::ConfigConstSharedPtr cfg = tc.config();
     http::request_parser<http::string_body> parser;
     parser.header_limit(cfg->limits.max_header_bytes);
     parser.body_limit(cfg->limits.max_body_bytes);

@@ -300,9 +300,10 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
 
 net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<ClientConnection>& conn,
                                   http::request<http::string_body>& req, RequestContext& rc) {
-  const config::ConfigConstSharedPtr cfg = tc.state.config();
-  const WorkerSetConstSharedPtr workers = tc.state.workers();
-  const PolicySetConstSharedPtr policies = tc.state.policies();
+  // Own copies: another request on this thread may refresh the thread's snapshots meanwhile.
+  const config::ConfigConstSharedPtr cfg = tc.config();
+  const WorkerSetConstSharedPtr workers = tc.workers();
+  const PolicySetConstSharedPtr policies = tc.policies();
 
   // Forwarded unchanged but for hop-by-hop headers, Host and the request id.
   std::vector<std::string> drop;

@@ -60,11 +60,33 @@ class ThreadContext {
   std::minstd_rand rng;
   absl::flat_hash_set<std::shared_ptr<ClientConnection>> connections;
 
+  // The shared snapshots as this thread last saw them, refreshed when the state's version
+  // changes: reading them on the request path costs no cross-thread cache traffic (an atomic
+  // shared_ptr load bumps a reference count every thread shares).
+  const config::ConfigConstSharedPtr& config() { return Refresh().config_; }
+  const WorkerSetConstSharedPtr& workers() { return Refresh().workers_; }
+  const PolicySetConstSharedPtr& policies() { return Refresh().policies_; }
+
   prometheus::Counter& RequestCounter(const std::string& endpoint, int code,
                                       const std::string& worker);
   prometheus::Histogram& Duration(const std::string& endpoint);
 
  private:
+  ThreadContext& Refresh() {
+    const uint64_t v = state.version();
+    if (v != seen_version_) {
+      config_ = state.config();
+      workers_ = state.workers();
+      policies_ = state.policies();
+      seen_version_ = v;
+    }
+    return *this;
+  }
+
+  uint64_t seen_version_ = ~uint64_t{0};
+  config::ConfigConstSharedPtr config_;
+  WorkerSetConstSharedPtr workers_;
+  PolicySetConstSharedPtr policies_;
   absl::flat_hash_map<std::string, prometheus::Counter*> counters_;
   absl::flat_hash_map<std::string, prometheus::Histogram*> durations_;
 };
