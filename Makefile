@@ -2,7 +2,10 @@
 # missing through scripts/setup first).
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
-BINARIES := kvgate kvgate-fake-upstream kvindex_bench
+BINARIES := kvgate kvgate-fake-upstream kvgate-sim kvgate-replay kvindex_bench
+# ccache: paths relative to the checkout, so that another clone of the repo (CI) hits the cache.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: all setup build debug test test-debug test-asan test-tsan test-fuzz demo bench format clean
 

@@ -28,14 +28,20 @@ absl::Status AccessLog::Open(const std::string& path) {
     logger->set_pattern("%v");
     logger->set_level(spdlog::level::info);
     logger->flush_on(spdlog::level::info);
-    std::atomic_store(&logger_, std::move(logger));
+    std::lock_guard<std::mutex> lock(mu_);
+    logger_ = std::move(logger);
+    enabled_ = true;
   } catch (const spdlog::spdlog_ex& e) {
     return absl::InvalidArgumentError(common::StrCat("access_log.path: ", e.what()));
   }
   return absl::OkStatus();
 }
 
-void AccessLog::Close() { std::atomic_store(&logger_, std::shared_ptr<spdlog::logger>()); }
+void AccessLog::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  logger_.reset();
+  enabled_ = false;
+}
 
 std::string AccessLog::Format(const AccessRecord& r) {
   std::string out = "{\"ts\":";
@@ -64,7 +70,11 @@ std::string AccessLog::Format(const AccessRecord& r) {
 
 void AccessLog::Write(const AccessRecord& record) {
   // Copy the pointer: Open() may swap it concurrently on reload.
-  std::shared_ptr<spdlog::logger> logger = std::atomic_load(&logger_);
+  std::shared_ptr<spdlog::logger> logger;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    logger = logger_;
+  }
   if (logger) logger->info(Format(record));
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -37,7 +39,7 @@ class AccessLog {
   /// Opens `path` ("-" for stdout) for appending; replaces any previous sink.
   absl::Status Open(const std::string& path);
   void Close();
-  bool enabled() const { return std::atomic_load(&logger_) != nullptr; }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   void Write(const AccessRecord& record);
 
@@ -45,7 +47,9 @@ class AccessLog {
   static std::string Format(const AccessRecord& record);
 
  private:
+  mutable std::mutex mu_;  // guards logger_ (swapped by reloads)
   std::shared_ptr<spdlog::logger> logger_;
+  std::atomic<bool> enabled_{false};
 };
 
 }  // namespace kvgate::router

@@ -6,19 +6,19 @@ GatewayState::GatewayState(config::ConfigConstSharedPtr initial)
     : planner(initial->routing, metrics),
       config_(std::move(initial)),
       workers_(std::make_shared<const WorkerSet>()),
+      policies_(nullptr),
       models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
 
 void GatewayState::Publish(config::ConfigConstSharedPtr config, WorkerSetConstSharedPtr workers,
                            PolicySetConstSharedPtr policies) {
-  workers_.store(std::move(workers), std::memory_order_release);
-  policies_.store(std::move(policies), std::memory_order_release);
-  config_.store(std::move(config), std::memory_order_release);
+  workers_.Store(std::move(workers));
+  policies_.Store(std::move(policies));
+  config_.Store(std::move(config));
   version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void GatewayState::SetModelsJson(std::string json) {
-  models_json_.store(std::make_shared<const std::string>(std::move(json)),
-                     std::memory_order_release);
+  models_json_.Store(std::make_shared<const std::string>(std::move(json)));
 }
 
 bool GatewayState::AnyWorkerAvailable() const {

@@ -18,15 +18,35 @@
 
 namespace kvgate::router {
 
+/// A shared_ptr published by one thread and read by many. A mutex rather than
+/// std::atomic<std::shared_ptr>: libstdc++ 12's version is invisible to ThreadSanitizer (its
+/// lock bit hides the synchronisation), and readers on the request path use thread-local copies
+/// refreshed by GatewayState::version() anyway. Thread-safe.
+template <typename T>
+class SharedSnapshot {
+ public:
+  explicit SharedSnapshot(std::shared_ptr<T> initial) : value_(std::move(initial)) {}
+  std::shared_ptr<T> Load() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return value_;
+  }
+  void Store(std::shared_ptr<T> value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    value_.swap(value);  // the old value is released outside the lock
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<T> value_;
+};
+
 struct GatewayState {
   explicit GatewayState(config::ConfigConstSharedPtr initial);
 
-  config::ConfigConstSharedPtr config() const { return config_.load(std::memory_order_acquire); }
-  WorkerSetConstSharedPtr workers() const { return workers_.load(std::memory_order_acquire); }
-  PolicySetConstSharedPtr policies() const { return policies_.load(std::memory_order_acquire); }
-  std::shared_ptr<const std::string> models_json() const {
-    return models_json_.load(std::memory_order_acquire);
-  }
+  config::ConfigConstSharedPtr config() const { return config_.Load(); }
+  WorkerSetConstSharedPtr workers() const { return workers_.Load(); }
+  PolicySetConstSharedPtr policies() const { return policies_.Load(); }
+  std::shared_ptr<const std::string> models_json() const { return models_json_.Load(); }
 
   /// Bumped by every Publish(); threads compare it to refresh their cached snapshots.
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
@@ -48,11 +68,11 @@ struct GatewayState {
   std::atomic<int64_t> open_connections{0};
 
  private:
-  std::atomic<config::ConfigConstSharedPtr> config_;
-  std::atomic<WorkerSetConstSharedPtr> workers_;
-  std::atomic<PolicySetConstSharedPtr> policies_;
+  SharedSnapshot<const config::Config> config_;
+  SharedSnapshot<const WorkerSet> workers_;
+  SharedSnapshot<const PolicySet> policies_;
+  SharedSnapshot<const std::string> models_json_;
   std::atomic<uint64_t> version_{0};
-  std::atomic<std::shared_ptr<const std::string>> models_json_;
 };
 
 }  // namespace kvgate::router
