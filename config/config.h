@@ -95,6 +95,7 @@ struct KvAwarePolicyConfig {
   double store_tokens_per_second = 100'000;     // fetching store-tier KV
   double decode_interference_seconds = 0.002;   // added TTFT per running decode sequence
   uint32_t spill_bound = 2;                     // requests above the fair share a worker may take
+  double affinity_margin_seconds = 0.1;         // predicted TTFT a session owner may lose by
   double balance_weight = 0.1;                  // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
 };

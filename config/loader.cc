@@ -255,7 +255,8 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
     KvAwarePolicyConfig& k = c->kvaware;
     if (r.ExpectMap(s, q, {"min_match_tokens", "prefill_tokens_per_second",
                            "host_tokens_per_second", "store_tokens_per_second",
-                           "decode_interference_seconds", "spill_bound", "balance_weight",
+                           "decode_interference_seconds", "spill_bound",
+                           "affinity_margin_seconds", "balance_weight",
                            "balance_half_life_ms"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
@@ -263,6 +264,7 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Double(s, q, "store_tokens_per_second", &k.store_tokens_per_second, 1, 1e12);
       r.Double(s, q, "decode_interference_seconds", &k.decode_interference_seconds, 0, 10);
       r.Uint(s, q, "spill_bound", &k.spill_bound, 0, 1'000'000);
+      r.Double(s, q, "affinity_margin_seconds", &k.affinity_margin_seconds, 0, 3600);
       r.Double(s, q, "balance_weight", &k.balance_weight, 0, 1e3);
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
     }

@@ -147,7 +147,7 @@ double Worker::PrefillRate(double fallback) const {
 
 void Worker::ObservePrefill(double tokens, double seconds) {
   // Short prompts and TTFTs under 10 ms measure network and scheduling, not prefill.
-  if (tokens < 64 || seconds < 0.01) return;
+  if (tokens < 1024 || seconds < 0.01) return;
   const double sample = tokens / seconds;
   std::lock_guard<std::mutex> lock(mu_);
   // EWMA; the first observation replaces the configured guess outright.

@@ -93,7 +93,7 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
       }
       if (!eligible[best]) {
         owner_note = "session owner at load bound: spill";
-      } else if (best_other >= 0 && ttft[best] > best_other) {
+      } else if (best_other >= 0 && ttft[best] > best_other + config_.affinity_margin_seconds) {
         owner_note = "session owner slower than recomputing elsewhere: spill";
       } else {
         owner = best;

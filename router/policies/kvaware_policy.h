@@ -12,6 +12,8 @@
 // its future queue; this spreads sessions that share only a system prompt. Candidates whose
 // in-flight count reached the fair share plus spill_bound are skipped (unless all are), so a
 // hot prefix spills to other workers — which then hold it too — instead of pinning one.
+// A session's own worker keeps it unless its predicted TTFT is worse than the best other by
+// more than affinity_margin_seconds (moving a session costs its later turns their cache).
 // Thread-safe (stateless; reads atomics of the workers).
 #pragma once
 

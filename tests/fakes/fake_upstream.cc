@@ -63,6 +63,8 @@ struct FakeUpstream::Impl {
   explicit Impl(Options o) : options(std::move(o)) {}
 
   net::awaitable<void> Serve(tcp::socket socket) {
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // events go out at once, like a real worker
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     for (;;) {
@@ -74,7 +76,6 @@ struct FakeUpstream::Impl {
       const bool keep = co_await Handle(stream, req);
       if (!keep) break;
     }
-    beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   }
 
