@@ -22,3 +22,13 @@ target_link_libraries(kvgate_boost INTERFACE Boost::headers Threads::Threads)
 target_compile_definitions(kvgate_boost INTERFACE
   BOOST_ASIO_SEPARATE_COMPILATION BOOST_BEAST_SEPARATE_COMPILATION BOOST_JSON_NO_LIB
   BOOST_ASIO_NO_DEPRECATED)
+
+# --- kvgate-sim (issue 5): ZeroMQ (libzmq + header-only cppzmq) and msgpuck (header-only use,
+# MP_SOURCE in bench/sim/kv_events.cc; msgpuck's static library is not linked). ---
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)
+find_path(MSGPUCK_INCLUDE_DIR msgpuck.h REQUIRED)
+add_library(kvgate_zmq INTERFACE)
+target_include_directories(kvgate_zmq INTERFACE ${CPPZMQ_INCLUDE_DIR} ${MSGPUCK_INCLUDE_DIR})
+target_link_libraries(kvgate_zmq INTERFACE PkgConfig::ZMQ)
+# --- end kvgate-sim ---

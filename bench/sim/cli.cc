@@ -1,0 +1,219 @@
+#include "bench/sim/cli.h"
+
+#include <algorithm>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/strings.h"
+
+namespace kvgate::sim {
+namespace {
+
+absl::Status Bad(std::string_view flag, std::string_view why) {
+  return absl::InvalidArgumentError(common::StrCat("--", flag, ": ", why));
+}
+
+}  // namespace
+
+std::string SimUsage() {
+  return R"(kvgate-sim: a simulated vLLM engine (OpenAI API, vLLM metrics, vLLM KV events).
+
+Usage: kvgate-sim [flags]
+  --host HOST                      listen address (default 127.0.0.1)
+  --port P | --base-port P         first HTTP port; worker i uses P+i; 0 = ephemeral (default 8000)
+  --workers N                      independent simulated servers in this process (default 1)
+  --dp-size N                      data-parallel engines behind each port (default 1)
+  --time-scale S                   real seconds per simulated second (default 1; 0.05 = 20x)
+  --model NAME                     served model name (default sim-model)
+  --profile FILE                   YAML engine profile (default: built-in llama3-8b-h100)
+  --seed N                         output and fault seed (default 0)
+  --default-max-tokens N           output length when the request has none (default 16)
+  --num-gpu-blocks N, --num-cpu-blocks N, --max-num-seqs N, --max-num-batched-tokens N,
+  --max-model-len N                override the profile
+  --kv-events-endpoint EP          ZMQ PUB endpoint (vLLM rule: bind if '*', '::', ipc://,
+                                   inproc://, else connect); worker i rank r uses port +i*dp+r
+  --kv-events-replay-endpoint EP   ZMQ ROUTER endpoint for replay (always bound)
+  --kv-events-topic T              first frame of every message (default empty)
+  --kv-events-encoding array|map   event encoding (default array = vLLM <= 0.23)
+  --kv-events-bind                 bind the PUB endpoint even without '*'
+  --kv-events-buffer-steps N       batches kept for replay (default 10000)
+  --fault-error-rate P             fraction of requests answered 500
+  --fault-hang-rate P              fraction of requests never answered
+  --fault-close-rate P             fraction of requests cut mid-stream
+  --crash-after N                  exit(3) on completion request N+1
+  --slow-start S                   /health and requests answer 503 for S real seconds
+  --log-level LEVEL                trace|debug|info|warn|error|off (default info)
+  --help
+Per-request header x-sim-fault: error|hang|close-mid forces a fault.
+Prints "port=P worker=I" per worker and "kv_events worker=I rank=R endpoint=E replay=R" per
+engine on stdout, then "ready".
+)";
+}
+
+absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
+  SimOptions o;
+  std::optional<uint64_t> gpu_blocks, cpu_blocks, max_seqs, max_batched, max_len;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    if (!flag.starts_with("--")) return absl::InvalidArgumentError("unexpected argument " + flag);
+    flag = flag.substr(2);
+    std::optional<std::string> inline_value;
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    }
+    if (flag == "help") {
+      o.help = true;
+      continue;
+    }
+    if (flag == "kv-events-bind") {
+      o.kv_events_bind = true;
+      continue;
+    }
+    static constexpr std::string_view kValueFlags[] = {
+        "host", "port", "base-port", "workers", "dp-size", "time-scale", "model", "profile",
+        "seed", "default-max-tokens", "num-gpu-blocks", "num-cpu-blocks", "max-num-seqs",
+        "max-num-batched-tokens", "max-model-len", "kv-events-endpoint",
+        "kv-events-replay-endpoint", "kv-events-topic", "kv-events-encoding",
+        "kv-events-buffer-steps", "fault-error-rate", "fault-hang-rate", "fault-close-rate",
+        "crash-after", "slow-start", "log-level"};
+    if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) ==
+        std::end(kValueFlags)) {
+      return absl::InvalidArgumentError("unknown flag --" + flag);
+    }
+    std::string value;
+    if (inline_value) {
+      value = *inline_value;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return Bad(flag, "missing value");
+    }
+    uint64_t u = 0;
+    double d = 0;
+    auto uint_of = [&](uint64_t max) -> absl::Status {
+      if (!common::ParseUint64(value, &u) || u > max) return Bad(flag, "expected an integer");
+      return absl::OkStatus();
+    };
+    auto double_of = [&](double lo, double hi) -> absl::Status {
+      if (!common::ParseDouble(value, &d) || !(d >= lo && d <= hi)) {
+        return Bad(flag, common::StrCat("expected a number in [", lo, ", ", hi, "]"));
+      }
+      return absl::OkStatus();
+    };
+#define SIM_UINT(max)                     \
+  if (auto s = uint_of(max); !s.ok()) { \
+    return s;                             \
+  }
+#define SIM_DOUBLE(lo, hi)                    \
+  if (auto s = double_of(lo, hi); !s.ok()) { \
+    return s;                                 \
+  }
+    if (flag == "host") {
+      o.host = value;
+    } else if (flag == "port" || flag == "base-port") {
+      SIM_UINT(65535);
+      o.base_port = static_cast<uint16_t>(u);
+    } else if (flag == "workers") {
+      SIM_UINT(4096);
+      if (u == 0) return Bad(flag, "must be >= 1");
+      o.workers = static_cast<uint32_t>(u);
+    } else if (flag == "dp-size") {
+      SIM_UINT(1024);
+      if (u == 0) return Bad(flag, "must be >= 1");
+      o.dp_size = static_cast<uint32_t>(u);
+    } else if (flag == "time-scale") {
+      SIM_DOUBLE(1e-6, 1e6);
+      o.time_scale = d;
+    } else if (flag == "model") {
+      o.model = value;
+    } else if (flag == "profile") {
+      o.profile_path = value;
+    } else if (flag == "seed") {
+      SIM_UINT(UINT64_MAX);
+      o.seed = u;
+    } else if (flag == "default-max-tokens") {
+      SIM_UINT(1u << 24);
+      if (u == 0) return Bad(flag, "must be >= 1");
+      o.default_max_tokens = static_cast<uint32_t>(u);
+    } else if (flag == "num-gpu-blocks") {
+      SIM_UINT(1u << 30);
+      gpu_blocks = u;
+    } else if (flag == "num-cpu-blocks") {
+      SIM_UINT(1u << 30);
+      cpu_blocks = u;
+    } else if (flag == "max-num-seqs") {
+      SIM_UINT(1u << 20);
+      max_seqs = u;
+    } else if (flag == "max-num-batched-tokens") {
+      SIM_UINT(1u << 30);
+      max_batched = u;
+    } else if (flag == "max-model-len") {
+      SIM_UINT(1u << 30);
+      max_len = u;
+    } else if (flag == "kv-events-endpoint") {
+      o.kv_events_endpoint = value;
+    } else if (flag == "kv-events-replay-endpoint") {
+      o.kv_events_replay_endpoint = value;
+    } else if (flag == "kv-events-topic") {
+      o.kv_events_topic = value;
+    } else if (flag == "kv-events-encoding") {
+      if (value == "array") {
+        o.kv_events_encoding = EventEncoding::kArray;
+      } else if (value == "map") {
+        o.kv_events_encoding = EventEncoding::kMap;
+      } else {
+        return Bad(flag, "expected array or map");
+      }
+    } else if (flag == "kv-events-buffer-steps") {
+      SIM_UINT(1u << 24);
+      if (u == 0) return Bad(flag, "must be >= 1");
+      o.kv_events_buffer_steps = u;
+    } else if (flag == "fault-error-rate") {
+      SIM_DOUBLE(0, 1);
+      o.faults.error_rate = d;
+    } else if (flag == "fault-hang-rate") {
+      SIM_DOUBLE(0, 1);
+      o.faults.hang_rate = d;
+    } else if (flag == "fault-close-rate") {
+      SIM_DOUBLE(0, 1);
+      o.faults.close_rate = d;
+    } else if (flag == "crash-after") {
+      SIM_UINT(UINT64_MAX);
+      o.faults.crash_after = u;
+    } else if (flag == "slow-start") {
+      SIM_DOUBLE(0, 86400);
+      o.faults.slow_start_s = d;
+    } else if (flag == "log-level") {
+      if (!common::IsValidLogLevel(value)) return Bad(flag, "unknown level");
+      o.log_level = value;
+    } else {
+      return absl::InvalidArgumentError("unknown flag --" + flag);
+    }
+#undef SIM_UINT
+#undef SIM_DOUBLE
+  }
+  if (o.workers > 1 && o.base_port != 0 && o.base_port + uint64_t{o.workers} - 1 > 65535) {
+    return Bad("workers", "ports run past 65535");
+  }
+  if (!o.kv_events_replay_endpoint.empty() && o.kv_events_endpoint.empty()) {
+    return Bad("kv-events-replay-endpoint", "needs --kv-events-endpoint");
+  }
+  if (!o.profile_path.empty()) {
+    auto p = LoadProfile(o.profile_path);
+    if (!p.ok()) return p.status();
+    o.profile = *p;
+  }
+  if (gpu_blocks) o.profile.num_gpu_blocks = static_cast<uint32_t>(*gpu_blocks);
+  if (cpu_blocks) o.profile.num_cpu_blocks = static_cast<uint32_t>(*cpu_blocks);
+  if (max_seqs) o.profile.max_num_seqs = static_cast<uint32_t>(*max_seqs);
+  if (max_batched) o.profile.max_num_batched_tokens = static_cast<uint32_t>(*max_batched);
+  if (max_len) o.profile.max_model_len = static_cast<uint32_t>(*max_len);
+  if (auto s = o.profile.Validate(); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace kvgate::sim

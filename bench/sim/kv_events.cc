@@ -1,0 +1,253 @@
+#include "bench/sim/kv_events.h"
+
+#include <zmq.hpp>
+
+#include <deque>
+
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+#define MP_SOURCE 1
+#include <msgpuck.h>
+
+namespace kvgate::sim {
+namespace {
+
+// msgpuck encodes into a raw buffer; each Put* reserves the worst case first.
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  void Array(uint32_t n) {
+    Put(mp_sizeof_array(n), [&](char* p) { return mp_encode_array(p, n); });
+  }
+  void Map(uint32_t n) { Put(mp_sizeof_map(n), [&](char* p) { return mp_encode_map(p, n); }); }
+  void Uint(uint64_t v) { Put(mp_sizeof_uint(v), [&](char* p) { return mp_encode_uint(p, v); }); }
+  void Int(int64_t v) {
+    if (v >= 0) return Uint(static_cast<uint64_t>(v));
+    Put(mp_sizeof_int(v), [&](char* p) { return mp_encode_int(p, v); });
+  }
+  void Double(double v) {
+    Put(mp_sizeof_double(v), [&](char* p) { return mp_encode_double(p, v); });
+  }
+  void Nil() { Put(mp_sizeof_nil(), [&](char* p) { return mp_encode_nil(p); }); }
+  void Str(std::string_view s) {
+    const auto n = static_cast<uint32_t>(s.size());
+    Put(mp_sizeof_str(n), [&](char* p) { return mp_encode_str(p, s.data(), n); });
+  }
+  void OptUint(std::optional<uint64_t> v) { v ? Uint(*v) : Nil(); }
+
+ private:
+  template <typename F>
+  void Put(size_t max, F encode) {
+    const size_t at = out_->size();
+    out_->resize(at + max);
+    char* end = encode(out_->data() + at);
+    out_->resize(static_cast<size_t>(end - out_->data()));
+  }
+  std::string* out_;
+};
+
+void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
+  const bool map = encoding == EventEncoding::kMap;
+  auto key = [&](std::string_view k) {
+    if (map) w.Str(k);
+  };
+  switch (e.type) {
+    case KvEvent::Type::kBlockStored: {
+      // Fields in declaration order: block_hashes, parent_block_hash, token_ids, block_size,
+      // lora_id, medium, lora_name (later optional fields are defaults and omitted).
+      if (map) {
+        w.Map(8);
+        w.Str("type");
+      } else {
+        w.Array(8);
+      }
+      w.Str("BlockStored");
+      key("block_hashes");
+      w.Array(static_cast<uint32_t>(e.block_hashes.size()));
+      for (uint64_t h : e.block_hashes) w.Uint(h);
+      key("parent_block_hash");
+      w.OptUint(e.parent_block_hash);
+      key("token_ids");
+      w.Array(static_cast<uint32_t>(e.token_ids.size()));
+      for (uint32_t t : e.token_ids) w.Uint(t);
+      key("block_size");
+      w.Uint(e.block_size);
+      key("lora_id");
+      w.Nil();
+      key("medium");
+      w.Str(MediumName(e.medium));
+      key("lora_name");
+      w.Nil();
+      break;
+    }
+    case KvEvent::Type::kBlockRemoved:
+      if (map) {
+        w.Map(3);
+        w.Str("type");
+      } else {
+        w.Array(3);
+      }
+      w.Str("BlockRemoved");
+      key("block_hashes");
+      w.Array(static_cast<uint32_t>(e.block_hashes.size()));
+      for (uint64_t h : e.block_hashes) w.Uint(h);
+      key("medium");
+      w.Str(MediumName(e.medium));
+      break;
+    case KvEvent::Type::kAllBlocksCleared:
+      if (map) {
+        w.Map(1);
+        w.Str("type");
+      } else {
+        w.Array(1);
+      }
+      w.Str("AllBlocksCleared");
+      break;
+  }
+}
+
+std::string Seq8(uint64_t seq) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    s[static_cast<size_t>(i)] = static_cast<char>(seq & 0xff);
+    seq >>= 8;
+  }
+  return s;
+}
+
+}  // namespace
+
+void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional<int> dp_rank,
+                      EventEncoding encoding, std::string* out) {
+  Writer w(out);
+  w.Array(dp_rank ? 3 : 2);
+  w.Double(ts);
+  w.Array(static_cast<uint32_t>(events.size()));
+  for (const KvEvent& e : events) EncodeEvent(e, encoding, w);
+  if (dp_rank) w.Int(*dp_rank);
+}
+
+std::string OffsetEndpoint(std::string_view endpoint, uint32_t offset) {
+  std::string ep(endpoint);
+  if (offset == 0) return ep;
+  if (ep.starts_with("ipc://") || ep.starts_with("inproc://")) {
+    return common::StrCat(ep, "_dp", offset);
+  }
+  const size_t colon = ep.rfind(':');
+  if (colon == std::string::npos) return ep;
+  uint64_t port = 0;
+  if (!common::ParseUint64(std::string_view(ep).substr(colon + 1), &port) || port == 0) return ep;
+  return common::StrCat(ep.substr(0, colon + 1), port + offset);
+}
+
+bool ShouldBind(std::string_view endpoint) {
+  return endpoint.find('*') != std::string_view::npos ||
+         endpoint.find("::") != std::string_view::npos || endpoint.starts_with("ipc://") ||
+         endpoint.starts_with("inproc://");
+}
+
+struct KvEventPublisher::Impl {
+  PublisherOptions options;
+  zmq::socket_t pub;
+  std::optional<zmq::socket_t> router;
+  std::string endpoint;
+  std::string replay_endpoint;
+  uint64_t next_seq = 0;
+  std::deque<std::pair<uint64_t, std::string>> buffer;
+  std::string scratch;
+};
+
+KvEventPublisher::KvEventPublisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KvEventPublisher::~KvEventPublisher() = default;
+
+absl::StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
+    zmq::context_t& context, PublisherOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  const PublisherOptions& o = impl->options;
+  try {
+    impl->pub = zmq::socket_t(context, zmq::socket_type::pub);
+    impl->pub.set(zmq::sockopt::sndhwm, o.hwm);
+    impl->pub.set(zmq::sockopt::linger, 0);
+    if (o.force_bind || ShouldBind(o.endpoint)) {
+      impl->pub.bind(o.endpoint);
+      impl->endpoint = impl->pub.get(zmq::sockopt::last_endpoint);
+    } else {
+      impl->pub.connect(o.endpoint);
+      impl->endpoint = o.endpoint;
+    }
+    if (!o.replay_endpoint.empty()) {
+      impl->router.emplace(context, zmq::socket_type::router);
+      impl->router->set(zmq::sockopt::linger, 0);
+      impl->router->bind(o.replay_endpoint);
+      impl->replay_endpoint = impl->router->get(zmq::sockopt::last_endpoint);
+    }
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError(
+        common::StrCat("kv events: ", o.endpoint, " / ", o.replay_endpoint, ": ", e.what()));
+  }
+  return std::unique_ptr<KvEventPublisher>(new KvEventPublisher(std::move(impl)));
+}
+
+void KvEventPublisher::Publish(double ts, absl::Span<const KvEvent> events) {
+  Impl& s = *impl_;
+  if (!events.empty()) {
+    std::string payload;
+    EncodeEventBatch(ts, events, s.options.dp_rank, s.options.encoding, &payload);
+    const uint64_t seq = s.next_seq++;
+    const std::string seq8 = Seq8(seq);
+    // PUB never blocks: past the high-water mark ZMQ drops, as it does for vLLM.
+    s.pub.send(zmq::buffer(s.options.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    s.pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    s.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    if (s.router) {
+      s.buffer.emplace_back(seq, std::move(payload));
+      while (s.buffer.size() > s.options.buffer_steps) s.buffer.pop_front();
+    }
+  }
+  ServiceReplay();
+}
+
+void KvEventPublisher::ServiceReplay() {
+  Impl& s = *impl_;
+  if (!s.router) return;
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t msg;
+      auto r = s.router->recv(msg, zmq::recv_flags::dontwait);
+      if (!r) break;
+      const bool more = msg.more();
+      frames.push_back(std::move(msg));
+      if (!more) break;
+    }
+    if (frames.empty()) return;
+    if (frames.size() != 3 || frames[1].size() != 0 || frames[2].size() != 8) {
+      spdlog::warn("kv events: invalid replay request ({} frames)", frames.size());
+      continue;
+    }
+    uint64_t start = 0;
+    const auto* b = static_cast<const unsigned char*>(frames[2].data());
+    for (int i = 0; i < 8; ++i) start = (start << 8) | b[i];
+    const std::string id(static_cast<const char*>(frames[0].data()), frames[0].size());
+    auto send = [&](const std::string& seq8, const std::string& payload) {
+      constexpr auto kMore = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+      s.router->send(zmq::buffer(id), kMore);
+      s.router->send(zmq::const_buffer("", 0), kMore);
+      s.router->send(zmq::buffer(seq8), kMore);
+      s.router->send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    };
+    for (const auto& [seq, payload] : s.buffer) {
+      if (seq >= start) send(Seq8(seq), payload);
+    }
+    send(Seq8(~uint64_t{0}), std::string());
+  }
+}
+
+const std::string& KvEventPublisher::endpoint() const { return impl_->endpoint; }
+const std::string& KvEventPublisher::replay_endpoint() const { return impl_->replay_endpoint; }
+uint64_t KvEventPublisher::next_seq() const { return impl_->next_seq; }
+bool KvEventPublisher::has_replay() const { return impl_->router.has_value(); }
+
+}  // namespace kvgate::sim

@@ -1,0 +1,867 @@
+#include "bench/sim/server.h"
+
+#include <xxhash.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "bench/sim/engine.h"
+#include "bench/sim/kv_events.h"
+#include "bench/sim/tokens.h"
+#include "common/json_util.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "kvindex/canonicalize.h"
+#include "simdjson.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::sim {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using Request = http::request<http::string_body>;
+using SteadyTime = std::chrono::steady_clock::time_point;
+constexpr auto kNoThrow = net::as_tuple(net::use_awaitable);
+
+// Simulated time of the whole process: 0 at start, advancing 1/time_scale times real time.
+class SimClock {
+ public:
+  SimClock(SteadyTime origin, double time_scale) : origin_(origin), scale_(time_scale) {}
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count() /
+           scale_;
+  }
+  SteadyTime RealAt(double sim) const {
+    return origin_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(sim * scale_));
+  }
+  double RealElapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+  }
+
+ private:
+  SteadyTime origin_;
+  double scale_;
+};
+
+// A Prometheus histogram rendered by hand (buckets as vLLM's).
+struct Histogram {
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size(), 0) {}
+  void Observe(double v) {
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      if (v <= bounds[i]) ++counts[i];
+    }
+    sum += v;
+    ++count;
+  }
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // Cumulative.
+  double sum = 0;
+  uint64_t count = 0;
+};
+
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kLatencyBuckets = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,
+                                             5.0,  10.0, 15.0, 20.0,  30.0,  40.0,  50.0,
+                                             60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+// One HTTP request's view of its engine request; the runner fills it, the session reads it.
+struct Pending {
+  explicit Pending(net::any_io_executor ex) : wake(ex) {}
+  std::vector<uint32_t> tokens;  // Output so far.
+  bool finished = false;
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+  net::steady_timer wake;  // Cancelled whenever something changes.
+};
+
+// Drives one Engine on the io thread: one step at a time, each ending on a timer at its
+// simulated end time. Thread-compatible (io thread only).
+class EngineRunner {
+ public:
+  EngineRunner(net::io_context& io, const SimOptions& o, uint32_t rank, const SimClock& clock,
+               std::unique_ptr<KvEventPublisher> publisher)
+      : rank_(rank),
+        clock_(clock),
+        engine_(o.profile, o.model, o.seed),
+        publisher_(std::move(publisher)),
+        timer_(io),
+        ttft_(kTtftBuckets),
+        e2e_(kLatencyBuckets),
+        queue_(kLatencyBuckets) {}
+
+  void Submit(std::shared_ptr<Pending> pending, EngineRequest request) {
+    const double now = clock_.Now();
+    // A request that arrives during a step is scheduled at its end; the clock of an idle engine
+    // jumps to the present.
+    const double arrival = stepping_ ? std::min(now, step_end_) : std::max(now, sim_now_);
+    if (!stepping_) sim_now_ = arrival;
+    request.arrival = arrival;
+    pending_[request.id] = std::move(pending);
+    engine_.AddRequest(std::move(request));
+    if (!stepping_) StartStep();
+  }
+
+  void Abort(uint64_t id) {
+    if (pending_.erase(id) > 0) engine_.Abort(id);
+  }
+
+  void ResetPrefixCache() {
+    engine_.ResetPrefixCache();
+    if (!stepping_) Publish(engine_.TakeEvents());
+  }
+
+  size_t Load() const { return engine_.num_running() + engine_.num_waiting(); }
+  const Engine& engine() const { return engine_; }
+  KvEventPublisher* publisher() const { return publisher_.get(); }
+  uint32_t rank() const { return rank_; }
+  const Histogram& ttft() const { return ttft_; }
+  const Histogram& e2e() const { return e2e_; }
+  const Histogram& queue() const { return queue_; }
+  double max_lag() const { return max_lag_; }
+  double lag() const { return lag_; }
+  double sim_now() const { return sim_now_; }
+
+ private:
+  void StartStep() {
+    stepping_ = true;
+    StepResult r = engine_.Step(sim_now_);
+    step_end_ = sim_now_ + r.duration;
+    timer_.expires_at(clock_.RealAt(step_end_));
+    timer_.async_wait([this, r = std::move(r)](const boost::system::error_code& ec) mutable {
+      if (ec == net::error::operation_aborted) return;
+      OnStepEnd(std::move(r));
+    });
+  }
+
+  void Publish(const std::vector<KvEvent>& events) {
+    if (!publisher_ || events.empty()) return;
+    const double ts =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    publisher_->Publish(ts, events);
+  }
+
+  void OnStepEnd(StepResult r) {
+    sim_now_ = step_end_;
+    lag_ = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         clock_.RealAt(step_end_))
+               .count();
+    max_lag_ = std::max(max_lag_, lag_);
+    // Events first: a client that got its last token may look at the cache right away.
+    Publish(r.events);
+    for (RequestOutput& out : r.outputs) {
+      auto it = pending_.find(out.id);
+      if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
+        ttft_.Observe(out.first_token_time - out.arrival);
+        queue_.Observe(out.first_scheduled_time - out.arrival);
+      }
+      if (out.finished) e2e_.Observe(step_end_ - out.arrival);
+      if (it == pending_.end()) continue;
+      Pending& p = *it->second;
+      p.tokens.insert(p.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      p.prompt_tokens = out.prompt_tokens;
+      p.cached_tokens = out.cached_tokens;
+      p.finished = out.finished;
+      p.wake.cancel();
+      if (out.finished) pending_.erase(it);
+    }
+    stepping_ = false;
+    if (engine_.HasWork()) {
+      StartStep();
+    } else if (publisher_) {
+      publisher_->ServiceReplay();
+    }
+  }
+
+  const uint32_t rank_;
+  const SimClock& clock_;
+  Engine engine_;
+  std::unique_ptr<KvEventPublisher> publisher_;
+  net::steady_timer timer_;
+  bool stepping_ = false;
+  double sim_now_ = 0;
+  double step_end_ = 0;
+  double lag_ = 0;
+  double max_lag_ = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  Histogram ttft_;
+  Histogram e2e_;
+  Histogram queue_;
+};
+
+double Uniform(uint64_t seed, uint64_t worker, uint64_t n) {
+  const uint64_t in[4] = {seed, worker, n, 0xfa017};
+  return static_cast<double>(XXH3_64bits(in, sizeof(in)) >> 11) * 0x1.0p-53;
+}
+
+std::string HeaderValue(const Request& req, std::string_view name) {
+  auto it = req.find(beast::string_view(name.data(), name.size()));
+  return it == req.end() ? std::string() : std::string(it->value());
+}
+
+std::string UsageJson(uint32_t prompt, uint32_t completion, uint32_t cached) {
+  return common::StrCat("{\"prompt_tokens\":", prompt, ",\"total_tokens\":", prompt + completion,
+                        ",\"completion_tokens\":", completion,
+                        ",\"prompt_tokens_details\":{\"cached_tokens\":", cached, "}}");
+}
+
+// What a completion request asked for.
+struct Parsed {
+  kvindex::ApiKind api = kvindex::ApiKind::kChatCompletions;
+  bool stream = false;
+  bool include_usage = false;
+  uint32_t max_tokens = 0;
+  std::string model;
+  std::vector<uint32_t> prompt;
+};
+
+enum class Fault { kNone, kError, kHang, kClose };
+
+// One simulated vLLM server: an HTTP port and dp_size engines. Thread-compatible (io thread).
+class SimServer {
+ public:
+  SimServer(net::io_context& io, zmq::context_t& zmq_context, const SimOptions& options,
+            uint32_t index, const SimClock& clock)
+      : io_(io), zmq_(zmq_context), o_(options), index_(index), clock_(clock), acceptor_(io) {}
+
+  absl::Status Start() {
+    for (uint32_t r = 0; r < o_.dp_size; ++r) {
+      std::unique_ptr<KvEventPublisher> pub;
+      if (!o_.kv_events_endpoint.empty()) {
+        const uint32_t offset = index_ * o_.dp_size + r;
+        PublisherOptions po;
+        po.endpoint = OffsetEndpoint(o_.kv_events_endpoint, offset);
+        if (!o_.kv_events_replay_endpoint.empty()) {
+          po.replay_endpoint = OffsetEndpoint(o_.kv_events_replay_endpoint, offset);
+        }
+        po.topic = o_.kv_events_topic;
+        po.force_bind = o_.kv_events_bind;
+        po.buffer_steps = o_.kv_events_buffer_steps;
+        po.encoding = o_.kv_events_encoding;
+        po.dp_rank = static_cast<int>(r);
+        auto p = KvEventPublisher::Create(zmq_, std::move(po));
+        if (!p.ok()) return p.status();
+        pub = std::move(*p);
+      }
+      runners_.push_back(std::make_unique<EngineRunner>(io_, o_, r, clock_, std::move(pub)));
+    }
+    boost::system::error_code ec;
+    const auto addr = net::ip::make_address(o_.host, ec);
+    if (ec) return absl::InvalidArgumentError("bad --host " + o_.host);
+    const uint16_t port = o_.base_port == 0 ? 0 : static_cast<uint16_t>(o_.base_port + index_);
+    const tcp::endpoint ep(addr, port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          common::StrCat("cannot listen on ", o_.host, ":", port, ": ", ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    net::co_spawn(io_, AcceptLoop(), net::detached);
+    if (runners_[0]->publisher() && runners_[0]->publisher()->has_replay()) {
+      replay_timer_.emplace(io_);
+      ArmReplayTimer();
+    }
+    return absl::OkStatus();
+  }
+
+  uint16_t port() const { return port_; }
+  const std::vector<std::unique_ptr<EngineRunner>>& runners() const { return runners_; }
+  uint64_t requests() const { return requests_; }
+
+ private:
+  // Replay requests are otherwise answered only after a publish; poll them while idle too.
+  void ArmReplayTimer() {
+    replay_timer_->expires_after(std::chrono::milliseconds(5));
+    replay_timer_->async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      for (auto& r : runners_) r->publisher()->ServiceReplay();
+      ArmReplayTimer();
+    });
+  }
+
+  net::awaitable<void> AcceptLoop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
+      if (ec) {
+        if (ec == net::error::operation_aborted) co_return;
+        continue;
+      }
+      net::co_spawn(io_, Session(std::move(socket)), net::detached);
+    }
+  }
+
+  net::awaitable<void> Session(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(256u << 20);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, kNoThrow);
+      if (ec) break;
+      Request req = parser.release();
+      const bool keep = co_await Handle(stream, req);
+      if (!keep) break;
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  net::awaitable<bool> Send(beast::tcp_stream& stream, const Request& req, http::status status,
+                            std::string_view type, std::string body,
+                            const std::string& request_id = "") {
+    http::response<http::string_body> res{status, req.version()};
+    res.set(http::field::server, "kvgate-sim");
+    res.set(http::field::content_type, beast::string_view(type.data(), type.size()));
+    if (!request_id.empty()) res.set("x-request-id", request_id);
+    res.keep_alive(req.keep_alive());
+    res.body() = std::move(body);
+    res.prepare_payload();
+    auto [ec, n] = co_await http::async_write(stream, res, kNoThrow);
+    co_return !ec && req.keep_alive();
+  }
+
+  net::awaitable<bool> SendError(beast::tcp_stream& stream, const Request& req,
+                                 http::status status, std::string_view message,
+                                 std::string_view type, const std::string& request_id = "") {
+    co_return co_await Send(stream, req, status, "application/json",
+                            common::OpenAiErrorBody(message, type,
+                                                    std::to_string(static_cast<int>(status))),
+                            request_id);
+  }
+
+  bool Starting() const {
+    return o_.faults.slow_start_s > 0 && clock_.RealElapsed() < o_.faults.slow_start_s;
+  }
+
+  net::awaitable<bool> Handle(beast::tcp_stream& stream, Request& req) {
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool get = req.method() == http::verb::get;
+    const bool post = req.method() == http::verb::post;
+    if (get && path == "/health") {
+      if (Starting()) {
+        co_return co_await Send(stream, req, http::status::service_unavailable,
+                                "application/json", "");
+      }
+      co_return co_await Send(stream, req, http::status::ok, "application/json", "");
+    }
+    if (get && path == "/v1/models") co_return co_await Send(stream, req, http::status::ok,
+                                                             "application/json", ModelsJson());
+    if (get && path == "/metrics") {
+      co_return co_await Send(stream, req, http::status::ok,
+                              "text/plain; version=0.0.4; charset=utf-8", Metrics());
+    }
+    if (get && path == "/debug/blocks") {
+      co_return co_await Send(stream, req, http::status::ok, "application/json", BlocksJson());
+    }
+    if (post && path == "/reset_prefix_cache") {
+      for (auto& r : runners_) r->ResetPrefixCache();
+      co_return co_await Send(stream, req, http::status::ok, "application/json", "");
+    }
+    if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+      co_return co_await Completion(stream, req,
+                                    path == "/v1/completions"
+                                        ? kvindex::ApiKind::kCompletions
+                                        : kvindex::ApiKind::kChatCompletions);
+    }
+    co_return co_await SendError(stream, req, http::status::not_found, "Not Found",
+                                 "NotFoundError");
+  }
+
+  // Reads the fields the engine needs; the prompt goes through kvgate's canonicaliser and
+  // BytesToTokens4, standing in for the chat template and tokenizer.
+  absl::Status Parse(const std::string& body, kvindex::ApiKind api, Parsed* out) {
+    out->api = api;
+    simdjson::dom::element doc;
+    simdjson::dom::object obj;
+    if (json_.parse(body).get(doc) || doc.get(obj)) {
+      return absl::InvalidArgumentError("request body is not a JSON object");
+    }
+    bool b = false;
+    if (!obj["stream"].get(b)) out->stream = b;
+    simdjson::dom::object so;
+    if (!obj["stream_options"].get(so) && !so["include_usage"].get(b)) out->include_usage = b;
+    std::string_view model;
+    if (!obj["model"].get(model)) out->model = std::string(model);
+    out->max_tokens = o_.default_max_tokens;
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      simdjson::dom::element e;
+      if (obj[key].get(e) || e.is_null()) continue;
+      uint64_t v = 0;
+      if (e.get(v) || v == 0 || v > o_.profile.max_model_len) {
+        return absl::InvalidArgumentError(common::StrCat(key, " must be a positive integer"));
+      }
+      out->max_tokens = static_cast<uint32_t>(v);
+    }
+    KVGATE_RETURN_IF_ERROR(canonicalizer_.Canonicalize(body, api, &canonical_));
+    if (canonical_.prompts.size() != 1) {
+      return absl::InvalidArgumentError("kvgate-sim serves exactly one prompt per request");
+    }
+    const kvindex::CanonicalPrompt& p = canonical_.prompts[0];
+    out->prompt.clear();
+    if (p.kind == kvindex::PromptKind::kTokens) {
+      out->prompt = p.tokens;
+    } else {
+      AppendBytesToTokens4(p.bytes, &out->prompt);
+    }
+    if (out->prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+    return absl::OkStatus();
+  }
+
+  Fault DrawFault(const Request& req, uint64_t n) const {
+    const std::string forced = HeaderValue(req, "x-sim-fault");
+    if (forced == "error") return Fault::kError;
+    if (forced == "hang") return Fault::kHang;
+    if (forced == "close-mid") return Fault::kClose;
+    const FaultOptions& f = o_.faults;
+    if (f.error_rate + f.hang_rate + f.close_rate <= 0) return Fault::kNone;
+    const double u = Uniform(o_.seed, index_, n);
+    if (u < f.error_rate) return Fault::kError;
+    if (u < f.error_rate + f.hang_rate) return Fault::kHang;
+    if (u < f.error_rate + f.hang_rate + f.close_rate) return Fault::kClose;
+    return Fault::kNone;
+  }
+
+  EngineRunner& PickRunner(const Request& req, absl::Status* status) {
+    const std::string rank = HeaderValue(req, "x-data-parallel-rank");
+    if (!rank.empty()) {
+      uint64_t r = 0;
+      if (!common::ParseUint64(rank, &r) || r >= runners_.size()) {
+        *status = absl::InvalidArgumentError(common::StrCat(
+            "X-data-parallel-rank ", rank, " out of range [0, ", runners_.size(), ")"));
+        return *runners_[0];
+      }
+      return *runners_[r];
+    }
+    EngineRunner* best = runners_[0].get();
+    for (auto& r : runners_) {
+      if (r->Load() < best->Load()) best = r.get();
+    }
+    return *best;
+  }
+
+  net::awaitable<bool> Completion(beast::tcp_stream& stream, Request& req,
+                                  kvindex::ApiKind api) {
+    const uint64_t n = ++requests_;
+    if (o_.faults.crash_after > 0 && n > o_.faults.crash_after) {
+      spdlog::error("kvgate-sim: crashing on request {} (--crash-after {})", n,
+                    o_.faults.crash_after);
+      std::_Exit(3);
+    }
+    std::string request_id = HeaderValue(req, "x-request-id");
+    if (request_id.empty()) request_id = common::StrCat("sim-", index_, "-", n);
+    if (Starting()) {
+      co_return co_await SendError(stream, req, http::status::service_unavailable,
+                                   "server is starting", "ServiceUnavailableError", request_id);
+    }
+    const Fault fault = DrawFault(req, n);
+    if (fault == Fault::kError) {
+      co_return co_await SendError(stream, req, http::status::internal_server_error,
+                                   "injected fault", "InternalServerError", request_id);
+    }
+    if (fault == Fault::kHang) {
+      char sink[256];
+      for (;;) {
+        auto [ec, k] = co_await stream.async_read_some(net::buffer(sink), kNoThrow);
+        if (ec) break;
+      }
+      co_return false;
+    }
+    Parsed parsed;
+    if (absl::Status s = Parse(req.body(), api, &parsed); !s.ok()) {
+      co_return co_await SendError(stream, req, http::status::bad_request,
+                                   std::string(s.message()), "BadRequestError", request_id);
+    }
+    if (!parsed.model.empty() && parsed.model != o_.model) {
+      co_return co_await SendError(
+          stream, req, http::status::not_found,
+          common::StrCat("The model `", parsed.model, "` does not exist."), "NotFoundError",
+          request_id);
+    }
+    const Profile& prof = o_.profile;
+    const uint64_t total = parsed.prompt.size() + uint64_t{parsed.max_tokens};
+    if (total > prof.max_model_len) {
+      co_return co_await SendError(
+          stream, req, http::status::bad_request,
+          common::StrCat("This model's maximum context length is ", prof.max_model_len,
+                         " tokens. However, you requested ", total, " tokens (",
+                         parsed.prompt.size(), " in the messages, ", parsed.max_tokens,
+                         " in the completion)."),
+          "BadRequestError", request_id);
+    }
+    if ((total + prof.block_size - 1) / prof.block_size > prof.num_gpu_blocks) {
+      co_return co_await SendError(stream, req, http::status::bad_request,
+                                   common::StrCat("request needs more KV blocks than the ",
+                                                  prof.num_gpu_blocks, " the engine has"),
+                                   "BadRequestError", request_id);
+    }
+    absl::Status rank_status;
+    EngineRunner& runner = PickRunner(req, &rank_status);
+    if (!rank_status.ok()) {
+      co_return co_await SendError(stream, req, http::status::bad_request,
+                                   std::string(rank_status.message()), "BadRequestError",
+                                   request_id);
+    }
+    auto pending = std::make_shared<Pending>(stream.get_executor());
+    const uint64_t engine_id = n;
+    EngineRequest er;
+    er.id = engine_id;
+    er.prompt = std::move(parsed.prompt);
+    er.max_tokens = parsed.max_tokens;
+    runner.Submit(pending, std::move(er));
+
+    const bool chat = api == kvindex::ApiKind::kChatCompletions;
+    const std::string id = common::StrCat(chat ? "chatcmpl-" : "cmpl-", request_id);
+    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    std::string prefix;  // Shared head of every chunk.
+    common::StrAppend(&prefix, "{\"id\":\"", id, "\",\"object\":\"",
+                      chat ? "chat.completion.chunk" : "text_completion",
+                      "\",\"created\":", created, ",\"model\":");
+    common::AppendJsonString(prefix, o_.model);
+
+    if (!parsed.stream) {
+      while (!pending->finished) {
+        pending->wake.expires_at(SteadyTime::max());
+        co_await pending->wake.async_wait(kNoThrow);
+      }
+      std::string text;
+      for (uint32_t t : pending->tokens) text += TokenText(t);
+      std::string body = common::StrCat("{\"id\":\"", id, "\",\"object\":\"",
+                                        chat ? "chat.completion" : "text_completion",
+                                        "\",\"created\":", created, ",\"model\":");
+      common::AppendJsonString(body, o_.model);
+      body += ",\"choices\":[{\"index\":0,";
+      if (chat) {
+        body += "\"message\":{\"role\":\"assistant\",\"content\":";
+        common::AppendJsonString(body, text);
+        body += ",\"tool_calls\":[]},";
+      } else {
+        body += "\"text\":";
+        common::AppendJsonString(body, text);
+        body += ",";
+      }
+      common::StrAppend(&body,
+                        "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],",
+                        "\"usage\":",
+                        UsageJson(pending->prompt_tokens,
+                                  static_cast<uint32_t>(pending->tokens.size()),
+                                  pending->cached_tokens),
+                        ",\"prompt_logprobs\":null,\"kv_transfer_params\":null}");
+      if (fault == Fault::kClose) co_return false;  // Connection closed, no answer.
+      co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
+                              request_id);
+    }
+
+    http::response<http::empty_body> head{http::status::ok, req.version()};
+    head.set(http::field::server, "kvgate-sim");
+    head.set(http::field::content_type, "text/event-stream; charset=utf-8");
+    head.set(http::field::cache_control, "no-cache");
+    head.set("x-request-id", request_id);
+    head.chunked(true);
+    head.keep_alive(req.keep_alive());
+    http::response_serializer<http::empty_body> hsr{head};
+    auto [hec, hn] = co_await http::async_write_header(stream, hsr, kNoThrow);
+    if (hec) {
+      runner.Abort(engine_id);
+      co_return false;
+    }
+    std::string out;
+    if (chat) {
+      common::StrAppend(&out, "data: ", prefix,
+                        ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                        "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    }
+    size_t sent = 0;
+    const size_t cut = fault == Fault::kClose ? std::max<size_t>(1, parsed.max_tokens / 2)
+                                              : std::numeric_limits<size_t>::max();
+    for (;;) {
+      while (sent < pending->tokens.size() && sent < cut) {
+        const bool last = pending->finished && sent + 1 == pending->tokens.size();
+        const char* fin = last ? "\"length\"" : "null";
+        const std::string text = TokenText(pending->tokens[sent]);
+        if (chat) {
+          common::StrAppend(&out, "data: ", prefix,
+                            ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"", text,
+                            "\"},\"logprobs\":null,\"finish_reason\":", fin,
+                            last ? ",\"stop_reason\":null" : "", "}]}\n\n");
+        } else {
+          common::StrAppend(&out, "data: ", prefix, ",\"choices\":[{\"index\":0,\"text\":\"",
+                            text, "\",\"logprobs\":null,\"finish_reason\":", fin,
+                            ",\"stop_reason\":null}]}\n\n");
+        }
+        ++sent;
+      }
+      const bool done = pending->finished && sent == pending->tokens.size();
+      if (done) {
+        if (parsed.include_usage) {
+          common::StrAppend(&out, "data: ", prefix, ",\"choices\":[],\"usage\":",
+                            UsageJson(pending->prompt_tokens,
+                                      static_cast<uint32_t>(pending->tokens.size()),
+                                      pending->cached_tokens),
+                            "}\n\n");
+        }
+        out += "data: [DONE]\n\n";
+      }
+      if (!out.empty()) {
+        auto [ec, k] = co_await net::async_write(stream, http::make_chunk(net::buffer(out)),
+                                                 kNoThrow);
+        out.clear();
+        if (ec) {
+          runner.Abort(engine_id);
+          co_return false;
+        }
+      }
+      if (sent >= cut) {
+        runner.Abort(engine_id);
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream.socket().close(ignored);
+        co_return false;
+      }
+      if (done) break;
+      // Tokens that arrived while the write was in flight need no wait.
+      if (sent < pending->tokens.size() || pending->finished) continue;
+      pending->wake.expires_at(SteadyTime::max());
+      co_await pending->wake.async_wait(kNoThrow);
+    }
+    auto [ec, k] = co_await net::async_write(stream, http::make_chunk_last(), kNoThrow);
+    co_return !ec && req.keep_alive();
+  }
+
+  std::string ModelsJson() const {
+    std::string m;
+    common::AppendJsonString(m, o_.model);
+    return common::StrCat("{\"object\":\"list\",\"data\":[{\"id\":", m,
+                          ",\"object\":\"model\",\"created\":0,\"owned_by\":\"vllm\",\"root\":",
+                          m, ",\"parent\":null,\"max_model_len\":", o_.profile.max_model_len,
+                          ",\"permission\":[]}]}");
+  }
+
+  std::string BlocksJson() const {
+    std::string out = "{\"ranks\":[";
+    for (size_t i = 0; i < runners_.size(); ++i) {
+      const BlockPool& pool = runners_[i]->engine().pool();
+      common::StrAppend(&out, i ? "," : "", "{\"rank\":", i, ",\"GPU\":[",
+                        common::StrJoin(pool.CachedHashes(Medium::kGpu), ","), "],\"CPU\":[",
+                        common::StrJoin(pool.CachedHashes(Medium::kCpu), ","), "]}");
+    }
+    return out + "]}";
+  }
+
+  std::string Metrics() const {
+    std::string out;
+    std::string model;
+    common::AppendJsonString(model, o_.model);  // A quoted label value.
+    auto labels = [&](const EngineRunner& r, std::string_view extra = "") {
+      return common::StrCat("{engine=\"", r.rank(), "\",model_name=", model, extra, "}");
+    };
+    auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
+      common::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+    };
+    auto gauge = [&](std::string_view name, std::string_view help, auto value_of) {
+      family(name, "gauge", help);
+      for (const auto& r : runners_) {
+        common::StrAppend(&out, name, labels(*r), " ", static_cast<double>(value_of(*r)), "\n");
+      }
+    };
+    auto counter = [&](std::string_view name, std::string_view help, auto value_of) {
+      family(name, "counter", help);
+      for (const auto& r : runners_) {
+        common::StrAppend(&out, name, "_total", labels(*r), " ",
+                          static_cast<double>(value_of(r->engine().counters())), "\n");
+      }
+    };
+    auto histogram = [&](std::string_view name, std::string_view help, auto hist_of) {
+      family(name, "histogram", help);
+      for (const auto& r : runners_) {
+        const Histogram& h = hist_of(*r);
+        for (size_t i = 0; i < h.bounds.size(); ++i) {
+          common::StrAppend(&out, name, "_bucket",
+                            labels(*r, common::StrCat(",le=\"", h.bounds[i], "\"")), " ",
+                            static_cast<double>(h.counts[i]), "\n");
+        }
+        common::StrAppend(&out, name, "_bucket", labels(*r, ",le=\"+Inf\""), " ",
+                          static_cast<double>(h.count), "\n", name, "_sum", labels(*r), " ",
+                          h.sum, "\n", name, "_count", labels(*r), " ",
+                          static_cast<double>(h.count), "\n");
+      }
+    };
+    gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+          [](const EngineRunner& r) { return r.engine().num_running(); });
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+          [](const EngineRunner& r) { return r.engine().num_waiting(); });
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+          [](const EngineRunner& r) { return r.engine().pool().Usage(); });
+    gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (deprecated alias).",
+          [](const EngineRunner& r) { return r.engine().pool().Usage(); });
+    counter("vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            [](const EngineCounters& c) { return c.prefix_cache_queries; });
+    counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+            [](const EngineCounters& c) { return c.prefix_cache_hits; });
+    counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+            [](const EngineCounters& c) { return c.prompt_tokens; });
+    counter("vllm:generation_tokens", "Number of generation tokens processed.",
+            [](const EngineCounters& c) { return c.generation_tokens; });
+    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+            [](const EngineCounters& c) { return c.preemptions; });
+    family("vllm:request_success", "counter", "Count of successfully processed requests.");
+    for (const auto& r : runners_) {
+      common::StrAppend(&out, "vllm:request_success_total",
+                        labels(*r, ",finished_reason=\"length\""), " ",
+                        static_cast<double>(r->engine().counters().finished), "\n");
+    }
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              [](const EngineRunner& r) -> const Histogram& { return r.ttft(); });
+    histogram("vllm:e2e_request_latency_seconds",
+              "Histogram of e2e request latency in seconds.",
+              [](const EngineRunner& r) -> const Histogram& { return r.e2e(); });
+    histogram("vllm:request_queue_time_seconds",
+              "Histogram of time spent in WAITING phase for request.",
+              [](const EngineRunner& r) -> const Histogram& { return r.queue(); });
+    family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    const Profile& p = o_.profile;
+    for (const auto& r : runners_) {
+      common::StrAppend(&out, "vllm:cache_config_info{block_size=\"", p.block_size,
+                        "\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"",
+                        r->rank(), "\",gpu_memory_utilization=\"0.9\",num_cpu_blocks=\"",
+                        p.num_cpu_blocks, "\",num_gpu_blocks=\"", p.num_gpu_blocks,
+                        "\",prefix_caching_hash_algo=\"xxh3_64\"} 1.0\n");
+    }
+    gauge("kvgate_sim_lag_seconds",
+          "Real seconds the last step ended behind its simulated deadline (simulator health).",
+          [](const EngineRunner& r) { return r.lag(); });
+    gauge("kvgate_sim_max_lag_seconds", "Largest kvgate_sim_lag_seconds seen.",
+          [](const EngineRunner& r) { return r.max_lag(); });
+    gauge("kvgate_sim_time_seconds", "Simulated clock of the engine.",
+          [](const EngineRunner& r) { return r.sim_now(); });
+    counter("kvgate_sim_steps", "Engine steps run.",
+            [](const EngineCounters& c) { return c.steps; });
+    return out;
+  }
+
+  net::io_context& io_;
+  zmq::context_t& zmq_;
+  const SimOptions& o_;
+  const uint32_t index_;
+  const SimClock& clock_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::vector<std::unique_ptr<EngineRunner>> runners_;
+  std::optional<net::steady_timer> replay_timer_;
+  kvindex::Canonicalizer canonicalizer_;
+  kvindex::CanonicalRequest canonical_;
+  simdjson::dom::parser json_;
+  uint64_t requests_ = 0;
+};
+
+}  // namespace
+
+struct SimProcess::Impl {
+  explicit Impl(SimOptions o)
+      : options(std::move(o)),
+        clock(std::chrono::steady_clock::now(), options.time_scale),
+        io(1) {}
+  SimOptions options;
+  SimClock clock;
+  zmq::context_t zmq_context{1};
+  net::io_context io;  // Declared after the ZMQ context and before the servers.
+  std::vector<std::unique_ptr<SimServer>> servers;
+  std::thread thread;
+};
+
+SimProcess::SimProcess(SimOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+SimProcess::~SimProcess() {
+  Stop();
+  impl_->servers.clear();
+}
+
+absl::Status SimProcess::Start() {
+  Impl& s = *impl_;
+  for (uint32_t i = 0; i < s.options.workers; ++i) {
+    auto server = std::make_unique<SimServer>(s.io, s.zmq_context, s.options, i, s.clock);
+    if (absl::Status st = server->Start(); !st.ok()) return st;
+    spdlog::info("kvgate-sim worker {} listening on {}:{} ", i, s.options.host, server->port());
+    s.servers.push_back(std::move(server));
+  }
+  return absl::OkStatus();
+}
+
+void SimProcess::Run() {
+  net::signal_set signals(impl_->io, SIGINT, SIGTERM);
+  signals.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) impl_->io.stop();
+  });
+  impl_->io.run();
+}
+
+void SimProcess::StartThread() {
+  impl_->thread = std::thread([this] {
+    auto guard = net::make_work_guard(impl_->io);
+    impl_->io.run();
+  });
+}
+
+void SimProcess::Stop() {
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::vector<uint16_t> SimProcess::ports() const {
+  std::vector<uint16_t> out;
+  for (const auto& s : impl_->servers) out.push_back(s->port());
+  return out;
+}
+
+std::vector<EventEndpoints> SimProcess::event_endpoints() const {
+  std::vector<EventEndpoints> out;
+  for (uint32_t i = 0; i < impl_->servers.size(); ++i) {
+    for (const auto& r : impl_->servers[i]->runners()) {
+      if (KvEventPublisher* p = r->publisher()) {
+        out.push_back({i, r->rank(), p->endpoint(), p->replay_endpoint()});
+      }
+    }
+  }
+  return out;
+}
+
+std::string SimProcess::Summary() const {
+  uint64_t requests = 0;
+  uint64_t steps = 0;
+  uint64_t tokens = 0;
+  double max_lag = 0;
+  double sim_time = 0;
+  for (const auto& s : impl_->servers) {
+    requests += s->requests();
+    for (const auto& r : s->runners()) {
+      steps += r->engine().counters().steps;
+      tokens += r->engine().counters().generation_tokens;
+      max_lag = std::max(max_lag, r->max_lag());
+      sim_time = std::max(sim_time, r->sim_now());
+    }
+  }
+  return common::StrCat("requests=", requests, " steps=", steps, " generated_tokens=", tokens,
+                        " sim_time_s=", sim_time, " real_time_s=", impl_->clock.RealElapsed(),
+                        " max_lag_s=", max_lag);
+}
+
+}  // namespace kvgate::sim

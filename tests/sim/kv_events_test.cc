@@ -1,0 +1,138 @@
+#include "bench/sim/kv_events.h"
+
+#include <zmq.hpp>
+
+#include <chrono>
+
+#include "gtest/gtest.h"
+
+namespace kvgate::sim {
+namespace {
+
+std::string Hex(const std::string& bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+KvEvent Stored() {
+  KvEvent e;
+  e.type = KvEvent::Type::kBlockStored;
+  e.block_hashes = {0xdab89baa7b5857c0ull};
+  e.token_ids = {151644, 872, 198, 9064};
+  e.block_size = 4;
+  return e;
+}
+
+constexpr double kTs = 1789095808.8378847;
+
+// shared/reference/protocols.md §1.6, byte for byte.
+TEST(EncodeEventBatch, LegacyArrayMatchesReferenceBytes) {
+  std::string out;
+  const KvEvent events[] = {Stored()};
+  EncodeEventBatch(kTs, events, 0, EventEncoding::kArray, &out);
+  EXPECT_EQ(out.size(), 57u);
+  EXPECT_EQ(Hex(out),
+            "93cb41daa8dbe0359fe7" "91" "98" "ab426c6f636b53746f726564" "91cfdab89baa7b5857c0"
+            "c0" "94ce0002505ccd0368ccc6cd2368" "04" "c0" "a3475055" "c0" "00");
+}
+
+TEST(EncodeEventBatch, RemovedAndCleared) {
+  KvEvent removed;
+  removed.type = KvEvent::Type::kBlockRemoved;
+  removed.block_hashes = {0xdab89baa7b5857c0ull};
+  KvEvent cleared;
+  cleared.type = KvEvent::Type::kAllBlocksCleared;
+  std::string out;
+  const KvEvent a[] = {removed};
+  EncodeEventBatch(kTs, a, 0, EventEncoding::kArray, &out);
+  EXPECT_EQ(Hex(out).substr(20), "9193ac426c6f636b52656d6f766564" "91cfdab89baa7b5857c0"
+                                 "a3475055" "00");
+  out.clear();
+  const KvEvent b[] = {cleared};
+  EncodeEventBatch(kTs, b, 0, EventEncoding::kArray, &out);
+  EXPECT_EQ(Hex(out).substr(20), "9191b0416c6c426c6f636b73436c6561726564" "00");
+}
+
+TEST(EncodeEventBatch, MapFormKeysFieldsByName) {
+  std::string out;
+  const KvEvent events[] = {Stored()};
+  EncodeEventBatch(kTs, events, 2, EventEncoding::kMap, &out);
+  const std::string hex = Hex(out);
+  // [ts, [ {type: "BlockStored", block_hashes: [uint64], ...} ], 2]
+  EXPECT_EQ(hex.substr(0, 20), "93cb41daa8dbe0359fe7");
+  EXPECT_EQ(hex.substr(20, 4), "9188");
+  EXPECT_EQ(hex.substr(24, 10), "a474797065");  // "type"
+  EXPECT_NE(hex.find("ac626c6f636b5f686173686573" "91cfdab89baa7b5857c0"), std::string::npos);
+  EXPECT_NE(hex.find("a66d656469756d" "a3475055"), std::string::npos);  // medium: "GPU"
+  EXPECT_EQ(hex.substr(hex.size() - 2), "02");
+}
+
+TEST(Endpoints, OffsetAndBindRules) {
+  EXPECT_EQ(OffsetEndpoint("tcp://*:5557", 0), "tcp://*:5557");
+  EXPECT_EQ(OffsetEndpoint("tcp://*:5557", 3), "tcp://*:5560");
+  EXPECT_EQ(OffsetEndpoint("tcp://10.0.0.1:5557", 1), "tcp://10.0.0.1:5558");
+  EXPECT_EQ(OffsetEndpoint("tcp://127.0.0.1:*", 2), "tcp://127.0.0.1:*");
+  EXPECT_EQ(OffsetEndpoint("ipc:///tmp/kv", 2), "ipc:///tmp/kv_dp2");
+  EXPECT_TRUE(ShouldBind("tcp://*:5557"));
+  EXPECT_TRUE(ShouldBind("ipc:///tmp/kv"));
+  EXPECT_TRUE(ShouldBind("tcp://[::]:5557"));
+  EXPECT_FALSE(ShouldBind("tcp://127.0.0.1:5557"));
+}
+
+uint64_t Be64(const zmq::message_t& m) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<const unsigned char*>(m.data())[i];
+  return v;
+}
+
+TEST(KvEventPublisher, ReplaysBufferedBatchesThenEndMarker) {
+  zmq::context_t ctx(1);
+  PublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.buffer_steps = 2;
+  auto pub = KvEventPublisher::Create(ctx, o);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const KvEvent events[] = {Stored()};
+  for (int i = 0; i < 3; ++i) (*pub)->Publish(kTs, events);  // Keeps seq 1 and 2.
+  EXPECT_EQ((*pub)->next_seq(), 3u);
+
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 50);
+  dealer.connect((*pub)->replay_endpoint());
+  const std::string start("\0\0\0\0\0\0\0\0", 8);
+  dealer.send(zmq::const_buffer("", 0), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start));
+  std::vector<uint64_t> seqs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    (*pub)->ServiceReplay();
+    std::vector<zmq::message_t> frames;
+    zmq::message_t m;
+    if (!dealer.recv(m)) continue;
+    frames.push_back(std::move(m));
+    while (frames.back().more()) {
+      zmq::message_t next;
+      ASSERT_TRUE(dealer.recv(next));
+      frames.push_back(std::move(next));
+    }
+    ASSERT_EQ(frames.size(), 3u);  // "", seq8, payload
+    EXPECT_EQ(frames[0].size(), 0u);
+    seqs.push_back(Be64(frames[1]));
+    if (seqs.back() == ~uint64_t{0}) {
+      EXPECT_EQ(frames[2].size(), 0u);
+      break;
+    }
+    EXPECT_EQ(frames[2].size(), 57u);
+  }
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, ~uint64_t{0}}));
+}
+
+}  // namespace
+}  // namespace kvgate::sim
