@@ -1,0 +1,188 @@
+#include "bench/replay/cli.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "common/strings.h"
+
+namespace kvgate::replay {
+namespace {
+
+using common::StrCat;
+
+absl::Status Bad(std::string_view flag, std::string_view why) {
+  return absl::InvalidArgumentError(StrCat("--", flag, ": ", why));
+}
+
+}  // namespace
+
+std::string Usage() {
+  return R"(usage: kvgate-replay --target URL --trace PATH [options]
+
+Replays a Mooncake JSONL trace (open-loop) or agentic session JSON (a file or a directory of
+*.json, closed-loop) against an OpenAI-compatible server and reports TTFT/TPOT/E2E, throughput,
+cached tokens and per-worker load (X-Kvgate-Worker).
+
+  --target URL                 base URL of the gateway or worker (required)
+  --trace PATH                 *.jsonl, *.json or a directory of *.json (required)
+  --report FILE.json           write the JSON report there
+  --records FILE.jsonl         write one JSON line per request (timings, tokens, worker, error)
+  --conversations N            concurrent agentic conversations (default 16)
+  --max-conversations N        conversations to run (default: each session file once)
+  --loop                       keep drawing sessions until --duration/--max-requests
+  --ramp-up SECONDS            spread the first conversations' starts (default 0)
+  --max-think-time SECONDS     cap each think time (trace seconds, before --speedup;
+                               default 300, 0 = no cap)
+  --speedup X                  divide open-loop gaps and think times by X (default 1)
+  --time-scale X               alias of --speedup
+  --duration SECONDS           stop sending after this long (default: no limit)
+  --max-requests N             stop sending after N requests (default: no limit)
+  --share-prefix true|false    share tool/system prefix blocks across conversations (default true)
+  --no-share-prefix            same as --share-prefix false
+  --api completions|chat       API for Mooncake traces (default completions; agentic is chat)
+  --model NAME                 model field (default sim-model)
+  --max-output-tokens N        cap on max_tokens; 0 = the trace's value (default 512)
+  --fleet-capacity-tokens N    capacity of the pooled-LRU bound (default 0 = skip it)
+  --no-bounds                  skip the trace bounds
+  --request-timeout SECONDS    per-request timeout (default 600)
+  --header NAME:VALUE          extra request header (repeatable)
+  --progress auto|on|off       live progress line on stderr (default auto: when a TTY)
+  --no-table                   do not print the human table on stdout
+  --help
+)";
+}
+
+absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args) {
+  CliOptions cli;
+  ReplayOptions& o = cli.replay;
+  auto u64 = [](uint64_t* out) {
+    return [out](std::string_view flag, std::string_view v) -> absl::Status {
+      if (!common::ParseUint64(v, out)) return Bad(flag, "expected a non-negative integer");
+      return absl::OkStatus();
+    };
+  };
+  auto dbl = [](double* out, bool positive) {
+    return [out, positive](std::string_view flag, std::string_view v) -> absl::Status {
+      if (!common::ParseDouble(v, out) || *out < 0 || (positive && *out == 0)) {
+        return Bad(flag, positive ? "expected a positive number" : "expected a number >= 0");
+      }
+      return absl::OkStatus();
+    };
+  };
+  auto str = [](std::string* out) {
+    return [out](std::string_view flag, std::string_view v) -> absl::Status {
+      *out = std::string(v);
+      return absl::OkStatus();
+    };
+  };
+  using Handler = std::function<absl::Status(std::string_view, std::string_view)>;
+  std::map<std::string, Handler, std::less<>> with_value = {
+      {"target", str(&o.target)},
+      {"trace", str(&o.trace)},
+      {"report", str(&cli.report_path)},
+      {"records", str(&cli.records_path)},
+      {"conversations", u64(&o.conversations)},
+      {"max-conversations", u64(&o.max_conversations)},
+      {"ramp-up", dbl(&o.ramp_up_s, false)},
+      {"max-think-time", dbl(&o.max_think_time_s, false)},
+      {"speedup", dbl(&o.speedup, true)},
+      {"time-scale", dbl(&o.speedup, true)},
+      {"duration", dbl(&o.duration_s, false)},
+      {"max-requests", u64(&o.max_requests)},
+      {"model", str(&o.body.model)},
+      {"max-output-tokens", u64(&o.body.max_output_tokens)},
+      {"fleet-capacity-tokens", u64(&o.fleet_capacity_tokens)},
+      {"request-timeout", dbl(&o.request_timeout_s, true)},
+      {"share-prefix",
+       [&](std::string_view flag, std::string_view v) -> absl::Status {
+         if (v == "true" || v == "on" || v == "1") {
+           o.share_prefix = true;
+         } else if (v == "false" || v == "off" || v == "0") {
+           o.share_prefix = false;
+         } else {
+           return Bad(flag, "expected true or false");
+         }
+         return absl::OkStatus();
+       }},
+      {"api",
+       [&](std::string_view flag, std::string_view v) -> absl::Status {
+         if (v == "chat") {
+           o.api = Api::kChat;
+         } else if (v == "completions") {
+           o.api = Api::kCompletions;
+         } else {
+           return Bad(flag, "expected completions or chat");
+         }
+         return absl::OkStatus();
+       }},
+      {"progress",
+       [&](std::string_view flag, std::string_view v) -> absl::Status {
+         if (v == "auto") {
+           o.progress = -1;
+         } else if (v == "on") {
+           o.progress = 1;
+         } else if (v == "off") {
+           o.progress = 0;
+         } else {
+           return Bad(flag, "expected auto, on or off");
+         }
+         return absl::OkStatus();
+       }},
+      {"header",
+       [&](std::string_view flag, std::string_view v) -> absl::Status {
+         const size_t colon = v.find(':');
+         if (colon == std::string_view::npos || colon == 0) return Bad(flag, "expected NAME:VALUE");
+         std::string_view value = v.substr(colon + 1);
+         while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+         o.headers.emplace_back(std::string(v.substr(0, colon)), std::string(value));
+         return absl::OkStatus();
+       }},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg.substr(0, 2) != "--") return absl::InvalidArgumentError(StrCat("unexpected ", arg));
+    arg.remove_prefix(2);
+    std::string_view name = arg;
+    std::optional<std::string_view> value;
+    if (const size_t eq = arg.find('='); eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    if (name == "help") {
+      cli.help = true;
+      return cli;
+    }
+    if (!value) {
+      if (name == "loop") {
+        o.loop = true;
+        continue;
+      }
+      if (name == "no-share-prefix") {
+        o.share_prefix = false;
+        continue;
+      }
+      if (name == "no-bounds") {
+        o.compute_bounds = false;
+        continue;
+      }
+      if (name == "no-table") {
+        cli.table = false;
+        continue;
+      }
+    }
+    auto it = with_value.find(name);
+    if (it == with_value.end()) return absl::InvalidArgumentError(StrCat("unknown flag --", name));
+    if (!value) {
+      if (i + 1 >= args.size()) return Bad(name, "missing value");
+      value = args[++i];
+    }
+    auto status = it->second(name, *value);
+    if (!status.ok()) return status;
+  }
+  if (o.target.empty()) return Bad("target", "required");
+  if (o.trace.empty()) return Bad("trace", "required");
+  return cli;
+}
+
+}  // namespace kvgate::replay

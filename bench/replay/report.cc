@@ -1,0 +1,232 @@
+#include "bench/replay/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "fmt/format.h"
+
+namespace kvgate::replay {
+namespace {
+
+using common::StrAppend;
+
+void AppendNumber(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  StrAppend(out, v);
+}
+
+void AppendLatency(std::string* out, const char* name, const LatencySummary& s) {
+  StrAppend(out, "\"", name, "\":{\"count\":", s.count, ",\"mean\":");
+  AppendNumber(out, s.mean);
+  out->append(",\"p50\":");
+  AppendNumber(out, s.p50);
+  out->append(",\"p90\":");
+  AppendNumber(out, s.p90);
+  out->append(",\"p99\":");
+  AppendNumber(out, s.p99);
+  out->append("}");
+}
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+std::string ErrorKind(const RequestRecord& r) {
+  if (r.status == 0) return "transport";
+  if (r.status < 200 || r.status >= 300) return common::StrCat("http_", r.status);
+  return "stream";  // 2xx but the stream broke or carried an error.
+}
+
+}  // namespace
+
+double RequestRecord::tpot_s() const {
+  if (ttft_s < 0 || completion_tokens < 2) return -1;
+  return (e2e_s - ttft_s) / static_cast<double>(completion_tokens - 1);
+}
+
+LatencySummary Summarize(std::vector<double> values) {
+  LatencySummary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.count = values.size();
+  double sum = 0;
+  for (double v : values) sum += v;
+  s.mean = sum / values.size();
+  auto rank = [&](double p) {
+    size_t k = static_cast<size_t>(std::ceil(p * values.size()));
+    return values[std::clamp<size_t>(k, 1, values.size()) - 1];
+  };
+  s.p50 = rank(0.50);
+  s.p90 = rank(0.90);
+  s.p99 = rank(0.99);
+  return s;
+}
+
+double Report::cached_ratio() const { return Ratio(cached_tokens, prompt_tokens); }
+double Report::requests_per_s() const { return Ratio(ok, duration_s); }
+double Report::output_tokens_per_s() const { return Ratio(completion_tokens, duration_s); }
+
+Report BuildReport(const std::vector<RequestRecord>& records,
+                   const std::map<std::string, uint64_t>& max_concurrent, double duration_s) {
+  Report report;
+  report.duration_s = duration_s;
+  std::vector<double> ttft, tpot, e2e;
+  for (const auto& r : records) {
+    ++report.requests;
+    WorkerSummary& w = report.workers[r.worker];
+    ++w.requests;
+    if (!r.ok()) {
+      ++report.errors;
+      ++w.errors;
+      ++report.error_kinds[ErrorKind(r)];
+      continue;
+    }
+    ++report.ok;
+    report.prompt_tokens += r.prompt_tokens;
+    report.cached_tokens += r.cached_tokens;
+    report.completion_tokens += r.completion_tokens;
+    w.prompt_tokens += r.prompt_tokens;
+    w.cached_tokens += r.cached_tokens;
+    if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
+    if (r.tpot_s() >= 0) tpot.push_back(r.tpot_s());
+    e2e.push_back(r.e2e_s);
+  }
+  for (const auto& [worker, n] : max_concurrent) report.workers[worker].max_concurrent = n;
+  report.ttft = Summarize(std::move(ttft));
+  report.tpot = Summarize(std::move(tpot));
+  report.e2e = Summarize(std::move(e2e));
+  return report;
+}
+
+std::string ReportToJson(const Report& r) {
+  std::string out = "{\"target\":";
+  common::AppendJsonString(out, r.target);
+  out.append(",\"trace\":");
+  common::AppendJsonString(out, r.trace);
+  out.append(",\"mode\":");
+  common::AppendJsonString(out, r.mode);
+  StrAppend(&out, ",\"totals\":{\"requests\":", r.requests, ",\"ok\":", r.ok,
+            ",\"errors\":", r.errors, ",\"conversations\":", r.conversations,
+            ",\"prompt_tokens\":", r.prompt_tokens, ",\"cached_tokens\":", r.cached_tokens,
+            ",\"completion_tokens\":", r.completion_tokens, ",\"cached_ratio\":");
+  AppendNumber(&out, r.cached_ratio());
+  out.append(",\"duration_s\":");
+  AppendNumber(&out, r.duration_s);
+  out.append(",\"requests_per_s\":");
+  AppendNumber(&out, r.requests_per_s());
+  out.append(",\"output_tokens_per_s\":");
+  AppendNumber(&out, r.output_tokens_per_s());
+  out.append("},");
+  AppendLatency(&out, "ttft_s", r.ttft);
+  out.push_back(',');
+  AppendLatency(&out, "tpot_s", r.tpot);
+  out.push_back(',');
+  AppendLatency(&out, "e2e_s", r.e2e);
+  out.append(",\"error_kinds\":{");
+  bool first = true;
+  for (const auto& [kind, n] : r.error_kinds) {
+    if (!first) out.push_back(',');
+    first = false;
+    common::AppendJsonString(out, kind);
+    StrAppend(&out, ":", n);
+  }
+  out.append("},\"workers\":{");
+  first = true;
+  for (const auto& [worker, w] : r.workers) {
+    if (!first) out.push_back(',');
+    first = false;
+    common::AppendJsonString(out, worker.empty() ? "unknown" : worker);
+    StrAppend(&out, ":{\"requests\":", w.requests, ",\"errors\":", w.errors,
+              ",\"prompt_tokens\":", w.prompt_tokens, ",\"cached_tokens\":", w.cached_tokens,
+              ",\"cached_ratio\":");
+    AppendNumber(&out, Ratio(w.cached_tokens, w.prompt_tokens));
+    StrAppend(&out, ",\"max_concurrent\":", w.max_concurrent, "}");
+  }
+  out.append("},\"bounds\":");
+  if (!r.bounds.computed) {
+    out.append("null");
+  } else {
+    StrAppend(&out, "{\"input_tokens\":", r.bounds.input_tokens, ",\"ideal_reuse_ratio\":");
+    AppendNumber(&out, r.bounds.ideal_reuse_ratio);
+    out.append(",\"pooled_lru_reuse_ratio\":");
+    AppendNumber(&out, r.bounds.pooled_lru_reuse_ratio);
+    StrAppend(&out, ",\"capacity_tokens\":", r.bounds.capacity_tokens, "}");
+  }
+  out.append("}\n");
+  return out;
+}
+
+std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
+  std::string out;
+  for (const auto& r : records) {
+    out.append("{\"conversation\":");
+    common::AppendJsonString(out, r.conversation);
+    StrAppend(&out, ",\"index\":", r.index, ",\"send_s\":");
+    AppendNumber(&out, r.send_s);
+    out.append(",\"ttft_s\":");
+    if (r.ttft_s < 0) {
+      out.append("null");
+    } else {
+      AppendNumber(&out, r.ttft_s);
+    }
+    out.append(",\"e2e_s\":");
+    AppendNumber(&out, r.e2e_s);
+    StrAppend(&out, ",\"status\":", r.status, ",\"prompt_tokens\":", r.prompt_tokens,
+              ",\"cached_tokens\":", r.cached_tokens,
+              ",\"completion_tokens\":", r.completion_tokens, ",\"worker\":");
+    common::AppendJsonString(out, r.worker);
+    out.append(",\"error\":");
+    common::AppendJsonString(out, r.error);
+    out.append("}\n");
+  }
+  return out;
+}
+
+std::string ReportToTable(const Report& r) {
+  std::string out;
+  auto ms = [](double s) { return s * 1000.0; };
+  out += fmt::format("kvgate-replay  {}  ->  {}  ({})\n", r.trace, r.target, r.mode);
+  out += fmt::format("requests {}  ok {}  errors {}  conversations {}  duration {:.2f} s\n",
+                     r.requests, r.ok, r.errors, r.conversations, r.duration_s);
+  out += fmt::format("throughput {:.2f} req/s  {:.1f} output tok/s\n", r.requests_per_s(),
+                     r.output_tokens_per_s());
+  out += fmt::format("tokens prompt {}  cached {} ({:.1f}%)  completion {}\n", r.prompt_tokens,
+                     r.cached_tokens, 100.0 * r.cached_ratio(), r.completion_tokens);
+  out += fmt::format("\n{:<10}{:>10}{:>10}{:>10}{:>10}{:>8}\n", "latency", "mean ms", "p50 ms",
+                     "p90 ms", "p99 ms", "n");
+  auto row = [&](const char* name, const LatencySummary& s) {
+    out += fmt::format("{:<10}{:>10.2f}{:>10.2f}{:>10.2f}{:>10.2f}{:>8}\n", name, ms(s.mean),
+                       ms(s.p50), ms(s.p90), ms(s.p99), s.count);
+  };
+  row("TTFT", r.ttft);
+  row("TPOT", r.tpot);
+  row("E2E", r.e2e);
+  out += fmt::format("\n{:<36}{:>9}{:>8}{:>12}{:>12}{:>8}{:>9}\n", "worker", "requests", "errors",
+                     "prompt", "cached", "cached%", "max conc");
+  for (const auto& [worker, w] : r.workers) {
+    out += fmt::format("{:<36}{:>9}{:>8}{:>12}{:>12}{:>8.1f}{:>9}\n",
+                       worker.empty() ? "(unknown)" : worker, w.requests, w.errors, w.prompt_tokens,
+                       w.cached_tokens, 100.0 * Ratio(w.cached_tokens, w.prompt_tokens),
+                       w.max_concurrent);
+  }
+  if (!r.error_kinds.empty()) {
+    out += "\nerrors:";
+    for (const auto& [kind, n] : r.error_kinds) out += fmt::format(" {} {}", kind, n);
+    out += "\n";
+  }
+  if (r.bounds.computed) {
+    const std::string lru =
+        r.bounds.capacity_tokens == 0
+            ? std::string("pooled LRU n/a (no --fleet-capacity-tokens)")
+            : fmt::format("pooled LRU ({} tokens) {:.1f}%", r.bounds.capacity_tokens,
+                          100.0 * r.bounds.pooled_lru_reuse_ratio);
+    out += fmt::format("\ntrace bounds: ideal reuse {:.1f}%  {}  of {} input tokens\n",
+                       100.0 * r.bounds.ideal_reuse_ratio, lru, r.bounds.input_tokens);
+  }
+  return out;
+}
+
+}  // namespace kvgate::replay
