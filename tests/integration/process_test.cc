@@ -1,23 +1,16 @@
 // The kvgate binary as a process: --check, SIGHUP reload, SIGTERM drain.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <regex>
-#include <sstream>
 
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"
-
-extern char** environ;
 
 namespace kvgate::testing {
 namespace {
@@ -30,67 +23,16 @@ std::string Binary() {
   return std::string(dir ? dir : KVGATE_TEST_BIN_DIR) + "/kvgate";
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A running kvgate process with stdout/stderr captured to a file.
-class Process {
+// A kvgate process with its output captured.
+class Process : public ChildProcess {
  public:
-  explicit Process(std::vector<std::string> args) {
-    log_ = WriteTempFile("kvgate.log", "");
-    args.insert(args.begin(), Binary());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Process() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  // The port from the "listening on HOST:PORT" log line.
-  uint16_t Port() {
-    uint16_t port = 0;
-    WaitFor([&] {
-      std::smatch m;
-      const std::string text = ReadFile(log_);
-      if (std::regex_search(text, m, std::regex("listening on [^ ]+:([0-9]+) "))) {
-        port = static_cast<uint16_t>(std::stoi(m[1]));
-      }
-      return port != 0;
-    });
-    return port;
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  bool Exited(int* code) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
-    pid_ = -1;
-    *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return true;
-  }
-  std::string Log() const { return ReadFile(log_); }
+  explicit Process(std::vector<std::string> args) : ChildProcess(WithBinary(std::move(args))) {}
 
  private:
-  pid_t pid_ = -1;
-  std::string log_;
+  static std::vector<std::string> WithBinary(std::vector<std::string> args) {
+    args.insert(args.begin(), Binary());
+    return args;
+  }
 };
 
 std::string ConfigYaml(const std::vector<std::string>& workers) {

@@ -2,10 +2,6 @@
 // binary in front of them, and the kvgate-replay binary itself.
 #include "bench/replay/replayer.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,10 +13,10 @@
 #include "gtest/gtest.h"
 #include "simdjson.h"
 #include "tests/fakes/fake_upstream.h"
+#include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
 
-extern char** environ;
 
 namespace kvgate::replay {
 namespace {
@@ -264,53 +260,8 @@ std::string ReadAll(const std::string& path) {
   return content.ok() ? *content : "";
 }
 
-class Process {
- public:
-  explicit Process(std::vector<std::string> args) {
-    log_ = kvgate::testing::WriteTempFile("process.log", "");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Process() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  // The port of the "listening on HOST:PORT " log line.
-  uint16_t Port() {
-    uint16_t port = 0;
-    kvgate::testing::WaitFor([&] {
-      const std::string text = Log();
-      const size_t at = text.find("listening on ");
-      if (at == std::string::npos) return false;
-      const size_t end = text.find(' ', at + 13);
-      const size_t colon = text.rfind(':', end);
-      if (end == std::string::npos || colon == std::string::npos || colon < at) return false;
-      port = static_cast<uint16_t>(std::atoi(text.substr(colon + 1, end - colon - 1).c_str()));
-      return port != 0;
-    });
-    return port;
-  }
-  std::string Log() const { return ReadAll(log_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
+using kvgate::testing::ChildProcess;
+using Process = ChildProcess;
 
 uint64_t JsonUint(const std::string& json, std::string_view pointer) {
   simdjson::dom::parser parser;

@@ -1,25 +1,16 @@
 // The gateway (kvgate, a separate process) in front of an in-process kvgate-sim: requests are
 // proxied and streamed tokens arrive incrementally, not in one piece at the end.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <regex>
-#include <sstream>
 
 #include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
-
-extern char** environ;
+#include "tests/integration/child_process.h"
 
 namespace kvgate::sim {
 namespace {
@@ -39,53 +30,6 @@ std::string GatewayBinary() {
   return "";
 }
 
-class Gateway {
- public:
-  Gateway(const std::string& binary, const std::string& worker_url) {
-    log_ = testing::WriteTempFile("kvgate.log", "");
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--worker", worker_url,
-                                     "--threads", "1"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_APPEND, 0);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Gateway() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
-  }
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  uint16_t Port() const {
-    uint16_t port = 0;
-    testing::WaitFor([&] {
-      std::smatch m;
-      const std::string text = Log();
-      if (std::regex_search(text, m, std::regex("listening on [^ ]+:([0-9]+) "))) {
-        port = static_cast<uint16_t>(std::stoi(m[1]));
-      }
-      return port != 0;
-    });
-    return port;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
 TEST(GatewayEndToEnd, ProxiesToTheSimulatorAndStreamsIncrementally) {
   const std::string binary = GatewayBinary();
   if (binary.empty()) GTEST_SKIP() << "kvgate binary not built (set KVGATE_GATEWAY_BIN)";
@@ -96,7 +40,8 @@ TEST(GatewayEndToEnd, ProxiesToTheSimulatorAndStreamsIncrementally) {
   SimProcess sim(o);
   ASSERT_TRUE(sim.Start().ok());
   sim.StartThread();
-  Gateway gw(binary, common::StrCat("http://127.0.0.1:", sim.ports()[0]));
+  testing::ChildProcess gw({binary, "--listen", "127.0.0.1:0", "--worker",
+                           common::StrCat("http://127.0.0.1:", sim.ports()[0]), "--threads", "1"});
   const uint16_t port = gw.Port();
   ASSERT_NE(port, 0) << gw.Log();
 
