@@ -9,19 +9,23 @@ BIN=build
 out=build/demo
 mkdir -p "$out"
 tmp=$(mktemp -d)
-cleanup() { kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"; }
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 echo "== 1. Proxying: kvgate in front of two workers"
-start_fake() {
-  "$BIN/kvgate-fake-upstream" --chunks 12 --delay-ms 120 --model demo-model >"$tmp/$1.out" 2>&1 &
-  for _ in $(seq 100); do grep -q port= "$tmp/$1.out" && break; sleep 0.05; done
-  sed -n 's/port=//p' "$tmp/$1.out"
-}
-p1=$(start_fake w1)
-p2=$(start_fake w2)
+# Started in this shell (not in a $(...) subshell) so that their pids are known.
+"$BIN/kvgate-fake-upstream" --chunks 12 --delay-ms 120 --model demo-model >"$tmp/w1.out" 2>&1 &
+w1=$!
+"$BIN/kvgate-fake-upstream" --chunks 12 --delay-ms 120 --model demo-model >"$tmp/w2.out" 2>&1 &
+w2=$!
+pids+=("$w1" "$w2")
+for _ in $(seq 100); do grep -q port= "$tmp/w1.out" && grep -q port= "$tmp/w2.out" && break; sleep 0.05; done
+p1=$(sed -n 's/port=//p' "$tmp/w1.out")
+p2=$(sed -n 's/port=//p' "$tmp/w2.out")
 "$BIN/kvgate" --listen 127.0.0.1:0 --worker "http://127.0.0.1:$p1" --worker "http://127.0.0.1:$p2" \
   --threads 2 --policy least_request >"$tmp/gw.log" 2>&1 &
+pids+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$tmp/gw.log" && break; sleep 0.05; done
 gw=$(sed -n 's/.*listening on [^ ]*:\([0-9]*\) .*/\1/p' "$tmp/gw.log")
 echo "   GET /ready -> $(curl -s "127.0.0.1:$gw/ready")"
@@ -35,7 +39,8 @@ curl -sN -D "$tmp/headers" "127.0.0.1:$gw/v1/chat/completions" -H 'content-type:
     printf '   +%5.0f ms  %s\n' "$(echo "($(date +%s.%N) - $start) * 1000" | bc)" "${line:0:90}"
   done
 grep -i "x-kvgate-worker" "$tmp/headers" | sed 's/^/   /'
-kill %1 2>/dev/null || true
+kill "$w1" 2>/dev/null || true
+wait "$w1" 2>/dev/null || true
 echo "   Worker :$p1 stopped; requests are retried on :$p2:"
 for i in 1 2 3; do
   code=$(curl -s -o /dev/null -w '%{http_code} via %header{x-kvgate-worker}' \
@@ -44,8 +49,9 @@ for i in 1 2 3; do
   echo "     request $i -> $code"
 done
 echo "   Malformed JSON -> $(curl -s "127.0.0.1:$gw/v1/chat/completions" -d '{"model":')"
-kill $(jobs -p) 2>/dev/null || true
+kill "${pids[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
+pids=()
 
 data=../shared/data/agentic
 if [ ! -d "$data" ]; then
