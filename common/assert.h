@@ -19,8 +19,8 @@ void ReportBug(const char* expr, const char* file, int line, const char* msg);
 
 }  // namespace kvgate::common
 
-#define KVGATE_RELEASE_ASSERT(cond, msg)                                   \
-  do {                                                                     \
+#define KVGATE_RELEASE_ASSERT(cond, msg)                                       \
+  do {                                                                         \
     if (!(cond)) ::kvgate::common::AssertFail(#cond, __FILE__, __LINE__, msg); \
   } while (false)
 
@@ -32,7 +32,7 @@ void ReportBug(const char* expr, const char* file, int line, const char* msg);
 #define KVGATE_ASSERT(cond, msg) KVGATE_RELEASE_ASSERT(cond, msg)
 #endif
 
-#define KVGATE_BUG(cond, msg)                                             \
-  do {                                                                    \
+#define KVGATE_BUG(cond, msg)                                                 \
+  do {                                                                        \
     if (!(cond)) ::kvgate::common::ReportBug(#cond, __FILE__, __LINE__, msg); \
   } while (false)

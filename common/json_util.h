@@ -13,7 +13,6 @@ void AppendJsonString(std::string& out, std::string_view s);
 
 /// Returns `{"error":{"message":...,"type":...,"code":...}}`, the body OpenAI clients expect.
 /// `code` is emitted as a string, or null when empty.
-std::string OpenAiErrorBody(std::string_view message, std::string_view type,
-                            std::string_view code);
+std::string OpenAiErrorBody(std::string_view message, std::string_view type, std::string_view code);
 
 }  // namespace kvgate::common

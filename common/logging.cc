@@ -11,9 +11,9 @@ namespace {
 
 bool ParseLevel(std::string_view name, spdlog::level::level_enum* out) {
   static constexpr std::pair<std::string_view, spdlog::level::level_enum> kLevels[] = {
-      {"trace", spdlog::level::trace}, {"debug", spdlog::level::debug},
-      {"info", spdlog::level::info},   {"warn", spdlog::level::warn},
-      {"warning", spdlog::level::warn}, {"error", spdlog::level::err},
+      {"trace", spdlog::level::trace},       {"debug", spdlog::level::debug},
+      {"info", spdlog::level::info},         {"warn", spdlog::level::warn},
+      {"warning", spdlog::level::warn},      {"error", spdlog::level::err},
       {"critical", spdlog::level::critical}, {"off", spdlog::level::off}};
   for (const auto& [n, l] : kLevels) {
     if (n == name) {

@@ -10,10 +10,10 @@
 #define KVGATE_STATUS_CONCAT(a, b) KVGATE_STATUS_CONCAT_INNER(a, b)
 
 /// Returns from the current function if `expr` (an absl::Status) is not OK.
-#define KVGATE_RETURN_IF_ERROR(expr)                     \
-  do {                                                   \
-    const ::absl::Status kvgate_status_ = (expr);        \
-    if (!kvgate_status_.ok()) return kvgate_status_;     \
+#define KVGATE_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    const ::absl::Status kvgate_status_ = (expr);    \
+    if (!kvgate_status_.ok()) return kvgate_status_; \
   } while (false)
 
 #define KVGATE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

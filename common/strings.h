@@ -25,8 +25,8 @@ inline void Append(std::string& out, bool b) { out.append(b ? "true" : "false");
 void AppendDouble(std::string& out, double d);
 inline void Append(std::string& out, double d) { AppendDouble(out, d); }
 template <typename T>
-  requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>)
-void Append(std::string& out, T v) {
+requires(std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+         !std::is_same_v<T, char>) void Append(std::string& out, T v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof(buf), v);
   out.append(buf, r.ptr);

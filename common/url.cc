@@ -1,8 +1,6 @@
 #include "common/url.h"
 
 #include "common/strings.h"
-#include "common/strings.h"
-#include "common/strings.h"
 
 namespace kvgate::common {
 
@@ -11,7 +9,9 @@ std::string HttpUrl::Authority() const {
   return common::StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
 }
 
-std::string HttpUrl::ToString() const { return common::StrCat(scheme, "://", Authority(), base_path); }
+std::string HttpUrl::ToString() const {
+  return common::StrCat(scheme, "://", Authority(), base_path);
+}
 
 absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view hp) {
   std::string_view host;
@@ -60,7 +60,8 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
     while (!path.empty() && path.back() == '/') path.remove_suffix(1);
     out.base_path = std::string(path);
   }
-  if (authority.find('@') != std::string_view::npos || authority.find('?') != std::string_view::npos) {
+  if (authority.find('@') != std::string_view::npos ||
+      authority.find('?') != std::string_view::npos) {
     return absl::InvalidArgumentError(common::StrCat("'", url, "' has userinfo or a query"));
   }
   std::string with_port(authority);

@@ -89,14 +89,14 @@ struct ConsistentHashPolicyConfig {
 };
 
 struct KvAwarePolicyConfig {
-  uint32_t min_match_tokens = 256;              // shorter hits do not count as affinity
-  double prefill_tokens_per_second = 10'000;    // until learned from observed TTFTs
-  double host_tokens_per_second = 200'000;      // loading host-tier KV instead of computing
-  double store_tokens_per_second = 100'000;     // fetching store-tier KV
-  double decode_interference_seconds = 0.002;   // added TTFT per running decode sequence
-  uint32_t spill_bound = 2;                     // requests above the fair share a worker may take
-  double affinity_margin_seconds = 0.1;         // predicted TTFT a session owner may lose by
-  double balance_weight = 0.1;                  // weight of recent routed work (session spread)
+  uint32_t min_match_tokens = 256;             // shorter hits do not count as affinity
+  double prefill_tokens_per_second = 10'000;   // until learned from observed TTFTs
+  double host_tokens_per_second = 200'000;     // loading host-tier KV instead of computing
+  double store_tokens_per_second = 100'000;    // fetching store-tier KV
+  double decode_interference_seconds = 0.002;  // added TTFT per running decode sequence
+  uint32_t spill_bound = 2;                    // requests above the fair share a worker may take
+  double affinity_margin_seconds = 0.1;        // predicted TTFT a session owner may lose by
+  double balance_weight = 0.1;                 // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
 };
 

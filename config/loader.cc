@@ -4,18 +4,16 @@
 #include <set>
 #include <sstream>
 
-#include "common/strings.h"
-#include "common/strings.h"
-
 #include "common/logging.h"
+#include "common/strings.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kvgate::config {
 namespace {
 
-constexpr std::string_view kPolicies[] = {"round_robin", "random",     "least_request",
+constexpr std::string_view kPolicies[] = {"round_robin",  "random",          "least_request",
                                           "power_of_two", "consistent_hash", "cache_aware",
-                                          "cost",        "weighted",   "kvaware"};
+                                          "cost",         "weighted",        "kvaware"};
 
 // Collects every problem of one document; each message names the source, line and key path.
 class Reader {
@@ -43,8 +41,9 @@ class Reader {
       bool known = false;
       for (std::string_view a : allowed) known |= (a == key);
       if (!known) {
-        Error(kv.first, Join(path, key),
-              common::StrCat("unknown key (expected one of: ", common::StrJoin(allowed, ", "), ")"));
+        Error(
+            kv.first, Join(path, key),
+            common::StrCat("unknown key (expected one of: ", common::StrJoin(allowed, ", "), ")"));
       }
     }
     return true;
@@ -57,8 +56,8 @@ class Reader {
     if (!n.IsDefined() || n.IsNull()) return;
     uint64_t v = 0;
     if (!n.IsScalar() || !common::ParseUint64(n.Scalar(), &v)) {
-      Error(n, Join(path, key), common::StrCat("expected a non-negative integer, got '",
-                                             Describe(n), "'"));
+      Error(n, Join(path, key),
+            common::StrCat("expected a non-negative integer, got '", Describe(n), "'"));
       return;
     }
     if (v < min || v > max) {
@@ -186,19 +185,21 @@ bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const 
   if (IsKnownPolicy(name)) return true;
   std::vector<std::string_view> names(std::begin(kPolicies), std::end(kPolicies));
   r.Error(n, path,
-          common::StrCat("unknown policy '", name, "' (expected one of: ", common::StrJoin(names, ", "),
-                         ")"));
+          common::StrCat("unknown policy '", name,
+                         "' (expected one of: ", common::StrJoin(names, ", "), ")"));
   return false;
 }
 
 void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
   const std::string p = "routing";
-  if (!r.ExpectMap(n, p, {"policy", "model_policies", "block_tokens", "index_memory_bytes",
-                          "engine_metrics_interval_ms", "cache_aware", "cost", "weighted",
-                          "consistent_hash", "kvaware"})) {
+  if (!r.ExpectMap(n, p,
+                   {"policy", "model_policies", "block_tokens", "index_memory_bytes",
+                    "engine_metrics_interval_ms", "cache_aware", "cost", "weighted",
+                    "consistent_hash", "kvaware"})) {
     return;
   }
-  if (r.String(n, p, "policy", &c->policy)) CheckPolicy(r, n["policy"], "routing.policy", c->policy);
+  if (r.String(n, p, "policy", &c->policy))
+    CheckPolicy(r, n["policy"], "routing.policy", c->policy);
   if (const YAML::Node m = n["model_policies"]; m.IsDefined() && !m.IsNull()) {
     if (!m.IsMap()) {
       r.Error(m, "routing.model_policies", "must map model names to policy names");
@@ -227,8 +228,9 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
   }
   if (const YAML::Node s = n["cost"]; s.IsDefined() && !s.IsNull()) {
     const std::string q = "routing.cost";
-    if (r.ExpectMap(s, q, {"overlap_score_credit", "prefill_load_scale", "host_cache_hit_weight",
-                           "store_cache_hit_weight"})) {
+    if (r.ExpectMap(s, q,
+                    {"overlap_score_credit", "prefill_load_scale", "host_cache_hit_weight",
+                     "store_cache_hit_weight"})) {
       r.Double(s, q, "overlap_score_credit", &c->cost.overlap_score_credit, 0, 1e6);
       r.Double(s, q, "prefill_load_scale", &c->cost.prefill_load_scale, 0, 1e6);
       r.Double(s, q, "host_cache_hit_weight", &c->cost.host_cache_hit_weight, 0, 1);
@@ -253,11 +255,10 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
   if (const YAML::Node s = n["kvaware"]; s.IsDefined() && !s.IsNull()) {
     const std::string q = "routing.kvaware";
     KvAwarePolicyConfig& k = c->kvaware;
-    if (r.ExpectMap(s, q, {"min_match_tokens", "prefill_tokens_per_second",
-                           "host_tokens_per_second", "store_tokens_per_second",
-                           "decode_interference_seconds", "spill_bound",
-                           "affinity_margin_seconds", "balance_weight",
-                           "balance_half_life_ms"})) {
+    if (r.ExpectMap(s, q,
+                    {"min_match_tokens", "prefill_tokens_per_second", "host_tokens_per_second",
+                     "store_tokens_per_second", "decode_interference_seconds", "spill_bound",
+                     "affinity_margin_seconds", "balance_weight", "balance_half_life_ms"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
       r.Double(s, q, "host_tokens_per_second", &k.host_tokens_per_second, 1, 1e12);
@@ -304,10 +305,10 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   if (root.IsNull()) return c;  // an empty file means all defaults
   Reader r(source);
   try {
-    if (!r.ExpectMap(root, "", {"listen", "threads", "log_level", "drain_timeout_ms",
-                                "models_refresh_interval_ms", "limits", "upstream", "retry",
-                                "health_check", "circuit_breaker", "routing", "admin",
-                                "access_log", "workers"})) {
+    if (!r.ExpectMap(root, "",
+                     {"listen", "threads", "log_level", "drain_timeout_ms",
+                      "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
+                      "circuit_breaker", "routing", "admin", "access_log", "workers"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -324,14 +325,15 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (r.String(root, "", "log_level", &c.log_level) && !common::IsValidLogLevel(c.log_level)) {
       r.Error(root["log_level"], "log_level",
               common::StrCat("unknown level '", c.log_level,
-                           "' (expected trace, debug, info, warn, error or off)"));
+                             "' (expected trace, debug, info, warn, error or off)"));
     }
     r.Uint(root, "", "drain_timeout_ms", &c.drain_timeout_ms);
     r.Uint(root, "", "models_refresh_interval_ms", &c.models_refresh_interval_ms, 100);
 
     if (const YAML::Node n = root["limits"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "limits", {"max_header_bytes", "max_body_bytes", "idle_timeout_ms",
-                                    "read_timeout_ms", "write_timeout_ms", "max_connections"})) {
+      if (r.ExpectMap(n, "limits",
+                      {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
+                       "write_timeout_ms", "max_connections"})) {
         r.Uint(n, "limits", "max_header_bytes", &c.limits.max_header_bytes, 1024);
         r.Uint(n, "limits", "max_body_bytes", &c.limits.max_body_bytes, 1);
         r.Uint(n, "limits", "idle_timeout_ms", &c.limits.idle_timeout_ms, 1);
@@ -341,8 +343,9 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       }
     }
     if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "upstream", {"connect_timeout_ms", "response_timeout_ms",
-                                      "stream_idle_timeout_ms", "max_idle_per_worker"})) {
+      if (r.ExpectMap(n, "upstream",
+                      {"connect_timeout_ms", "response_timeout_ms", "stream_idle_timeout_ms",
+                       "max_idle_per_worker"})) {
         r.Uint(n, "upstream", "connect_timeout_ms", &c.upstream.connect_timeout_ms, 1);
         r.Uint(n, "upstream", "response_timeout_ms", &c.upstream.response_timeout_ms, 1);
         r.Uint(n, "upstream", "stream_idle_timeout_ms", &c.upstream.stream_idle_timeout_ms, 1);
@@ -350,7 +353,8 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       }
     }
     if (const YAML::Node n = root["retry"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "retry", {"max_attempts", "backoff_base_ms", "backoff_max_ms", "jitter"})) {
+      if (r.ExpectMap(n, "retry",
+                      {"max_attempts", "backoff_base_ms", "backoff_max_ms", "jitter"})) {
         r.Uint(n, "retry", "max_attempts", &c.retry.max_attempts, 1, 16);
         r.Uint(n, "retry", "backoff_base_ms", &c.retry.backoff_base_ms);
         r.Uint(n, "retry", "backoff_max_ms", &c.retry.backoff_max_ms);
@@ -358,8 +362,9 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       }
     }
     if (const YAML::Node n = root["health_check"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "health_check", {"enabled", "path", "interval_ms", "timeout_ms",
-                                          "unhealthy_threshold", "healthy_threshold"})) {
+      if (r.ExpectMap(n, "health_check",
+                      {"enabled", "path", "interval_ms", "timeout_ms", "unhealthy_threshold",
+                       "healthy_threshold"})) {
         r.Bool(n, "health_check", "enabled", &c.health_check.enabled);
         if (r.String(n, "health_check", "path", &c.health_check.path) &&
             (c.health_check.path.empty() || c.health_check.path[0] != '/')) {
@@ -434,7 +439,7 @@ absl::Status ValidateConfig(const Config& c) {
   for (size_t i = 0; i < c.workers.size(); ++i) {
     if (!seen.insert(c.workers[i].url.ToString()).second) {
       errors.push_back(common::StrCat("workers[", i, "].url: duplicate worker '",
-                                    c.workers[i].url.ToString(), "'"));
+                                      c.workers[i].url.ToString(), "'"));
     }
   }
   if (!IsKnownPolicy(c.routing.policy)) {

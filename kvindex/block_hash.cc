@@ -78,8 +78,8 @@ void HashTokenBlocks(absl::Span<const uint32_t> tokens, uint64_t seed, uint32_t 
   }
 }
 
-void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed,
-                const HashOptions& options, std::vector<BlockHash>* out) {
+void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed, const HashOptions& options,
+                std::vector<BlockHash>* out) {
   out->clear();
   const uint64_t root = RootSeed(namespace_seed, prompt.kind);
   if (prompt.kind == PromptKind::kTokens) {

@@ -42,8 +42,8 @@ void HashTokenBlocks(absl::Span<const uint32_t> tokens, uint64_t seed, uint32_t 
                      std::vector<BlockHash>* out);
 
 /// Hashes one canonical prompt into `*out` (cleared first), choosing text or token mode by kind.
-void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed,
-                const HashOptions& options, std::vector<BlockHash>* out);
+void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed, const HashOptions& options,
+                std::vector<BlockHash>* out);
 
 std::vector<BlockHash> HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed,
                                   const HashOptions& options = {});

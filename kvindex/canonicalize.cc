@@ -40,18 +40,18 @@ absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
       absl::StrCat("invalid request JSON at ", Sv(where), ": ", simdjson::error_message(ec)));
 }
 
-#define KVINDEX_JSON_TRY(expr, where)        \
-  do {                                       \
-    if (auto kv_ec_ = (expr); kv_ec_) {      \
-      return JsonError(kv_ec_, where);       \
-    }                                        \
+#define KVINDEX_JSON_TRY(expr, where)   \
+  do {                                  \
+    if (auto kv_ec_ = (expr); kv_ec_) { \
+      return JsonError(kv_ec_, where);  \
+    }                                   \
   } while (0)
 
-#define KVINDEX_STATUS_TRY(expr)             \
-  do {                                       \
+#define KVINDEX_STATUS_TRY(expr)                      \
+  do {                                                \
     if (absl::Status kv_st_ = (expr); !kv_st_.ok()) { \
-      return kv_st_;                         \
-    }                                        \
+      return kv_st_;                                  \
+    }                                                 \
   } while (0)
 
 // True if any byte of the 8-byte word is < 9 (i.e. a framing byte).
@@ -746,15 +746,14 @@ absl::Status Canonicalizer::Canonicalize(std::string_view body, ApiKind api,
   return impl_->Run(body, 0, api, out);
 }
 
-absl::Status Canonicalizer::CanonicalizePadded(std::string_view body, size_t capacity,
-                                               ApiKind api, CanonicalRequest* out) {
+absl::Status Canonicalizer::CanonicalizePadded(std::string_view body, size_t capacity, ApiKind api,
+                                               CanonicalRequest* out) {
   return impl_->Run(body, capacity, api, out);
 }
 
 const size_t Canonicalizer::kPaddingBytes = simdjson::SIMDJSON_PADDING;
 
-absl::StatusOr<CanonicalRequest> Canonicalizer::Canonicalize(std::string_view body,
-                                                             ApiKind api) {
+absl::StatusOr<CanonicalRequest> Canonicalizer::Canonicalize(std::string_view body, ApiKind api) {
   CanonicalRequest out;
   absl::Status status = impl_->Run(body, 0, api, &out);
   if (!status.ok()) {

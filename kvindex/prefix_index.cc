@@ -143,9 +143,7 @@ class PrefixIndex::Table {
     uint32_t id;   // Record index, or kNil when empty.
   };
 
-  size_t Home(uint32_t lo) const {
-    return static_cast<uint32_t>(lo * 2654435769u) >> (32 - bits_);
-  }
+  size_t Home(uint32_t lo) const { return static_cast<uint32_t>(lo * 2654435769u) >> (32 - bits_); }
 
   void Place(uint32_t lo, uint32_t tag, uint32_t id) {
     const size_t mask = slots_.size() - 1;
@@ -275,8 +273,8 @@ PrefixIndex::PrefixIndex(PrefixIndexOptions options)
       // record indices address, so hash skew between shards cannot overflow them.
       max_residencies_(std::clamp<uint64_t>(
           options.max_memory_bytes / kBudgetBytesPerResidency, 1,
-          (uint64_t{1} << 23) << std::countr_zero(static_cast<unsigned>(std::bit_floor(
-              static_cast<unsigned>(std::clamp(options.num_shards, 1, 64))))))),
+          (uint64_t{1} << 23) << std::countr_zero(static_cast<unsigned>(
+              std::bit_floor(static_cast<unsigned>(std::clamp(options.num_shards, 1, 64))))))),
       lists_(new List[kMaxHolders * kNumTiers]) {
   for (int i = 0; i < (1 << shard_bits_); ++i) {
     shards_.push_back(std::make_unique<Shard>());
@@ -548,8 +546,8 @@ void PrefixIndex::EnforceGlobalBound() {
     if (list.count == 0) {
       continue;
     }
-    const unsigned __int128 share = (static_cast<unsigned __int128>(excess) * list.count +
-                                     total - 1) / total;
+    const unsigned __int128 share =
+        (static_cast<unsigned __int128>(excess) * list.count + total - 1) / total;
     uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(share), list.count);
     const int slot = i / kNumTiers;
     const Tier tier = static_cast<Tier>(i % kNumTiers);
@@ -785,10 +783,8 @@ void PrefixIndex::Match(absl::Span<const BlockHash> chain, absl::Span<const Hold
       const uint64_t v = slot_key_[s].load(std::memory_order_acquire);
       if (v != 0) {
         const uint64_t key = v & kKeyMask;
-        out->push_back(MatchResult{Holder{static_cast<uint32_t>(key >> 16),
-                                          static_cast<uint16_t>(key & 0xffff)},
-                                   {},
-                                   0});
+        out->push_back(MatchResult{
+            Holder{static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff)}, {}, 0});
         slot_of.push_back(s);
       }
     }
@@ -898,9 +894,8 @@ IndexStats PrefixIndex::Stats() const {
   stats.max_residencies = max_residencies_;
   stats.global_evictions = global_evictions_;
   std::vector<std::pair<Holder, int>> holders(slots_.begin(), slots_.end());
-  std::sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) {
-    return a.first.Key() < b.first.Key();
-  });
+  std::sort(holders.begin(), holders.end(),
+            [](const auto& a, const auto& b) { return a.first.Key() < b.first.Key(); });
   const uint64_t d[kNumTiers] = {dirty_[0].load(), dirty_[1].load(), dirty_[2].load()};
   for (const auto& [holder, slot] : holders) {
     HolderStats hs;

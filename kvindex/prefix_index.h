@@ -65,7 +65,7 @@ struct PrefixIndexOptions {
 struct MatchResult {
   Holder holder;
   std::array<uint32_t, kNumTiers> blocks{};  // Per tier, indexed by Tier.
-  uint32_t any_tier_blocks = 0;  // Leading blocks each held in at least one tier.
+  uint32_t any_tier_blocks = 0;              // Leading blocks each held in at least one tier.
 };
 
 /// Counters and gauges of one (holder, tier).
@@ -73,10 +73,10 @@ struct TierStats {
   uint64_t blocks = 0;
   uint64_t capacity_blocks = 0;
   uint64_t inserted_blocks = 0;
-  uint64_t removed_blocks = 0;        // Remove() and ClearHolder().
-  uint64_t evicted_blocks = 0;        // Capacity LRU.
-  uint64_t global_evicted_blocks = 0; // Memory bound.
-  bool prefix_closed = true;          // False: Match walks this holder/tier linearly.
+  uint64_t removed_blocks = 0;         // Remove() and ClearHolder().
+  uint64_t evicted_blocks = 0;         // Capacity LRU.
+  uint64_t global_evicted_blocks = 0;  // Memory bound.
+  bool prefix_closed = true;           // False: Match walks this holder/tier linearly.
 };
 
 struct HolderStats {

@@ -2,10 +2,10 @@
 
 #include <chrono>
 
-#include "common/strings.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json_util.h"
+#include "common/strings.h"
 #include "spdlog/sinks/basic_file_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -19,8 +19,8 @@ absl::Status AccessLog::Open(const std::string& path) {
   try {
     std::shared_ptr<spdlog::logger> logger;
     if (path == "-") {
-      logger = std::make_shared<spdlog::logger>(
-          "access", std::make_shared<spdlog::sinks::stdout_sink_mt>());
+      logger = std::make_shared<spdlog::logger>("access",
+                                                std::make_shared<spdlog::sinks::stdout_sink_mt>());
     } else {
       logger = std::make_shared<spdlog::logger>(
           "access", std::make_shared<spdlog::sinks::basic_file_sink_mt>(path));
@@ -45,8 +45,8 @@ void AccessLog::Close() {
 
 std::string AccessLog::Format(const AccessRecord& r) {
   std::string out = "{\"ts\":";
-  common::AppendJsonString(out, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                                 absl::UTCTimeZone()));
+  common::AppendJsonString(
+      out, absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()));
   out += ",\"id\":";
   common::AppendJsonString(out, r.request_id);
   out += ",\"method\":";
@@ -58,7 +58,7 @@ std::string AccessLog::Format(const AccessRecord& r) {
   out += ",\"worker\":";
   common::AppendJsonString(out, r.worker);
   common::StrAppend(&out, ",\"status\":", r.status, ",\"bytes\":", r.bytes_sent,
-                  ",\"attempts\":", r.attempts);
+                    ",\"attempts\":", r.attempts);
   if (r.ttfb_seconds >= 0) {
     common::StrAppend(&out, ",\"ttfb_ms\":", r.ttfb_seconds * 1e3);
   }

@@ -2,8 +2,8 @@
 // Optional JSON access log: one line per request. Thread-safe (spdlog logger with its own lock).
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +24,7 @@ struct AccessRecord {
   std::string_view model;
   std::string_view worker;  // empty when the gateway answered itself
   int status = 0;
-  uint64_t bytes_sent = 0;  // response body bytes relayed to the client
+  uint64_t bytes_sent = 0;   // response body bytes relayed to the client
   double ttfb_seconds = -1;  // -1 when no worker answered
   double e2e_seconds = 0;
   uint32_t attempts = 0;

@@ -56,8 +56,8 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
     return absl::NotFoundError(common::StrCat("The model `", info->model, "` does not exist."));
   }
   if (available.empty()) return absl::UnavailableError("no healthy worker available");
-  const PreparedPrompt prompt = state.planner.Prepare(body, body.capacity(), chat, info->model,
-                                                      *policies, cfg->routing);
+  const PreparedPrompt prompt =
+      state.planner.Prepare(body, body.capacity(), chat, info->model, *policies, cfg->routing);
   RouteRequest route;
   route.endpoint = path;
   route.model = info->model;
@@ -89,8 +89,9 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
     AppendKey(out, "worker");
     common::AppendJsonString(out, c.worker->name());
     const uint32_t bt = cfg->routing.block_tokens;
-    common::StrAppend(&out, ",\"chosen\":", i == d.index, ",\"matched_tokens\":{\"gpu\":",
-                      uint64_t{c.cached_blocks[0]} * bt, ",\"host\":", uint64_t{c.cached_blocks[1]} * bt,
+    common::StrAppend(&out, ",\"chosen\":", i == d.index,
+                      ",\"matched_tokens\":{\"gpu\":", uint64_t{c.cached_blocks[0]} * bt,
+                      ",\"host\":", uint64_t{c.cached_blocks[1]} * bt,
                       ",\"store\":", uint64_t{c.cached_blocks[2]} * bt, "},\"load\":");
     AppendLoad(out, c.load);
     out += ",\"engine\":";
@@ -163,8 +164,9 @@ std::string WorkersJson(const GatewayState& state) {
     out += "}";
   }
   common::StrAppend(&out, "],\"index\":{\"distinct_blocks\":", stats.distinct_blocks,
-                    ",\"residencies\":", stats.residencies, ",\"memory_bytes\":",
-                    stats.memory_bytes, ",\"max_residencies\":", stats.max_residencies, "}}");
+                    ",\"residencies\":", stats.residencies,
+                    ",\"memory_bytes\":", stats.memory_bytes,
+                    ",\"max_residencies\":", stats.max_residencies, "}}");
   return out;
 }
 

@@ -1,8 +1,7 @@
 #include "router/cli.h"
 
-#include "common/strings.h"
-#include "common/strings.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "config/loader.h"
 
 namespace kvgate::router {
@@ -85,13 +84,15 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
   }
   if (o.listen) {
     auto hp = common::ParseHostPort(*o.listen);
-    if (!hp.ok()) return absl::InvalidArgumentError(common::StrCat("--listen: ", hp.status().message()));
+    if (!hp.ok())
+      return absl::InvalidArgumentError(common::StrCat("--listen: ", hp.status().message()));
     c.listen_host = hp->first;
     c.listen_port = hp->second;
   }
   for (const auto& w : o.workers) {
     auto url = common::ParseHttpUrl(w);
-    if (!url.ok()) return absl::InvalidArgumentError(common::StrCat("--worker: ", url.status().message()));
+    if (!url.ok())
+      return absl::InvalidArgumentError(common::StrCat("--worker: ", url.status().message()));
     config::WorkerConfig wc;
     wc.url = *url;
     c.workers.push_back(std::move(wc));

@@ -10,12 +10,12 @@
 namespace kvgate::router {
 
 struct EngineStats {
-  bool valid = false;       // at least one known metric was found
-  double running = 0;       // requests in the running batch (summed over engines/DP ranks)
-  double waiting = 0;       // waiting queue
-  double kv_usage = 0;      // fraction of KV blocks used, 0-1 (max over engines)
-  uint64_t num_gpu_blocks = 0;  // from vllm:cache_config_info (summed over engines)
-  uint32_t block_size = 0;      // tokens per engine block, from vllm:cache_config_info
+  bool valid = false;               // at least one known metric was found
+  double running = 0;               // requests in the running batch (summed over engines/DP ranks)
+  double waiting = 0;               // waiting queue
+  double kv_usage = 0;              // fraction of KV blocks used, 0-1 (max over engines)
+  uint64_t num_gpu_blocks = 0;      // from vllm:cache_config_info (summed over engines)
+  uint32_t block_size = 0;          // tokens per engine block, from vllm:cache_config_info
   double prefix_cache_queries = 0;  // tokens (counter)
   double prefix_cache_hits = 0;     // tokens (counter)
   std::chrono::steady_clock::time_point scraped_at{};

@@ -54,28 +54,28 @@ struct Gateway::Impl {
   // Accepts on `acc` forever, handing each connection to the next thread.
   void Accept(tcp::acceptor& acc, bool admin) {
     ThreadContext& target = *threads[next_thread++ % threads.size()];
-    acc.async_accept(target.ioc, [this, &acc, admin, &target](beast::error_code ec,
-                                                                tcp::socket socket) {
-      if (ec) {
-        if (ec == net::error::operation_aborted || !acc.is_open()) return;
-        spdlog::warn("accept failed: {}", ec.message());
-      } else if (state.draining.load()) {
-        return;
-      } else if (state.open_connections.load() >=
-                 static_cast<int64_t>(state.config()->limits.max_connections)) {
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else {
-        state.open_connections.fetch_add(1);
-        state.metrics.open_connections().Increment();
-        auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
-        net::post(target.ioc, [&target, conn] {
-          target.connections.insert(conn);
-          net::co_spawn(target.ioc, RunSession(target, conn), net::detached);
-        });
-      }
-      Accept(acc, admin);
-    });
+    acc.async_accept(target.ioc,
+                     [this, &acc, admin, &target](beast::error_code ec, tcp::socket socket) {
+                       if (ec) {
+                         if (ec == net::error::operation_aborted || !acc.is_open()) return;
+                         spdlog::warn("accept failed: {}", ec.message());
+                       } else if (state.draining.load()) {
+                         return;
+                       } else if (state.open_connections.load() >=
+                                  static_cast<int64_t>(state.config()->limits.max_connections)) {
+                         beast::error_code ignored;
+                         socket.close(ignored);
+                       } else {
+                         state.open_connections.fetch_add(1);
+                         state.metrics.open_connections().Increment();
+                         auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
+                         net::post(target.ioc, [&target, conn] {
+                           target.connections.insert(conn);
+                           net::co_spawn(target.ioc, RunSession(target, conn), net::detached);
+                         });
+                       }
+                       Accept(acc, admin);
+                     });
   }
 
   // Binds and listens on host:port. @return the acceptor, or kUnavailable.
@@ -140,7 +140,8 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) 
 absl::Status Gateway::Start() {
   Impl& s = *impl_;
   const auto cfg = s.state.config();
-  const uint32_t n = cfg->threads > 0 ? cfg->threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t n =
+      cfg->threads > 0 ? cfg->threads : std::max(1u, std::thread::hardware_concurrency());
   for (uint32_t i = 0; i < n; ++i) {
     s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
   }
@@ -173,8 +174,8 @@ absl::Status Gateway::Start() {
     std::lock_guard<std::mutex> lock(s.mu);
     s.started = true;
   }
-  spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}",
-               cfg->listen_host, s.port, n, cfg->workers.size(), cfg->routing.policy);
+  spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}", cfg->listen_host,
+               s.port, n, cfg->workers.size(), cfg->routing.policy);
   return absl::OkStatus();
 }
 
@@ -185,8 +186,8 @@ absl::Status Gateway::Reload(config::Config config) {
   Impl& s = *impl_;
   const auto old = s.state.config();
   if (config.listen_host != old->listen_host || config.listen_port != old->listen_port) {
-    spdlog::warn("reload: listen address changes need a restart; keeping {}:{}",
-                 old->listen_host, old->listen_port);
+    spdlog::warn("reload: listen address changes need a restart; keeping {}:{}", old->listen_host,
+                 old->listen_port);
     config.listen_host = old->listen_host;
     config.listen_port = old->listen_port;
   }

@@ -2,8 +2,8 @@
 
 #include <set>
 
-#include "common/strings.h"
 #include "common/json_util.h"
+#include "common/strings.h"
 #include "prometheus/gauge.h"
 #include "router/internal/asio.h"
 #include "router/upstream_pool.h"
@@ -109,10 +109,10 @@ struct HealthChecker::Impl {
         const auto now = SteadyClock::now();
         for (const auto& w : state.workers()->workers) {
           if (w->IsAvailable(now)) {
-            net::co_spawn(ioc,
-                          ScrapeOne(w, milliseconds(cfg->health_check.timeout_ms),
-                                    cfg->routing.block_tokens),
-                          net::detached);
+            net::co_spawn(
+                ioc,
+                ScrapeOne(w, milliseconds(cfg->health_check.timeout_ms), cfg->routing.block_tokens),
+                net::detached);
           }
         }
       }

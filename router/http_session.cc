@@ -2,9 +2,8 @@
 // (/health, /ready, /metrics, /v1/models) and hands OpenAI calls to the proxy.
 #include <random>
 
-#include "common/strings.h"
-#include "common/strings.h"
 #include "common/json_util.h"
+#include "common/strings.h"
 #include "router/admin.h"
 #include "router/internal/thread_context.h"
 #include "router/request_info.h"
@@ -31,9 +30,8 @@ std::string NewRequestId() {
 // Bounded label values: known OpenAI paths keep their name, everything else is "other".
 std::string EndpointLabel(std::string_view path) {
   static constexpr std::string_view kKnown[] = {
-      "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
-      "/v1/tokenize",         "/v1/detokenize",  "/v1/responses",  "/health",
-      "/ready",               "/metrics"};
+      "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/tokenize",
+      "/v1/detokenize",       "/v1/responses",   "/health",        "/ready",     "/metrics"};
   for (std::string_view k : kKnown) {
     if (path == k) return std::string(k);
   }
@@ -102,8 +100,7 @@ net::awaitable<void> HandleAdmin(ThreadContext& tc, ClientConnection& conn,
   const bool get = req.method() == http::verb::get;
   const bool post = req.method() == http::verb::post;
   if (path == "/admin/workers" && get) {
-    co_await WriteResponse(conn, rc, http::status::ok, "application/json",
-                           WorkersJson(tc.state));
+    co_await WriteResponse(conn, rc, http::status::ok, "application/json", WorkersJson(tc.state));
   } else if (path == "/admin/explain" && post) {
     std::string target = "/v1/chat/completions";
     if (auto it = req.find("x-kvgate-endpoint"); it != req.end()) target = std::string(it->value());
@@ -115,9 +112,10 @@ net::awaitable<void> HandleAdmin(ThreadContext& tc, ClientConnection& conn,
     } else {
       const auto code = json.status().code();
       co_await WriteError(conn, rc,
-                          code == absl::StatusCode::kNotFound      ? http::status::not_found
-                          : code == absl::StatusCode::kUnavailable ? http::status::service_unavailable
-                                                                   : http::status::bad_request,
+                          code == absl::StatusCode::kNotFound ? http::status::not_found
+                          : code == absl::StatusCode::kUnavailable
+                              ? http::status::service_unavailable
+                              : http::status::bad_request,
                           json.status().message(), "invalid_request_error", "explain_failed");
     }
   } else if (path == "/admin/workers" || path == "/admin/explain") {
@@ -148,8 +146,7 @@ net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<Clie
   }
 
   if (path == "/health" && get) {
-    co_await WriteResponse(*conn, rc, http::status::ok, "application/json",
-                           R"({"status":"ok"})");
+    co_await WriteResponse(*conn, rc, http::status::ok, "application/json", R"({"status":"ok"})");
   } else if (path == "/ready" && get) {
     if (tc.state.draining.load()) {
       co_await WriteError(*conn, rc, http::status::service_unavailable, "gateway is draining",
@@ -190,16 +187,15 @@ net::awaitable<void> HandleRequest(ThreadContext& tc, const std::shared_ptr<Clie
       rc.session_key = std::string(sid->value());
     }
     co_await ProxyRequest(tc, conn, req, rc);
-  } else if (path == "/health" || path == "/ready" || path == "/metrics" ||
-             path == "/v1/models" || path.starts_with("/v1/")) {
-    co_await WriteError(*conn, rc, http::status::method_not_allowed,
-                        common::StrCat("method ", std::string(req.method_string()),
-                                     " is not allowed on ", path),
-                        "invalid_request_error", "method_not_allowed");
+  } else if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models" ||
+             path.starts_with("/v1/")) {
+    co_await WriteError(
+        *conn, rc, http::status::method_not_allowed,
+        common::StrCat("method ", std::string(req.method_string()), " is not allowed on ", path),
+        "invalid_request_error", "method_not_allowed");
   } else {
-    co_await WriteError(*conn, rc, http::status::not_found,
-                        common::StrCat("no route for ", path), "invalid_request_error",
-                        "not_found");
+    co_await WriteError(*conn, rc, http::status::not_found, common::StrCat("no route for ", path),
+                        "invalid_request_error", "not_found");
   }
 }
 
@@ -279,10 +275,10 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
         co_await LingeringClose(*conn);
       } else if (hec == http::error::header_limit) {
         rc.request_id = NewRequestId();
-        co_await WriteError(*conn, rc, http::status::request_header_fields_too_large,
-                            common::StrCat("request header exceeds ", cfg->limits.max_header_bytes,
-                                         " bytes"),
-                            "invalid_request_error", "header_too_large");
+        co_await WriteError(
+            *conn, rc, http::status::request_header_fields_too_large,
+            common::StrCat("request header exceeds ", cfg->limits.max_header_bytes, " bytes"),
+            "invalid_request_error", "header_too_large");
         co_await LingeringClose(*conn);
       } else if (hec.category() == http::make_error_code(http::error::bad_target).category() &&
                  hec != http::error::end_of_stream && hec != http::error::partial_message) {
@@ -298,8 +294,8 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
     auto& header = parser.get();
     rc.version = header.version();
     rc.keep_alive = header.keep_alive();
-    if (auto id = header.find("x-request-id"); id != header.end() && !id->value().empty() &&
-                                               id->value().size() <= 256) {
+    if (auto id = header.find("x-request-id");
+        id != header.end() && !id->value().empty() && id->value().size() <= 256) {
       rc.request_id = std::string(id->value());
     } else {
       rc.request_id = NewRequestId();
@@ -308,11 +304,11 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
 
     if (parser.content_length() && *parser.content_length() > cfg->limits.max_body_bytes) {
       rc.keep_alive = false;
-      co_await WriteError(*conn, rc, http::status::payload_too_large,
-                          common::StrCat("request body of ", *parser.content_length(),
-                                       " bytes exceeds the limit of ",
-                                       cfg->limits.max_body_bytes, " bytes"),
-                          "invalid_request_error", "body_too_large");
+      co_await WriteError(
+          *conn, rc, http::status::payload_too_large,
+          common::StrCat("request body of ", *parser.content_length(),
+                         " bytes exceeds the limit of ", cfg->limits.max_body_bytes, " bytes"),
+          "invalid_request_error", "body_too_large");
       Finish(tc, header, rc);
       co_await LingeringClose(*conn);
       break;
@@ -332,7 +328,7 @@ net::awaitable<void> RunSession(ThreadContext& tc, std::shared_ptr<ClientConnect
           rc.keep_alive = false;
           co_await WriteError(*conn, rc, http::status::payload_too_large,
                               common::StrCat("request body exceeds the limit of ",
-                                           cfg->limits.max_body_bytes, " bytes"),
+                                             cfg->limits.max_body_bytes, " bytes"),
                               "invalid_request_error", "body_too_large");
           Finish(tc, header, rc);
           co_await LingeringClose(*conn);

@@ -16,9 +16,9 @@ using prometheus::Histogram;
 // Latency buckets from 1 ms to 10 min: LLM requests span prefill of a few tokens to long
 // generations.
 const Histogram::BucketBoundaries& LatencyBuckets() {
-  static const Histogram::BucketBoundaries b = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                0.25,  0.5,    1,     2.5,  5,     10,   30,
-                                                60,    120,    300,   600};
+  static const Histogram::BucketBoundaries b = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                0.1,   0.25,   0.5,   1,    2.5,   5,
+                                                10,    30,     60,    120,  300,   600};
   return b;
 }
 

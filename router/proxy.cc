@@ -84,7 +84,8 @@ void StopWatch(ClientConnection& conn, DisconnectWatch& watch) {
 
 net::awaitable<void> Backoff(ThreadContext& tc, const config::RetryConfig& retry,
                              uint32_t attempt) {
-  double ms = static_cast<double>(retry.backoff_base_ms) * static_cast<double>(1u << std::min(attempt, 10u));
+  double ms = static_cast<double>(retry.backoff_base_ms) *
+              static_cast<double>(1u << std::min(attempt, 10u));
   ms = std::min(ms, static_cast<double>(retry.backoff_max_ms));
   std::uniform_real_distribution<double> jitter(1.0 - retry.jitter, 1.0 + retry.jitter);
   ms *= jitter(tc.rng);
@@ -120,10 +121,9 @@ void BuildClientHeader(const http::response<http::buffer_body>& up,
 // One try on one worker.
 net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
                                         const std::shared_ptr<ClientConnection>& conn,
-                                        http::request<http::string_body>& req,
-                                        RequestContext& rc, Worker& worker,
-                                        Reservation& reservation, const config::Config& cfg,
-                                        bool last_attempt) {
+                                        http::request<http::string_body>& req, RequestContext& rc,
+                                        Worker& worker, Reservation& reservation,
+                                        const config::Config& cfg, bool last_attempt) {
   AttemptResult result;
   const auto now = Clock::now;
   // A pooled connection may have been closed by the worker meanwhile (servers drop idle
@@ -153,7 +153,8 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
       tc.state.metrics.router_overhead().Observe(
           std::chrono::duration<double>(now() - rc.read_done).count());
     }
-    upstream.expires_after(milliseconds(cfg.upstream.connect_timeout_ms + cfg.limits.write_timeout_ms));
+    upstream.expires_after(
+        milliseconds(cfg.upstream.connect_timeout_ms + cfg.limits.write_timeout_ms));
     auto [wec, wn] = co_await http::async_write(upstream, req, kNoThrow);
     if (wec) {
       if (reused) continue;
@@ -186,7 +187,7 @@ net::awaitable<AttemptResult> TryWorker(ThreadContext& tc,
         if (worker.metrics().timeouts != nullptr) worker.metrics().timeouts->Increment();
         result.outcome = Outcome::kTimeout;
         result.reason = common::StrCat(worker.name(), " did not answer within ",
-                                     cfg.upstream.response_timeout_ms, " ms");
+                                       cfg.upstream.response_timeout_ms, " ms");
         co_return result;
       }
       if (reused && (hec == http::error::end_of_stream || hec == net::error::connection_reset ||
@@ -326,9 +327,8 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
     co_return;
   }
   if (candidates.empty()) {
-    co_await WriteError(*conn, rc, http::status::service_unavailable,
-                        "no healthy worker available", "service_unavailable",
-                        "no_healthy_worker");
+    co_await WriteError(*conn, rc, http::status::service_unavailable, "no healthy worker available",
+                        "service_unavailable", "no_healthy_worker");
     co_return;
   }
 
@@ -397,7 +397,7 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
   }
   co_await WriteError(*conn, rc, http::status::service_unavailable,
                       common::StrCat("no worker could serve the request after ", rc.attempts,
-                                   " attempt(s); last error: ", last_error),
+                                     " attempt(s); last error: ", last_error),
                       "service_unavailable", "upstream_unavailable");
 }
 

@@ -96,10 +96,10 @@ PreparedPrompt RoutePlanner::Prepare(std::string_view body, size_t capacity, boo
   ho.text_block_bytes = config.block_tokens * kBytesPerToken;
   ho.token_block_tokens = config.block_tokens;
   kvindex::HashPrompt(prompt, ns, ho, &out.chain);
-  out.prompt_tokens = prompt.kind == kvindex::PromptKind::kTokens
-                          ? static_cast<uint32_t>(prompt.tokens.size())
-                          : static_cast<uint32_t>((prompt.bytes.size() + kBytesPerToken - 1) /
-                                                  kBytesPerToken);
+  out.prompt_tokens =
+      prompt.kind == kvindex::PromptKind::kTokens
+          ? static_cast<uint32_t>(prompt.tokens.size())
+          : static_cast<uint32_t>((prompt.bytes.size() + kBytesPerToken - 1) / kBytesPerToken);
   out.hashed = true;
   return out;
 }
@@ -151,7 +151,8 @@ Decision RoutePlanner::Decide(RouteRequest& request, absl::Span<Worker* const> a
     d.queue_tokens_at_dispatch = chosen.load.pending_prefill_tokens;
     if (commit) {
       const int64_t uncached = request.prompt_tokens - d.predicted_cached_tokens;
-      const int64_t blocks = (request.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
+      const int64_t blocks =
+          (request.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
       d.worker->Reserve(d.reservation, uncached, blocks);
     }
   }
@@ -171,8 +172,9 @@ void RoutePlanner::Complete(const RouteRequest& request, Decision& d, const Rout
   Worker& w = *d.worker;
   const RoutingPolicySharedPtr& policy = policies.For(request.model);
   if (outcome.success && outcome.ttfb_seconds > 0) {
-    w.ObservePrefill(static_cast<double>(outcome.queue_tokens_at_dispatch + outcome.uncached_tokens),
-                     outcome.ttfb_seconds);
+    w.ObservePrefill(
+        static_cast<double>(outcome.queue_tokens_at_dispatch + outcome.uncached_tokens),
+        outcome.ttfb_seconds);
   }
   if (outcome.success && outcome.cached_tokens >= 0 && policy->UsesPrefixCache() &&
       !request.chain.empty()) {
@@ -182,8 +184,10 @@ void RoutePlanner::Complete(const RouteRequest& request, Decision& d, const Rout
     if (m.predicted_tokens != nullptr) {
       m.predicted_tokens->Increment(static_cast<double>(predicted));
       m.actual_tokens->Increment(static_cast<double>(actual));
-      if (predicted > actual) m.overpredicted_tokens->Increment(static_cast<double>(predicted - actual));
-      if (actual > predicted) m.underpredicted_tokens->Increment(static_cast<double>(actual - predicted));
+      if (predicted > actual)
+        m.overpredicted_tokens->Increment(static_cast<double>(predicted - actual));
+      if (actual > predicted)
+        m.underpredicted_tokens->Increment(static_cast<double>(actual - predicted));
       const double hi = static_cast<double>(std::max(predicted, actual));
       const double ratio = hi > 0 ? static_cast<double>(std::min(predicted, actual)) / hi : 1.0;
       m.prediction_accuracy->Set(0.9 * m.prediction_accuracy->Value() + 0.1 * ratio);
@@ -191,12 +195,13 @@ void RoutePlanner::Complete(const RouteRequest& request, Decision& d, const Rout
     if (predicted > actual) {
       // The index believed blocks [actual, predicted) were cached; the engine had evicted them.
       const size_t from = static_cast<size_t>(actual / config.block_tokens);
-      const size_t to = std::min(request.chain.size(),
-                                 static_cast<size_t>(predicted / config.block_tokens));
+      const size_t to =
+          std::min(request.chain.size(), static_cast<size_t>(predicted / config.block_tokens));
       if (to > from) {
         index_.Remove(HolderOf(w), request.chain.subspan(from, to - from), kvindex::Tier::kGpu);
-        spdlog::debug("worker {}: predicted {} cached tokens, engine reported {}; dropped {} blocks",
-                      w.name(), predicted, actual, to - from);
+        spdlog::debug(
+            "worker {}: predicted {} cached tokens, engine reported {}; dropped {} blocks",
+            w.name(), predicted, actual, to - from);
       }
     }
   }

@@ -46,7 +46,7 @@ struct Decision {
   std::vector<Candidate> candidates;
   std::vector<CandidateScore> scores;  // filled for explain only
   std::string policy;
-  Reservation reservation;             // what Commit reserved (released by the proxy)
+  Reservation reservation;  // what Commit reserved (released by the proxy)
   int64_t predicted_cached_tokens = 0;
   int64_t queue_tokens_at_dispatch = 0;
 };

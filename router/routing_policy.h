@@ -24,9 +24,9 @@ struct RouteRequest {
   std::string_view body;         // the request body exactly as received
   uint32_t attempt = 0;          // 0 for the first try, then one per retry
   absl::Span<const kvindex::BlockHash> chain;  // prompt blocks; empty when not hashed
-  uint32_t prompt_tokens = 0;    // estimated prompt length in tokens
-  uint32_t block_tokens = 16;    // tokens per chain block
-  uint64_t tie_seed = 0;         // varies per decision: ties never resolve alike for a burst
+  uint32_t prompt_tokens = 0;                  // estimated prompt length in tokens
+  uint32_t block_tokens = 16;                  // tokens per chain block
+  uint64_t tie_seed = 0;  // varies per decision: ties never resolve alike for a burst
   // True when the deepest cached match of this prompt ends at a fork point: earlier requests
   // continued that prefix in different ways (a shared system prompt, a common tool block), so
   // the match is shared context rather than one session's own history.
@@ -53,12 +53,12 @@ struct CandidateScore {
 
 /// How a routed request ended, for policies that learn.
 struct RouteOutcome {
-  bool success = false;        // a response was relayed to the client
-  int status = 0;              // upstream HTTP status, 0 when none arrived
-  int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
-  int64_t prompt_tokens = -1;  // usage.prompt_tokens, -1 if absent
-  double ttfb_seconds = -1;    // request written -> first response byte; -1 if none
-  int64_t predicted_cached_tokens = 0;  // what the index predicted at decision time
+  bool success = false;                  // a response was relayed to the client
+  int status = 0;                        // upstream HTTP status, 0 when none arrived
+  int64_t cached_tokens = -1;            // usage.prompt_tokens_details.cached_tokens, -1 if absent
+  int64_t prompt_tokens = -1;            // usage.prompt_tokens, -1 if absent
+  double ttfb_seconds = -1;              // request written -> first response byte; -1 if none
+  int64_t predicted_cached_tokens = 0;   // what the index predicted at decision time
   int64_t queue_tokens_at_dispatch = 0;  // pending prefill tokens ahead of this request
   int64_t uncached_tokens = 0;           // this request's reserved prefill tokens
 };

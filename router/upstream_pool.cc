@@ -67,9 +67,8 @@ net::awaitable<absl::StatusOr<beast::tcp_stream>> UpstreamPool::Connect(
   stream.expires_after(timeout);
   auto [cec, ep] = co_await stream.async_connect(endpoints, kNoThrow);
   if (cec == beast::error::timeout) {
-    co_return absl::DeadlineExceededError(common::StrCat("connect to ", url.Authority(),
-                                                       " timed out after ", timeout.count(),
-                                                       " ms"));
+    co_return absl::DeadlineExceededError(common::StrCat(
+        "connect to ", url.Authority(), " timed out after ", timeout.count(), " ms"));
   }
   if (cec) {
     co_return absl::UnavailableError(

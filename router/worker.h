@@ -9,11 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "config/config.h"
@@ -53,7 +52,7 @@ struct LoadSnapshot {
   int64_t in_flight = 0;               // requests outstanding
   int64_t pending_prefill_tokens = 0;  // uncached prompt tokens not yet answered (first byte)
   int64_t active_decode = 0;           // requests past admission, until completion
-  int64_t active_kv_blocks = 0;        // prompt blocks of outstanding requests (Dynamo's decode load)
+  int64_t active_kv_blocks = 0;  // prompt blocks of outstanding requests (Dynamo's decode load)
 };
 
 /// What one routing decision reserved on a worker; released in two steps.

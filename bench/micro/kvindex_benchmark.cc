@@ -69,9 +69,7 @@ void BM_Match(benchmark::State& state) {
   state.counters["matched_blocks_h0"] = out.empty() ? 0 : out[0].blocks[0];
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_Match)
-    ->ArgNames({"blocks", "holders"})
-    ->ArgsProduct({{512, 2048, 8192}, {1, 8, 64}});
+BENCHMARK(BM_Match)->ArgNames({"blocks", "holders"})->ArgsProduct({{512, 2048, 8192}, {1, 8, 64}});
 
 // Worst case for the divide and conquer: every holder stops at a different depth.
 void BM_Match_DistinctDepths(benchmark::State& state) {
@@ -170,8 +168,7 @@ void BM_Memory(benchmark::State& state) {
       const auto chain = Conversation(c, kChain + kSharedPrefixBlocks);
       const auto own = absl::MakeSpan(chain).subspan(kSharedPrefixBlocks);
       for (int h = 0; h < holders; ++h) {
-        (void)index.InsertAfter(Holder{static_cast<uint32_t>(h), 0}, std::nullopt, own,
-                                Tier::kGpu);
+        (void)index.InsertAfter(Holder{static_cast<uint32_t>(h), 0}, std::nullopt, own, Tier::kGpu);
       }
     }
     const IndexStats stats = index.Stats();
@@ -182,7 +179,12 @@ void BM_Memory(benchmark::State& state) {
   state.counters["bytes_per_block"] = per_block;
   state.counters["bytes_per_residency"] = per_block / holders;
 }
-BENCHMARK(BM_Memory)->ArgNames({"holders"})->Arg(1)->Arg(4)->Arg(16)->Iterations(1)
+BENCHMARK(BM_Memory)
+    ->ArgNames({"holders"})
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
 // A ~1 MiB agentic chat body: tool schemas, system prompt, then turns of user text, assistant
@@ -241,10 +243,10 @@ void BM_CanonicalizeAndHash(benchmark::State& state) {
   std::vector<BlockHash> chain;
   const uint64_t ns = NamespaceSeed({"claude-sonnet", "", ""});
   for (auto _ : state) {
-    const absl::Status st =
-        padded ? canonicalizer.CanonicalizePadded(body, body.capacity(),
-                                                  ApiKind::kChatCompletions, &req)
-               : canonicalizer.Canonicalize(body, ApiKind::kChatCompletions, &req);
+    const absl::Status st = padded
+                                ? canonicalizer.CanonicalizePadded(body, body.capacity(),
+                                                                   ApiKind::kChatCompletions, &req)
+                                : canonicalizer.Canonicalize(body, ApiKind::kChatCompletions, &req);
     if (!st.ok()) {
       state.SkipWithError("canonicalize failed");
       break;
@@ -269,7 +271,10 @@ void BM_CanonicalizeOnly(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
 }
-BENCHMARK(BM_CanonicalizeOnly)->ArgNames({"escape_heavy"})->Arg(0)->Arg(1)
+BENCHMARK(BM_CanonicalizeOnly)
+    ->ArgNames({"escape_heavy"})
+    ->Arg(0)
+    ->Arg(1)
     ->Unit(benchmark::kMicrosecond);
 
 void BM_HashTokens(benchmark::State& state) {

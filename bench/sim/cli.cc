@@ -73,15 +73,33 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
       o.kv_events_bind = true;
       continue;
     }
-    static constexpr std::string_view kValueFlags[] = {
-        "host", "port", "base-port", "workers", "dp-size", "time-scale", "model", "profile",
-        "seed", "default-max-tokens", "num-gpu-blocks", "num-cpu-blocks", "max-num-seqs",
-        "max-num-batched-tokens", "max-model-len", "kv-events-endpoint",
-        "kv-events-replay-endpoint", "kv-events-topic", "kv-events-encoding",
-        "kv-events-buffer-steps", "fault-error-rate", "fault-hang-rate", "fault-close-rate",
-        "crash-after", "slow-start", "log-level"};
-    if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) ==
-        std::end(kValueFlags)) {
+    static constexpr std::string_view kValueFlags[] = {"host",
+                                                       "port",
+                                                       "base-port",
+                                                       "workers",
+                                                       "dp-size",
+                                                       "time-scale",
+                                                       "model",
+                                                       "profile",
+                                                       "seed",
+                                                       "default-max-tokens",
+                                                       "num-gpu-blocks",
+                                                       "num-cpu-blocks",
+                                                       "max-num-seqs",
+                                                       "max-num-batched-tokens",
+                                                       "max-model-len",
+                                                       "kv-events-endpoint",
+                                                       "kv-events-replay-endpoint",
+                                                       "kv-events-topic",
+                                                       "kv-events-encoding",
+                                                       "kv-events-buffer-steps",
+                                                       "fault-error-rate",
+                                                       "fault-hang-rate",
+                                                       "fault-close-rate",
+                                                       "crash-after",
+                                                       "slow-start",
+                                                       "log-level"};
+    if (std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) == std::end(kValueFlags)) {
       return absl::InvalidArgumentError("unknown flag --" + flag);
     }
     std::string value;
@@ -104,13 +122,13 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
       }
       return absl::OkStatus();
     };
-#define SIM_UINT(max)                     \
+#define SIM_UINT(max)                   \
   if (auto s = uint_of(max); !s.ok()) { \
-    return s;                             \
+    return s;                           \
   }
-#define SIM_DOUBLE(lo, hi)                    \
+#define SIM_DOUBLE(lo, hi)                   \
   if (auto s = double_of(lo, hi); !s.ok()) { \
-    return s;                                 \
+    return s;                                \
   }
     if (flag == "host") {
       o.host = value;

@@ -108,8 +108,7 @@ StepResult Engine::Step(double now) {
   }
 
   // 2. Admit waiting requests (not in a step that had to preempt), with prefix-cache hits.
-  while (!preempted && !waiting_.empty() && running_.size() < profile_.max_num_seqs &&
-         budget > 0) {
+  while (!preempted && !waiting_.empty() && running_.size() < profile_.max_num_seqs && budget > 0) {
     Seq& s = *waiting_.front();
     UpdateHashes(s);
     // As vLLM, at least the last token is always computed, so a block-aligned prompt hits at

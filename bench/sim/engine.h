@@ -31,7 +31,7 @@ struct RequestOutput {
   std::vector<uint32_t> new_tokens;
   bool finished = false;
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;  // Prefix-cache hit (GPU + host tier) at first scheduling.
+  uint32_t cached_tokens = 0;      // Prefix-cache hit (GPU + host tier) at first scheduling.
   uint32_t completion_tokens = 0;  // Total so far.
   double arrival = 0;
   double first_token_time = -1;  // Simulated; set once the first token exists.

@@ -1,8 +1,7 @@
 #include "bench/sim/kv_events.h"
 
-#include <zmq.hpp>
-
 #include <deque>
+#include <zmq.hpp>
 
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
@@ -20,8 +19,12 @@ class Writer {
   void Array(uint32_t n) {
     Put(mp_sizeof_array(n), [&](char* p) { return mp_encode_array(p, n); });
   }
-  void Map(uint32_t n) { Put(mp_sizeof_map(n), [&](char* p) { return mp_encode_map(p, n); }); }
-  void Uint(uint64_t v) { Put(mp_sizeof_uint(v), [&](char* p) { return mp_encode_uint(p, v); }); }
+  void Map(uint32_t n) {
+    Put(mp_sizeof_map(n), [&](char* p) { return mp_encode_map(p, n); });
+  }
+  void Uint(uint64_t v) {
+    Put(mp_sizeof_uint(v), [&](char* p) { return mp_encode_uint(p, v); });
+  }
   void Int(int64_t v) {
     if (v >= 0) return Uint(static_cast<uint64_t>(v));
     Put(mp_sizeof_int(v), [&](char* p) { return mp_encode_int(p, v); });
@@ -29,7 +32,9 @@ class Writer {
   void Double(double v) {
     Put(mp_sizeof_double(v), [&](char* p) { return mp_encode_double(p, v); });
   }
-  void Nil() { Put(mp_sizeof_nil(), [&](char* p) { return mp_encode_nil(p); }); }
+  void Nil() {
+    Put(mp_sizeof_nil(), [&](char* p) { return mp_encode_nil(p); });
+  }
   void Str(std::string_view s) {
     const auto n = static_cast<uint32_t>(s.size());
     Put(mp_sizeof_str(n), [&](char* p) { return mp_encode_str(p, s.data(), n); });

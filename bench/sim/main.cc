@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
     std::cout << "port=" << ports[i] << " worker=" << i << "\n";
   }
   for (const auto& e : process.event_endpoints()) {
-    std::cout << "kv_events worker=" << e.worker << " rank=" << e.rank
-              << " endpoint=" << e.endpoint << " replay=" << e.replay_endpoint << "\n";
+    std::cout << "kv_events worker=" << e.worker << " rank=" << e.rank << " endpoint=" << e.endpoint
+              << " replay=" << e.replay_endpoint << "\n";
   }
   std::cout << "ready" << std::endl;
   spdlog::info("kvgate-sim: {} worker(s) x {} engine(s), model {}, profile {}, time scale {}",

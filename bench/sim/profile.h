@@ -13,12 +13,12 @@ namespace kvgate::sim {
 /// Defaults are the 8B-on-one-H100 numbers of profiles/llama3-8b-h100.yaml (provenance there).
 struct Profile {
   std::string name = "llama3-8b-h100";
-  uint32_t block_size = 16;          // Tokens per KV block.
-  uint32_t num_gpu_blocks = 26000;   // GPU block pool.
-  uint32_t num_cpu_blocks = 0;       // Host tier (vLLM CPU offload); 0 disables it.
-  uint32_t max_num_seqs = 256;       // Running sequences per step.
+  uint32_t block_size = 16;                // Tokens per KV block.
+  uint32_t num_gpu_blocks = 26000;         // GPU block pool.
+  uint32_t num_cpu_blocks = 0;             // Host tier (vLLM CPU offload); 0 disables it.
+  uint32_t max_num_seqs = 256;             // Running sequences per step.
   uint32_t max_num_batched_tokens = 8192;  // Token budget per step (chunked prefill).
-  uint32_t max_model_len = 131072;   // Prompt + output limit, as vLLM's --max-model-len.
+  uint32_t max_model_len = 131072;         // Prompt + output limit, as vLLM's --max-model-len.
 
   // Step time (seconds) = step_fixed_s
   //   + sum over prefill chunks of n * (prefill_per_token_s + prefill_per_token_ctx_s * mid_ctx)

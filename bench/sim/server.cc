@@ -71,11 +71,11 @@ struct Histogram {
   uint64_t count = 0;
 };
 
-const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                          0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                           20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kLatencyBuckets = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,
-                                             5.0,  10.0, 15.0, 20.0,  30.0,  40.0,  50.0,
+const std::vector<double> kLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                             5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
                                              60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
 // One HTTP request's view of its engine request; the runner fills it, the session reads it.
@@ -156,9 +156,9 @@ class EngineRunner {
 
   void OnStepEnd(StepResult r) {
     sim_now_ = step_end_;
-    lag_ = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         clock_.RealAt(step_end_))
-               .count();
+    lag_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_.RealAt(step_end_))
+            .count();
     max_lag_ = std::max(max_lag_, lag_);
     // Events first: a client that got its last token may look at the cache right away.
     Publish(r.events);
@@ -336,13 +336,13 @@ class SimServer {
     co_return !ec && req.keep_alive();
   }
 
-  net::awaitable<bool> SendError(beast::tcp_stream& stream, const Request& req,
-                                 http::status status, std::string_view message,
-                                 std::string_view type, const std::string& request_id = "") {
-    co_return co_await Send(stream, req, status, "application/json",
-                            common::OpenAiErrorBody(message, type,
-                                                    std::to_string(static_cast<int>(status))),
-                            request_id);
+  net::awaitable<bool> SendError(beast::tcp_stream& stream, const Request& req, http::status status,
+                                 std::string_view message, std::string_view type,
+                                 const std::string& request_id = "") {
+    co_return co_await Send(
+        stream, req, status, "application/json",
+        common::OpenAiErrorBody(message, type, std::to_string(static_cast<int>(status))),
+        request_id);
   }
 
   bool Starting() const {
@@ -356,13 +356,13 @@ class SimServer {
     const bool post = req.method() == http::verb::post;
     if (get && path == "/health") {
       if (Starting()) {
-        co_return co_await Send(stream, req, http::status::service_unavailable,
-                                "application/json", "");
+        co_return co_await Send(stream, req, http::status::service_unavailable, "application/json",
+                                "");
       }
       co_return co_await Send(stream, req, http::status::ok, "application/json", "");
     }
-    if (get && path == "/v1/models") co_return co_await Send(stream, req, http::status::ok,
-                                                             "application/json", ModelsJson());
+    if (get && path == "/v1/models")
+      co_return co_await Send(stream, req, http::status::ok, "application/json", ModelsJson());
     if (get && path == "/metrics") {
       co_return co_await Send(stream, req, http::status::ok,
                               "text/plain; version=0.0.4; charset=utf-8", Metrics());
@@ -376,9 +376,8 @@ class SimServer {
     }
     if (post && (path == "/v1/chat/completions" || path == "/v1/completions")) {
       co_return co_await Completion(stream, req,
-                                    path == "/v1/completions"
-                                        ? kvindex::ApiKind::kCompletions
-                                        : kvindex::ApiKind::kChatCompletions);
+                                    path == "/v1/completions" ? kvindex::ApiKind::kCompletions
+                                                              : kvindex::ApiKind::kChatCompletions);
     }
     co_return co_await SendError(stream, req, http::status::not_found, "Not Found",
                                  "NotFoundError");
@@ -456,8 +455,7 @@ class SimServer {
     return *best;
   }
 
-  net::awaitable<bool> Completion(beast::tcp_stream& stream, Request& req,
-                                  kvindex::ApiKind api) {
+  net::awaitable<bool> Completion(beast::tcp_stream& stream, Request& req, kvindex::ApiKind api) {
     const uint64_t n = ++requests_;
     if (o_.faults.crash_after > 0 && n > o_.faults.crash_after) {
       spdlog::error("kvgate-sim: crashing on request {} (--crash-after {})", n,
@@ -485,14 +483,13 @@ class SimServer {
     }
     Parsed parsed;
     if (absl::Status s = Parse(req.body(), api, &parsed); !s.ok()) {
-      co_return co_await SendError(stream, req, http::status::bad_request,
-                                   std::string(s.message()), "BadRequestError", request_id);
+      co_return co_await SendError(stream, req, http::status::bad_request, std::string(s.message()),
+                                   "BadRequestError", request_id);
     }
     if (!parsed.model.empty() && parsed.model != o_.model) {
-      co_return co_await SendError(
-          stream, req, http::status::not_found,
-          common::StrCat("The model `", parsed.model, "` does not exist."), "NotFoundError",
-          request_id);
+      co_return co_await SendError(stream, req, http::status::not_found,
+                                   common::StrCat("The model `", parsed.model, "` does not exist."),
+                                   "NotFoundError", request_id);
     }
     const Profile& prof = o_.profile;
     const uint64_t total = parsed.prompt.size() + uint64_t{parsed.max_tokens};
@@ -558,13 +555,12 @@ class SimServer {
         common::AppendJsonString(body, text);
         body += ",";
       }
-      common::StrAppend(&body,
-                        "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],",
-                        "\"usage\":",
-                        UsageJson(pending->prompt_tokens,
-                                  static_cast<uint32_t>(pending->tokens.size()),
-                                  pending->cached_tokens),
-                        ",\"prompt_logprobs\":null,\"kv_transfer_params\":null}");
+      common::StrAppend(
+          &body, "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],",
+          "\"usage\":",
+          UsageJson(pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
+                    pending->cached_tokens),
+          ",\"prompt_logprobs\":null,\"kv_transfer_params\":null}");
       if (fault == Fault::kClose) co_return false;  // Connection closed, no answer.
       co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
                               request_id);
@@ -603,8 +599,8 @@ class SimServer {
                             "\"},\"logprobs\":null,\"finish_reason\":", fin,
                             last ? ",\"stop_reason\":null" : "", "}]}\n\n");
         } else {
-          common::StrAppend(&out, "data: ", prefix, ",\"choices\":[{\"index\":0,\"text\":\"",
-                            text, "\",\"logprobs\":null,\"finish_reason\":", fin,
+          common::StrAppend(&out, "data: ", prefix, ",\"choices\":[{\"index\":0,\"text\":\"", text,
+                            "\",\"logprobs\":null,\"finish_reason\":", fin,
                             ",\"stop_reason\":null}]}\n\n");
         }
         ++sent;
@@ -612,17 +608,17 @@ class SimServer {
       const bool done = pending->finished && sent == pending->tokens.size();
       if (done) {
         if (parsed.include_usage) {
-          common::StrAppend(&out, "data: ", prefix, ",\"choices\":[],\"usage\":",
-                            UsageJson(pending->prompt_tokens,
-                                      static_cast<uint32_t>(pending->tokens.size()),
-                                      pending->cached_tokens),
-                            "}\n\n");
+          common::StrAppend(
+              &out, "data: ", prefix, ",\"choices\":[],\"usage\":",
+              UsageJson(pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
+                        pending->cached_tokens),
+              "}\n\n");
         }
         out += "data: [DONE]\n\n";
       }
       if (!out.empty()) {
-        auto [ec, k] = co_await net::async_write(stream, http::make_chunk(net::buffer(out)),
-                                                 kNoThrow);
+        auto [ec, k] =
+            co_await net::async_write(stream, http::make_chunk(net::buffer(out)), kNoThrow);
         out.clear();
         if (ec) {
           runner.Abort(engine_id);
@@ -650,8 +646,8 @@ class SimServer {
     std::string m;
     common::AppendJsonString(m, o_.model);
     return common::StrCat("{\"object\":\"list\",\"data\":[{\"id\":", m,
-                          ",\"object\":\"model\",\"created\":0,\"owned_by\":\"vllm\",\"root\":",
-                          m, ",\"parent\":null,\"max_model_len\":", o_.profile.max_model_len,
+                          ",\"object\":\"model\",\"created\":0,\"owned_by\":\"vllm\",\"root\":", m,
+                          ",\"parent\":null,\"max_model_len\":", o_.profile.max_model_len,
                           ",\"permission\":[]}]}");
   }
 
@@ -699,9 +695,9 @@ class SimServer {
                             static_cast<double>(h.counts[i]), "\n");
         }
         common::StrAppend(&out, name, "_bucket", labels(*r, ",le=\"+Inf\""), " ",
-                          static_cast<double>(h.count), "\n", name, "_sum", labels(*r), " ",
-                          h.sum, "\n", name, "_count", labels(*r), " ",
-                          static_cast<double>(h.count), "\n");
+                          static_cast<double>(h.count), "\n", name, "_sum", labels(*r), " ", h.sum,
+                          "\n", name, "_count", labels(*r), " ", static_cast<double>(h.count),
+                          "\n");
       }
     };
     gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
@@ -731,8 +727,7 @@ class SimServer {
     }
     histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
               [](const EngineRunner& r) -> const Histogram& { return r.ttft(); });
-    histogram("vllm:e2e_request_latency_seconds",
-              "Histogram of e2e request latency in seconds.",
+    histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
               [](const EngineRunner& r) -> const Histogram& { return r.e2e(); });
     histogram("vllm:request_queue_time_seconds",
               "Histogram of time spent in WAITING phase for request.",
@@ -777,9 +772,7 @@ class SimServer {
 
 struct SimProcess::Impl {
   explicit Impl(SimOptions o)
-      : options(std::move(o)),
-        clock(std::chrono::steady_clock::now(), options.time_scale),
-        io(1) {}
+      : options(std::move(o)), clock(std::chrono::steady_clock::now(), options.time_scale), io(1) {}
   SimOptions options;
   SimClock clock;
   zmq::context_t zmq_context{1};

@@ -33,7 +33,8 @@ size_t ConsistentHashPolicy::Choose(const RouteRequest& request, absl::Span<cons
   Rebuild(c);
   if (scores != nullptr) {
     scores->assign(c.size(), {});
-    for (size_t i = 0; i < c.size(); ++i) (*scores)[i].score = static_cast<double>(c[i].load.in_flight);
+    for (size_t i = 0; i < c.size(); ++i)
+      (*scores)[i].score = static_cast<double>(c[i].load.in_flight);
   }
   const std::string_view key = request.session_key.empty() ? request.body : request.session_key;
   const uint64_t h = KeyHash(key);

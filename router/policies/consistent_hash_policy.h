@@ -32,7 +32,7 @@ class ConsistentHashPolicy : public RoutingPolicy {
   void Rebuild(absl::Span<const Candidate> candidates);
 
   const config::ConsistentHashPolicyConfig config_;
-  std::vector<uint32_t> ring_ids_;                  // worker ids the ring was built for
+  std::vector<uint32_t> ring_ids_;                   // worker ids the ring was built for
   std::vector<std::pair<uint64_t, uint32_t>> ring_;  // (point, worker id), sorted
 };
 

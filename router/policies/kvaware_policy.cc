@@ -16,7 +16,8 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, dou
   double gpu = c.cached_blocks[0] * bt;
   double host = std::max(0.0, (static_cast<double>(c.cached_blocks[1]) - c.cached_blocks[0]) * bt);
   double store = std::max(0.0, (static_cast<double>(c.cached_blocks[2]) -
-                                std::max(c.cached_blocks[0], c.cached_blocks[1])) * bt);
+                                std::max(c.cached_blocks[0], c.cached_blocks[1])) *
+                                   bt);
   if (gpu + host + store < config_.min_match_tokens) gpu = host = store = 0;
   gpu = std::min(gpu, prompt);
   host = std::min(host, prompt - gpu);
@@ -57,7 +58,8 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
       ++observed;
     }
   }
-  const double fleet_rate = observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
+  const double fleet_rate =
+      observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
   std::vector<double> score(c.size());
   std::vector<double> ttft(c.size());
   for (size_t i = 0; i < c.size(); ++i) {

@@ -15,7 +15,8 @@ RoutingPolicySharedPtr MakeRoutingPolicy(std::string_view name,
   if (name == "random") return std::make_shared<RandomPolicy>();
   if (name == "least_request") return std::make_shared<LeastRequestPolicy>();
   if (name == "power_of_two") return std::make_shared<PowerOfTwoPolicy>();
-  if (name == "consistent_hash") return std::make_shared<ConsistentHashPolicy>(config.consistent_hash);
+  if (name == "consistent_hash")
+    return std::make_shared<ConsistentHashPolicy>(config.consistent_hash);
   if (name == "cache_aware") return std::make_shared<CacheAwarePolicy>(config.cache_aware);
   if (name == "cost") return std::make_shared<CostPolicy>(config.cost);
   if (name == "weighted") return std::make_shared<WeightedPolicy>(config.weighted);

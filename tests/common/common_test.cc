@@ -46,8 +46,9 @@ TEST(Json, EscapesControlAndQuotes) {
 }
 
 TEST(Json, OpenAiErrorBody) {
-  EXPECT_EQ(OpenAiErrorBody("bad \"x\"", "invalid_request_error", "c1"),
-            R"({"error":{"message":"bad \"x\"","type":"invalid_request_error","param":null,"code":"c1"}})");
+  EXPECT_EQ(
+      OpenAiErrorBody("bad \"x\"", "invalid_request_error", "c1"),
+      R"({"error":{"message":"bad \"x\"","type":"invalid_request_error","param":null,"code":"c1"}})");
   EXPECT_NE(OpenAiErrorBody("m", "t", "").find(R"("code":null)"), std::string::npos);
 }
 

@@ -39,16 +39,17 @@ std::string EventContent(uint32_t i, uint32_t chunk_bytes) {
 std::string Event(uint32_t i, uint32_t chunk_bytes, const std::string& model,
                   const std::string& id) {
   return common::StrCat("data: {\"id\":\"chatcmpl-", id, "\",\"object\":\"chat.completion.chunk\",",
-                        "\"model\":\"", model, "\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"",
+                        "\"model\":\"", model,
+                        "\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"",
                         EventContent(i, chunk_bytes), "\"},\"finish_reason\":null}]}\n\n");
 }
 
 std::string FinalEvents(uint32_t chunks, const std::string& model, const std::string& id) {
-  return common::StrCat(
-      "data: {\"id\":\"chatcmpl-", id, "\",\"object\":\"chat.completion.chunk\",\"model\":\"",
-      model, "\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
-      "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
-      ",\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\ndata: [DONE]\n\n");
+  return common::StrCat("data: {\"id\":\"chatcmpl-", id,
+                        "\",\"object\":\"chat.completion.chunk\",\"model\":\"", model,
+                        "\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
+                        "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
+                        ",\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\ndata: [DONE]\n\n");
 }
 
 bool PeerClosed(tcp::socket& s) {
@@ -95,8 +96,8 @@ struct FakeUpstream::Impl {
     const std::string target(req.target());
     if (req.method() == http::verb::get && target == "/health") {
       health_checks.fetch_add(1);
-      co_return co_await Send(stream, healthy.load() ? http::status::ok
-                                                     : http::status::service_unavailable,
+      co_return co_await Send(stream,
+                              healthy.load() ? http::status::ok : http::status::service_unavailable,
                               "application/json", "{}", req);
     }
     if (req.method() == http::verb::get && target == "/metrics") {
@@ -137,9 +138,9 @@ struct FakeUpstream::Impl {
 
     const uint32_t status = HeaderUint(req, "x-fake-status", force_status.load());
     if (status != 0) {
-      co_return co_await Send(stream, static_cast<http::status>(status), "application/json",
-                              R"({"error":{"message":"fake failure","type":"server_error","code":null}})",
-                              req);
+      co_return co_await Send(
+          stream, static_cast<http::status>(status), "application/json",
+          R"({"error":{"message":"fake failure","type":"server_error","code":null}})", req);
     }
     std::string mode;
     if (auto it = req.find("x-fake-mode"); it != req.end()) mode = std::string(it->value());
@@ -209,8 +210,7 @@ struct FakeUpstream::Impl {
         co_return false;
       }
       const std::string ev = Event(i, chunk_bytes, options.model, id);
-      auto [ec, n] = co_await net::async_write(
-          stream, http::make_chunk(net::buffer(ev)), kNoThrow);
+      auto [ec, n] = co_await net::async_write(stream, http::make_chunk(net::buffer(ev)), kNoThrow);
       if (ec) {
         cancelled_count.fetch_add(1);
         co_return false;
@@ -223,7 +223,8 @@ struct FakeUpstream::Impl {
       co_return false;
     }
     const std::string fin = FinalEvents(chunks, options.model, id);
-    auto [ec1, n1] = co_await net::async_write(stream, http::make_chunk(net::buffer(fin)), kNoThrow);
+    auto [ec1, n1] =
+        co_await net::async_write(stream, http::make_chunk(net::buffer(fin)), kNoThrow);
     auto [ec2, n2] = co_await net::async_write(stream, http::make_chunk_last(), kNoThrow);
     if (ec1 || ec2) {
       cancelled_count.fetch_add(1);

@@ -52,11 +52,11 @@ class FakeUpstream {
   /// Lets the next event of every lockstep stream go out.
   void ReleaseChunk();
 
-  uint64_t requests() const;         // completion requests received
-  uint64_t health_checks() const;    // GET /health received
-  uint64_t cancelled() const;        // streams whose client (the gateway) went away early
+  uint64_t requests() const;       // completion requests received
+  uint64_t health_checks() const;  // GET /health received
+  uint64_t cancelled() const;      // streams whose client (the gateway) went away early
   uint64_t completed_streams() const;
-  int64_t active() const;            // requests being answered now
+  int64_t active() const;  // requests being answered now
   std::string last_request_id() const;
   std::string last_body() const;
   std::string last_header(const std::string& name) const;

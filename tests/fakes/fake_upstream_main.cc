@@ -1,11 +1,10 @@
 // kvgate-fake-upstream: the test suite's fake worker as a process, for `make demo` and the
 // proxy benchmark. Prints "port=N" once listening; runs until SIGTERM/SIGINT.
+#include <boost/asio.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
-
-#include <boost/asio.hpp>
 
 #include "common/strings.h"
 #include "tests/fakes/fake_upstream.h"

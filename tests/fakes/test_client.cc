@@ -62,7 +62,8 @@ HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& 
   }
   auto& res = parser.get();
   out.status = res.result_int();
-  for (const auto& f : res) out.headers[Lower(std::string(f.name_string()))] = std::string(f.value());
+  for (const auto& f : res)
+    out.headers[Lower(std::string(f.name_string()))] = std::string(f.value());
   out.body = std::move(res.body());
   return out;
 }
@@ -152,8 +153,8 @@ void StreamingRequest::Close() {
 
 std::string ChatBody(bool stream, size_t bytes, const std::string& model) {
   std::string content = "Write a haiku about caches.";
-  std::string body = common::StrCat(R"({"model":")", model,
-                                    R"(","messages":[{"role":"user","content":")");
+  std::string body =
+      common::StrCat(R"({"model":")", model, R"(","messages":[{"role":"user","content":")");
   const std::string tail = common::StrCat(R"("}],"stream":)", stream ? "true" : "false", "}");
   if (bytes > body.size() + content.size() + tail.size()) {
     content.append(bytes - body.size() - content.size() - tail.size(), 'a');

@@ -13,7 +13,7 @@
 namespace kvgate::testing {
 
 struct HttpResponse {
-  int status = 0;  // 0 when the request failed at the transport level
+  int status = 0;                              // 0 when the request failed at the transport level
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string error;

@@ -1,5 +1,8 @@
 // The gateway in-process against fake workers on loopback: proxying, streaming, failures,
 // limits, health, metrics, reload and drain.
+#include "router/gateway.h"
+
+#include <boost/asio.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -8,12 +11,9 @@
 #include <set>
 #include <thread>
 
-#include <boost/asio.hpp>
-
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
@@ -195,9 +195,9 @@ TEST_F(GatewayTest, CircuitBreakerEjectsDeadWorker) {
   StartGateway(c);
   for (int i = 0; i < 10; ++i) ASSERT_EQ(Chat(false).status, 200);
   // Two connection failures opened the breaker; later requests never tried the dead worker.
-  EXPECT_THAT(gateway_->MetricsText(),
-              HasSubstr(common::StrCat("kvgate_upstream_connect_errors_total{worker=\"", dead,
-                                       "\"} 2")));
+  EXPECT_THAT(
+      gateway_->MetricsText(),
+      HasSubstr(common::StrCat("kvgate_upstream_connect_errors_total{worker=\"", dead, "\"} 2")));
 }
 
 TEST_F(GatewayTest, AllWorkersDeadGives503Json) {
@@ -230,7 +230,8 @@ TEST_F(GatewayTest, ServerErrorBeforeFirstByteIsRetriedElsewhere) {
   }
   EXPECT_GE(bad.requests(), 3u);
   EXPECT_EQ(good.requests(), 6u);
-  EXPECT_THAT(gateway_->MetricsText(), HasSubstr(R"(kvgate_upstream_retries_total{reason="status_5xx"})"));
+  EXPECT_THAT(gateway_->MetricsText(),
+              HasSubstr(R"(kvgate_upstream_retries_total{reason="status_5xx"})"));
 }
 
 TEST_F(GatewayTest, LastAttemptServerErrorIsRelayed) {
@@ -301,9 +302,9 @@ TEST_F(GatewayTest, ChunkedBodyOverLimitGives413) {
 
 TEST_F(GatewayTest, OversizedHeaderGives431) {
   StartWithOneFake();
-  ExpectOpenAiError(
-      Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false), {{"x-big", std::string(20000, 'h')}}),
-      431);
+  ExpectOpenAiError(Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false),
+                          {{"x-big", std::string(20000, 'h')}}),
+                    431);
 }
 
 TEST_F(GatewayTest, UnknownRoutesAndMethods) {
@@ -319,14 +320,15 @@ TEST_F(GatewayTest, UnknownModelGives404) {
   AddWorker(c, f.url());
   c.workers[0].models = {"fake-model"};
   StartGateway(c);
-  ExpectOpenAiError(
-      Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false, 0, "other-model")), 404);
+  ExpectOpenAiError(Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false, 0, "other-model")),
+                    404);
   EXPECT_EQ(Chat(false).status, 200);
 }
 
 TEST_F(GatewayTest, OtherV1PostsPassThrough) {
   FakeUpstream& f = StartWithOneFake();
-  const HttpResponse r = Fetch(port_, "POST", "/v1/embeddings", R"({"input":"x","model":"fake-model"})");
+  const HttpResponse r =
+      Fetch(port_, "POST", "/v1/embeddings", R"({"input":"x","model":"fake-model"})");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(f.last_body(), R"({"input":"x","model":"fake-model"})");
 }
@@ -424,15 +426,20 @@ TEST_F(GatewayTest, MetricsPassPromtool) {
   EXPECT_THAT(m.Header("content-type"), HasSubstr("text/plain"));
   for (const char* name :
        {"kvgate_http_requests_total", "kvgate_http_request_duration_seconds_bucket",
-        "kvgate_upstream_time_to_first_byte_seconds_bucket", "kvgate_router_overhead_seconds_bucket",
-        "kvgate_worker_in_flight_requests", "kvgate_upstream_connect_errors_total",
-        "kvgate_worker_healthy"}) {
+        "kvgate_upstream_time_to_first_byte_seconds_bucket",
+        "kvgate_router_overhead_seconds_bucket", "kvgate_worker_in_flight_requests",
+        "kvgate_upstream_connect_errors_total", "kvgate_worker_healthy"}) {
     EXPECT_THAT(m.body, HasSubstr(name));
   }
-  EXPECT_THAT(m.body, HasSubstr(common::StrCat(
-                          R"(kvgate_http_requests_total{code="200",endpoint="/v1/chat/completions",worker=")",
-                          f.url(), "\"} 2")));
-  EXPECT_THAT(m.body, HasSubstr(R"(kvgate_http_requests_total{code="400",endpoint="/v1/chat/completions",worker=""} 1)"));
+  EXPECT_THAT(
+      m.body,
+      HasSubstr(common::StrCat(
+          R"(kvgate_http_requests_total{code="200",endpoint="/v1/chat/completions",worker=")",
+          f.url(), "\"} 2")));
+  EXPECT_THAT(
+      m.body,
+      HasSubstr(
+          R"(kvgate_http_requests_total{code="400",endpoint="/v1/chat/completions",worker=""} 1)"));
   const std::string path = WriteTempFile("metrics.txt", m.body);
   ASSERT_EQ(std::system("command -v promtool >/dev/null"), 0)
       << "promtool (Debian package prometheus) is required; run scripts/setup";
@@ -595,8 +602,8 @@ TEST_F(KvAwareGatewayTest, SeparateAdminListenerWithToken) {
 }
 
 TEST_F(KvAwareGatewayTest, EveryPolicyServesTraffic) {
-  for (const char* p : {"round_robin", "random", "least_request", "power_of_two",
-                        "consistent_hash", "cache_aware", "cost", "weighted", "kvaware"}) {
+  for (const char* p : {"round_robin", "random", "least_request", "power_of_two", "consistent_hash",
+                        "cache_aware", "cost", "weighted", "kvaware"}) {
     fakes_.clear();
     if (gateway_) gateway_->Stop();
     StartFleet(3, p);

@@ -36,9 +36,10 @@ class Process : public ChildProcess {
 };
 
 std::string ConfigYaml(const std::vector<std::string>& workers) {
-  std::string y = "listen: \"127.0.0.1:0\"\nthreads: 1\nhealth_check: {enabled: false}\n"
-                  "routing: {policy: round_robin}\n"
-                  "drain_timeout_ms: 10000\nworkers:\n";
+  std::string y =
+      "listen: \"127.0.0.1:0\"\nthreads: 1\nhealth_check: {enabled: false}\n"
+      "routing: {policy: round_robin}\n"
+      "drain_timeout_ms: 10000\nworkers:\n";
   for (const auto& w : workers) y += "  - url: " + w + "\n";
   return y;
 }

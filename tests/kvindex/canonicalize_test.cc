@@ -28,8 +28,7 @@ absl::Status ChatStatus(std::string_view body) {
 
 std::vector<BlockHash> Hashes(const std::string& canonical, uint32_t block = 64) {
   std::vector<BlockHash> out;
-  HashTextBlocks(canonical, RootSeed(NamespaceSeed({"m", "", ""}), PromptKind::kChat), block,
-                 &out);
+  HashTextBlocks(canonical, RootSeed(NamespaceSeed({"m", "", ""}), PromptKind::kChat), block, &out);
   return out;
 }
 
@@ -123,16 +122,16 @@ TEST(CanonicalizeTest, AppendingAMessageKeepsEarlierBlocks) {
 }
 
 TEST(CanonicalizeTest, MessageBoundariesAreUnambiguous) {
-  const std::string a = Chat(
-      R"({"messages":[{"role":"user","content":"ab"},{"role":"user","content":"c"}]})");
-  const std::string b = Chat(
-      R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"bc"}]})");
+  const std::string a =
+      Chat(R"({"messages":[{"role":"user","content":"ab"},{"role":"user","content":"c"}]})");
+  const std::string b =
+      Chat(R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"bc"}]})");
   const std::string c = Chat(R"({"messages":[{"role":"user","content":"abc"}]})");
   EXPECT_NE(a, b);
   EXPECT_NE(a, c);
   // Framing bytes inside content are escaped and cannot forge a boundary.
-  const std::string forged = Chat(absl::StrCat(
-      R"({"messages":[{"role":"user","content":"ab\u0003\u0001ruser\u0002tc"}]})"));
+  const std::string forged = Chat(
+      absl::StrCat(R"({"messages":[{"role":"user","content":"ab\u0003\u0001ruser\u0002tc"}]})"));
   EXPECT_NE(forged, a);
   EXPECT_EQ(forged.find('\x03'), forged.size() - 1);
   // Roles matter.
@@ -181,9 +180,9 @@ TEST(CanonicalizeTest, ToolsAffectStreamAndComeFirst) {
 
 TEST(CanonicalizeTest, ToolCallArgumentsAndIdsMatter) {
   auto call = [](const std::string& args, const std::string& id) {
-    return Chat(absl::StrCat(
-        R"({"messages":[{"role":"assistant","tool_calls":[{"id":")", id,
-        R"(","type":"function","function":{"name":"f","arguments":")", args, R"("}}]}]})"));
+    return Chat(absl::StrCat(R"({"messages":[{"role":"assistant","tool_calls":[{"id":")", id,
+                             R"(","type":"function","function":{"name":"f","arguments":")", args,
+                             R"("}}]}]})"));
   };
   EXPECT_NE(call("{}", "a"), call("{ }", "a"));
   EXPECT_NE(call("{}", "a"), call("{}", "b"));
@@ -275,9 +274,9 @@ TEST(CanonicalizeTest, Completions) {
   EXPECT_EQ(list->prompts[1].tokens, (std::vector<uint32_t>{7, 8}));
   EXPECT_EQ(list->prompts[2].bytes, "b");
 
-  for (const char* bad : {R"({"prompt":[1,"a"]})", R"({"prompt":["a",1]})",
-                          R"({"prompt":[-1]})", R"({"prompt":[4294967296]})",
-                          R"({"prompt":[1.5]})", R"({"prompt":{}})", R"({})"}) {
+  for (const char* bad :
+       {R"({"prompt":[1,"a"]})", R"({"prompt":["a",1]})", R"({"prompt":[-1]})",
+        R"({"prompt":[4294967296]})", R"({"prompt":[1.5]})", R"({"prompt":{}})", R"({})"}) {
     EXPECT_EQ(c.Canonicalize(bad, ApiKind::kCompletions).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;

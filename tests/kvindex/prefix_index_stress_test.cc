@@ -45,8 +45,8 @@ TEST(PrefixIndexStressTest, ConcurrentMatchInsertRemove) {
         const auto chain = Chain(rng() % 50, 32 + rng() % 200);
         switch (rng() % 10) {
           case 0:
-            index.Remove(h, std::vector<BlockHash>(chain.begin() + rng() % chain.size(),
-                                                    chain.end()), t);
+            index.Remove(
+                h, std::vector<BlockHash>(chain.begin() + rng() % chain.size(), chain.end()), t);
             break;
           case 1:
             index.Remove(h, {chain[rng() % chain.size()]}, t);

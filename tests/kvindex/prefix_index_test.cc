@@ -54,8 +54,8 @@ TEST(PrefixIndexTest, AnyTierCombinesTiers) {
   PrefixIndex index;
   const auto chain = MakeChain(3, 20);
   ASSERT_TRUE(index.Insert(kA, absl::MakeSpan(chain).first(5), Tier::kGpu).ok());
-  ASSERT_TRUE(index.InsertAfter(kA, std::nullopt, absl::MakeSpan(chain).first(12),
-                                Tier::kHost).ok());
+  ASSERT_TRUE(
+      index.InsertAfter(kA, std::nullopt, absl::MakeSpan(chain).first(12), Tier::kHost).ok());
   auto r = index.Match(chain, {kA});
   EXPECT_EQ(r[0].blocks[0], 5u);
   EXPECT_EQ(r[0].blocks[1], 12u);
@@ -402,8 +402,8 @@ TEST_P(PrefixIndexPropertyTest, MatchesReferenceModel) {
       for (size_t i = 0; i < eligible.size(); ++i) {
         const MatchResult want = ref.Match(chain, eligible[i]);
         ASSERT_EQ(got[i].holder, eligible[i]);
-        ASSERT_EQ(got[i].blocks, want.blocks) << "holder " << eligible[i].worker << "/"
-                                              << eligible[i].dp_rank;
+        ASSERT_EQ(got[i].blocks, want.blocks)
+            << "holder " << eligible[i].worker << "/" << eligible[i].dp_rank;
         ASSERT_EQ(got[i].any_tier_blocks, want.any_tier_blocks);
       }
     }
@@ -419,17 +419,13 @@ TEST_P(PrefixIndexPropertyTest, MatchesReferenceModel) {
 }
 
 // 10^5 operations in total over 1-64 holders, 3 tiers.
-INSTANTIATE_TEST_SUITE_P(Random, PrefixIndexPropertyTest,
-                         ::testing::Values(PropertyParams{1, 1, 10000, 64},
-                                           PropertyParams{2, 2, 10000, 1},
-                                           PropertyParams{3, 4, 10000, 64},
-                                           PropertyParams{4, 7, 10000, 4},
-                                           PropertyParams{5, 16, 10000, 64},
-                                           PropertyParams{6, 32, 10000, 16},
-                                           PropertyParams{7, 64, 10000, 64},
-                                           PropertyParams{8, 64, 10000, 2},
-                                           PropertyParams{9, 3, 10000, 64},
-                                           PropertyParams{10, 48, 10000, 64}));
+INSTANTIATE_TEST_SUITE_P(
+    Random, PrefixIndexPropertyTest,
+    ::testing::Values(PropertyParams{1, 1, 10000, 64}, PropertyParams{2, 2, 10000, 1},
+                      PropertyParams{3, 4, 10000, 64}, PropertyParams{4, 7, 10000, 4},
+                      PropertyParams{5, 16, 10000, 64}, PropertyParams{6, 32, 10000, 16},
+                      PropertyParams{7, 64, 10000, 64}, PropertyParams{8, 64, 10000, 2},
+                      PropertyParams{9, 3, 10000, 64}, PropertyParams{10, 48, 10000, 64}));
 
 }  // namespace
 }  // namespace kvgate::kvindex

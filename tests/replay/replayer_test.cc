@@ -17,7 +17,6 @@
 #include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
 
-
 namespace kvgate::replay {
 namespace {
 

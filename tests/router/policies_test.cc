@@ -108,8 +108,8 @@ TEST_F(PolicyTest, PowerOfTwoPicksLessLoadedOfSample) {
   PowerOfTwoPolicy p;
   std::map<size_t, int> count;
   for (uint64_t s = 0; s < 2000; ++s) ++count[Choose(p, s)];
-  EXPECT_EQ(count[4], 0);          // the busiest one always loses its comparison
-  EXPECT_GT(count[0], count[3]);   // the idlest wins every sample it is in
+  EXPECT_EQ(count[4], 0);         // the busiest one always loses its comparison
+  EXPECT_GT(count[0], count[3]);  // the idlest wins every sample it is in
 }
 
 TEST_F(PolicyTest, ConsistentHashIsStickyAndMovesFewKeys) {
@@ -162,14 +162,14 @@ TEST_F(PolicyTest, CacheAwareFollowsSglangRule) {
   candidates_[1].load.in_flight = 2;
   candidates_[2].load.in_flight = 9;
   candidates_[2].cached_blocks[0] = 25;  // 400 tokens = 40% > 30%
-  EXPECT_EQ(Choose(p), 2u);               // balanced (9-2 <= 64): cache wins
+  EXPECT_EQ(Choose(p), 2u);              // balanced (9-2 <= 64): cache wins
   candidates_[2].cached_blocks[0] = 15;  // 240 tokens = 24%: below threshold
-  EXPECT_EQ(Choose(p), 1u);               // least loaded
+  EXPECT_EQ(Choose(p), 1u);              // least loaded
   candidates_[2].cached_blocks[0] = 60;
-  candidates_[2].load.in_flight = 100;   // 100-2 > 64 and 100 > 2*1.5: imbalanced
+  candidates_[2].load.in_flight = 100;  // 100-2 > 64 and 100 > 2*1.5: imbalanced
   EXPECT_EQ(Choose(p), 1u);
-  candidates_[1].load.in_flight = 70;    // 100-5 > 64 but 100 < 5*1.5? no: 100 > 7.5 -> still
-  candidates_[0].load.in_flight = 80;    // max-min = 30: balanced again
+  candidates_[1].load.in_flight = 70;  // 100-5 > 64 but 100 < 5*1.5? no: 100 > 7.5 -> still
+  candidates_[0].load.in_flight = 80;  // max-min = 30: balanced again
   EXPECT_EQ(Choose(p), 2u);
 }
 
@@ -205,7 +205,7 @@ TEST_F(PolicyTest, CostCountsQueueAndTiers) {
   MakeWorkers(2);
   CostPolicy p(config::CostPolicyConfig{});
   request_.block_tokens = 16;
-  request_.prompt_tokens = 1600;  // 100 blocks
+  request_.prompt_tokens = 1600;                         // 100 blocks
   candidates_[0].load.pending_prefill_tokens = 16 * 40;  // 40 blocks queued
   candidates_[1].cached_blocks[1] = 100;                 // all on host: 0.75 credit
   EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[0]), 140 + 100);
@@ -274,7 +274,7 @@ TEST_F(KvAwareTest, MinMatchIgnoresShortHits) {
 }
 
 TEST_F(KvAwareTest, HostAndStoreHitsAreCheaperThanRecompute) {
-  KvAwarePolicy p(cfg_);  // host 200k tok/s, store 100k tok/s
+  KvAwarePolicy p(cfg_);                   // host 200k tok/s, store 100k tok/s
   candidates_[0].cached_blocks[1] = 1000;  // all 16000 tokens on host: 0.08 s
   candidates_[1].cached_blocks[2] = 1000;  // all in the store: 0.16 s
   EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 0.08, 1e-9);
@@ -307,8 +307,8 @@ TEST_F(KvAwareTest, TiesBetweenIdleWorkersSpread) {
 }
 
 TEST(PolicyFactory, EveryConfiguredNameBuilds) {
-  for (const char* n : {"round_robin", "random", "least_request", "power_of_two",
-                        "consistent_hash", "cache_aware", "cost", "weighted", "kvaware"}) {
+  for (const char* n : {"round_robin", "random", "least_request", "power_of_two", "consistent_hash",
+                        "cache_aware", "cost", "weighted", "kvaware"}) {
     auto p = MakeRoutingPolicy(n);
     ASSERT_NE(p, nullptr) << n;
     EXPECT_EQ(p->name(), n);

@@ -8,7 +8,8 @@ namespace {
 absl::StatusOr<RequestInfo> Parse(std::string body) { return ParseRequestInfo(body); }
 
 TEST(RequestInfo, ExtractsModelStreamUser) {
-  auto i = Parse(R"({"messages":[{"role":"user","content":"x"}],"model":"m\u00e9","stream":true,"user":"u1"})");
+  auto i = Parse(
+      R"({"messages":[{"role":"user","content":"x"}],"model":"m\u00e9","stream":true,"user":"u1"})");
   ASSERT_TRUE(i.ok()) << i.status();
   EXPECT_EQ(i->model, "m\xc3\xa9");
   EXPECT_TRUE(i->stream);

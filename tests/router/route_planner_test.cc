@@ -42,8 +42,8 @@ class PlannerTest : public ::testing::Test {
     for (size_t i = 0; i < n; ++i) {
       config::WorkerConfig c;
       c.url = *common::ParseHttpUrl(common::StrCat("http://w", i, ":8000"));
-      workers_.push_back(
-          std::make_shared<Worker>(c, metrics_.ForWorker(c.url.ToString()), static_cast<uint32_t>(i)));
+      workers_.push_back(std::make_shared<Worker>(c, metrics_.ForWorker(c.url.ToString()),
+                                                  static_cast<uint32_t>(i)));
       raw_.push_back(workers_.back().get());
     }
   }
@@ -89,7 +89,8 @@ TEST_F(PlannerTest, BurstOnOnePrefixStaysWithinFairShareAndSecondWaveHits) {
   std::vector<PreparedPrompt> prompts(64);
   std::map<size_t, int> count;
   for (int i = 0; i < 64; ++i) {
-    const std::string body = Chat({{"system", prefix}, {"user", Text(common::StrCat("q", i), 300)}});
+    const std::string body =
+        Chat({{"system", prefix}, {"user", Text(common::StrCat("q", i), 300)}});
     RouteRequest r;
     Decision d = Route(body, &prompts[i], &r);
     ++count[IndexOf(d.worker)];
@@ -102,7 +103,8 @@ TEST_F(PlannerTest, BurstOnOnePrefixStaysWithinFairShareAndSecondWaveHits) {
 
   // Second wave: the prefix is cached wherever each request goes.
   for (int i = 0; i < 64; ++i) {
-    const std::string body = Chat({{"system", prefix}, {"user", Text(common::StrCat("z", i), 300)}});
+    const std::string body =
+        Chat({{"system", prefix}, {"user", Text(common::StrCat("z", i), 300)}});
     PreparedPrompt p;
     RouteRequest r;
     Decision d = Route(body, &p, &r);
@@ -118,7 +120,8 @@ TEST_F(PlannerTest, SharedSystemPromptSpreadsSessionsAndLaterTurnsStay) {
   std::vector<Worker*> first(kSessions);
   std::map<size_t, int> sessions;
   for (int s = 0; s < kSessions; ++s) {
-    const std::string body = Chat({{"system", system}, {"user", Text(common::StrCat("u", s), 600)}});
+    const std::string body =
+        Chat({{"system", system}, {"user", Text(common::StrCat("u", s), 600)}});
     PreparedPrompt p;
     RouteRequest r;
     Decision d = Route(body, &p, &r);
@@ -186,8 +189,8 @@ TEST_F(PlannerTest, ReconciliationDropsBlocksTheWorkerDidNotHave) {
   Worker* w = d1.worker;
   Finish(r1, d1);
 
-  const std::string turn2 = Chat({{"user", Text("session", 16000)}, {"assistant", "ok"},
-                                  {"user", Text("more", 2000)}});
+  const std::string turn2 =
+      Chat({{"user", Text("session", 16000)}, {"assistant", "ok"}, {"user", Text("more", 2000)}});
   PreparedPrompt p2;
   RouteRequest r2;
   Decision d2 = Route(turn2, &p2, &r2);

@@ -7,7 +7,8 @@ namespace {
 
 TEST(UsageScanner, FindsUsageInJson) {
   UsageScanner s;
-  s.Feed(R"({"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024}}})");
+  s.Feed(
+      R"({"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024}}})");
   EXPECT_EQ(s.prompt_tokens(), 1200);
   EXPECT_EQ(s.cached_tokens(), 1024);
 }

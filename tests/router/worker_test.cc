@@ -1,5 +1,6 @@
-#include "gtest/gtest.h"
 #include "router/worker.h"
+
+#include "gtest/gtest.h"
 
 namespace kvgate::router {
 namespace {

@@ -13,8 +13,8 @@ absl::StatusOr<SimOptions> Parse(std::vector<const char*> args) {
 TEST(SimCli, FlagsAndProfileOverrides) {
   auto o = Parse({"--port", "0", "--workers=3", "--dp-size", "2", "--time-scale", "0.05",
                   "--num-gpu-blocks", "100", "--kv-events-endpoint", "tcp://*:5557",
-                  "--kv-events-encoding", "map", "--kv-events-bind", "--fault-error-rate",
-                  "0.1", "--model", "m"});
+                  "--kv-events-encoding", "map", "--kv-events-bind", "--fault-error-rate", "0.1",
+                  "--model", "m"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->base_port, 0);
   EXPECT_EQ(o->workers, 3u);
@@ -41,8 +41,8 @@ TEST(SimCli, RejectsBadInput) {
 }
 
 TEST(SimCli, ShippedProfileLoads) {
-  auto p = LoadProfile(std::string(KVGATE_TEST_SOURCE_DIR) +
-                       "/bench/sim/profiles/llama3-8b-h100.yaml");
+  auto p =
+      LoadProfile(std::string(KVGATE_TEST_SOURCE_DIR) + "/bench/sim/profiles/llama3-8b-h100.yaml");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->num_gpu_blocks, 26000u);
   EXPECT_EQ(p->block_size, 16u);

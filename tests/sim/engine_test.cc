@@ -165,7 +165,7 @@ std::vector<std::string> Replay(uint64_t seed) {
   auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
   for (uint64_t i = 0; i < 30; ++i) {
     const uint32_t share = static_cast<uint32_t>(next() >> 60) % 3;
-    reqs.push_back({i, Prompt(20 + static_cast<uint32_t>(next() >> 58), share * 1000), 
+    reqs.push_back({i, Prompt(20 + static_cast<uint32_t>(next() >> 58), share * 1000),
                     1 + static_cast<uint32_t>(next() >> 60), i * 0.02});
   }
   std::vector<std::string> log;

@@ -41,7 +41,7 @@ TEST(GatewayEndToEnd, ProxiesToTheSimulatorAndStreamsIncrementally) {
   ASSERT_TRUE(sim.Start().ok());
   sim.StartThread();
   testing::ChildProcess gw({binary, "--listen", "127.0.0.1:0", "--worker",
-                           common::StrCat("http://127.0.0.1:", sim.ports()[0]), "--threads", "1"});
+                            common::StrCat("http://127.0.0.1:", sim.ports()[0]), "--threads", "1"});
   const uint16_t port = gw.Port();
   ASSERT_NE(port, 0) << gw.Log();
 

@@ -1,8 +1,7 @@
 #include "bench/sim/kv_events.h"
 
-#include <zmq.hpp>
-
 #include <chrono>
+#include <zmq.hpp>
 
 #include "gtest/gtest.h"
 
@@ -37,8 +36,18 @@ TEST(EncodeEventBatch, LegacyArrayMatchesReferenceBytes) {
   EncodeEventBatch(kTs, events, 0, EventEncoding::kArray, &out);
   EXPECT_EQ(out.size(), 57u);
   EXPECT_EQ(Hex(out),
-            "93cb41daa8dbe0359fe7" "91" "98" "ab426c6f636b53746f726564" "91cfdab89baa7b5857c0"
-            "c0" "94ce0002505ccd0368ccc6cd2368" "04" "c0" "a3475055" "c0" "00");
+            "93cb41daa8dbe0359fe7"
+            "91"
+            "98"
+            "ab426c6f636b53746f726564"
+            "91cfdab89baa7b5857c0"
+            "c0"
+            "94ce0002505ccd0368ccc6cd2368"
+            "04"
+            "c0"
+            "a3475055"
+            "c0"
+            "00");
 }
 
 TEST(EncodeEventBatch, RemovedAndCleared) {
@@ -50,12 +59,17 @@ TEST(EncodeEventBatch, RemovedAndCleared) {
   std::string out;
   const KvEvent a[] = {removed};
   EncodeEventBatch(kTs, a, 0, EventEncoding::kArray, &out);
-  EXPECT_EQ(Hex(out).substr(20), "9193ac426c6f636b52656d6f766564" "91cfdab89baa7b5857c0"
-                                 "a3475055" "00");
+  EXPECT_EQ(Hex(out).substr(20),
+            "9193ac426c6f636b52656d6f766564"
+            "91cfdab89baa7b5857c0"
+            "a3475055"
+            "00");
   out.clear();
   const KvEvent b[] = {cleared};
   EncodeEventBatch(kTs, b, 0, EventEncoding::kArray, &out);
-  EXPECT_EQ(Hex(out).substr(20), "9191b0416c6c426c6f636b73436c6561726564" "00");
+  EXPECT_EQ(Hex(out).substr(20),
+            "9191b0416c6c426c6f636b73436c6561726564"
+            "00");
 }
 
 TEST(EncodeEventBatch, MapFormKeysFieldsByName) {
@@ -67,8 +81,12 @@ TEST(EncodeEventBatch, MapFormKeysFieldsByName) {
   EXPECT_EQ(hex.substr(0, 20), "93cb41daa8dbe0359fe7");
   EXPECT_EQ(hex.substr(20, 4), "9188");
   EXPECT_EQ(hex.substr(24, 10), "a474797065");  // "type"
-  EXPECT_NE(hex.find("ac626c6f636b5f686173686573" "91cfdab89baa7b5857c0"), std::string::npos);
-  EXPECT_NE(hex.find("a66d656469756d" "a3475055"), std::string::npos);  // medium: "GPU"
+  EXPECT_NE(hex.find("ac626c6f636b5f686173686573"
+                     "91cfdab89baa7b5857c0"),
+            std::string::npos);
+  EXPECT_NE(hex.find("a66d656469756d"
+                     "a3475055"),
+            std::string::npos);  // medium: "GPU"
   EXPECT_EQ(hex.substr(hex.size() - 2), "02");
 }
 

@@ -13,9 +13,9 @@
 namespace kvgate::sim {
 namespace {
 
+using testing::Fetch;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Fetch;
 using testing::StreamingRequest;
 
 // 600 bytes of chat content: 150+ tokens, so 9+ full blocks.
@@ -69,16 +69,13 @@ TEST_F(SimServerTest, NonStreamingChatIsDeterministicAndReportsCachedTokens) {
   ASSERT_TRUE(std::regex_search(a.body, m, std::regex(R"re("prompt_tokens":([0-9]+))re")));
   const int prompt = std::stoi(m[1]);
   EXPECT_EQ(CachedTokens(b.body), prompt / 16 * 16);  // Every full block.
-  auto content = [](const std::string& body) {
-    return body.substr(body.find("\"content\":"), 40);
-  };
+  auto content = [](const std::string& body) { return body.substr(body.find("\"content\":"), 40); };
   EXPECT_EQ(content(a.body), content(b.body));
 }
 
 TEST_F(SimServerTest, StreamingChatFollowsVllmFraming) {
   StartSim();
-  StreamingRequest s(port_, "/v1/chat/completions", Chat(true, 4, true),
-                     {{"x-request-id", "s1"}});
+  StreamingRequest s(port_, "/v1/chat/completions", Chat(true, 4, true), {{"x-request-id", "s1"}});
   ASSERT_TRUE(s.ReadHeader());
   EXPECT_EQ(s.status(), 200);
   EXPECT_THAT(s.Header("content-type"), HasSubstr("text/event-stream"));
@@ -121,9 +118,9 @@ TEST_F(SimServerTest, CompletionsTextAndTokenPrompts) {
   EXPECT_THAT(b.body, HasSubstr("data: [DONE]"));
   EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", R"({"prompt":"x","model":"nope"})").status,
             404);
-  EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", R"({"prompt":"x","max_tokens":999999999})")
-                .status,
-            400);
+  EXPECT_EQ(
+      Fetch(port_, "POST", "/v1/completions", R"({"prompt":"x","max_tokens":999999999})").status,
+      400);
   EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", "not json").status, 400);
 }
 
@@ -153,17 +150,17 @@ TEST_F(SimServerTest, ModelsHealthAndMetrics) {
 
 TEST_F(SimServerTest, DataParallelRankHeaderPicksTheEngine) {
   StartSim(2);
-  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 2),
-                  {{"x-data-parallel-rank", "1"}})
-                .status,
-            200);
+  ASSERT_EQ(
+      Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 2), {{"x-data-parallel-rank", "1"}})
+          .status,
+      200);
   const std::string m = Fetch(port_, "GET", "/metrics").body;
   EXPECT_THAT(m, HasSubstr(R"(vllm:generation_tokens_total{engine="1",model_name="sim-model"} 2)"));
   EXPECT_THAT(m, HasSubstr(R"(vllm:generation_tokens_total{engine="0",model_name="sim-model"} 0)"));
-  EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 2),
-                  {{"x-data-parallel-rank", "2"}})
-                .status,
-            400);
+  EXPECT_EQ(
+      Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 2), {{"x-data-parallel-rank", "2"}})
+          .status,
+      400);
 }
 
 TEST_F(SimServerTest, InjectedFaults) {
@@ -171,8 +168,7 @@ TEST_F(SimServerTest, InjectedFaults) {
   auto e = Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 2), {{"x-sim-fault", "error"}});
   EXPECT_EQ(e.status, 500);
   EXPECT_THAT(e.body, HasSubstr("\"error\""));
-  StreamingRequest s(port_, "/v1/chat/completions", Chat(true, 8),
-                     {{"x-sim-fault", "close-mid"}});
+  StreamingRequest s(port_, "/v1/chat/completions", Chat(true, 8), {{"x-sim-fault", "close-mid"}});
   ASSERT_TRUE(s.ReadHeader());
   const std::string cut = s.ReadAll(std::chrono::seconds(10));
   EXPECT_THAT(cut, Not(HasSubstr("[DONE]")));
