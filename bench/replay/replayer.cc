@@ -518,6 +518,24 @@ std::vector<PlannedConversation> PlanConversations(const std::vector<AgentSessio
   return plan;
 }
 
+namespace {
+
+// The trace's own bounds for the requests the replay sends, in its order.
+BoundsSummary SummarizeBounds(const std::vector<BoundsRequest>& requests,
+                              uint64_t capacity_tokens) {
+  BoundsSummary b;
+  const ReuseResult ideal = IdealReuse(requests);
+  b.computed = true;
+  b.input_tokens = ideal.input_tokens;
+  b.ideal_reuse_ratio = ideal.ratio();
+  b.capacity_tokens = capacity_tokens;
+  b.pooled_lru_reuse_ratio =
+      capacity_tokens > 0 ? PooledLruReuse(requests, capacity_tokens).ratio() : NAN;
+  return b;
+}
+
+}  // namespace
+
 absl::StatusOr<ReplayResult> RunMooncake(const std::vector<MooncakeRequest>& trace,
                                          const ReplayOptions& options) {
   auto result = RunOn(options, [&](Session& s) { return RunOpenLoop(s, trace); });
@@ -538,17 +556,7 @@ absl::StatusOr<ReplayResult> RunMooncake(const std::vector<MooncakeRequest>& tra
       sent.resize(options.max_requests);
     }
     const auto requests = MooncakeBoundsRequests(sent);
-    BoundsSummary& b = result->report.bounds;
-    const ReuseResult ideal = IdealReuse(requests);
-    b.computed = true;
-    b.input_tokens = ideal.input_tokens;
-    b.ideal_reuse_ratio = ideal.ratio();
-    b.capacity_tokens = options.fleet_capacity_tokens;
-    if (options.fleet_capacity_tokens > 0) {
-      b.pooled_lru_reuse_ratio = PooledLruReuse(requests, options.fleet_capacity_tokens).ratio();
-    } else {
-      b.pooled_lru_reuse_ratio = NAN;
-    }
+    result->report.bounds = SummarizeBounds(requests, options.fleet_capacity_tokens);
   }
   return result;
 }
@@ -566,17 +574,7 @@ absl::StatusOr<ReplayResult> RunAgentic(const std::vector<AgentSession>& session
   if (options.compute_bounds) {
     const auto requests =
         AgenticBoundsRequests(PlanConversations(sessions, options), options.share_prefix);
-    BoundsSummary& b = result->report.bounds;
-    const ReuseResult ideal = IdealReuse(requests);
-    b.computed = true;
-    b.input_tokens = ideal.input_tokens;
-    b.ideal_reuse_ratio = ideal.ratio();
-    b.capacity_tokens = options.fleet_capacity_tokens;
-    if (options.fleet_capacity_tokens > 0) {
-      b.pooled_lru_reuse_ratio = PooledLruReuse(requests, options.fleet_capacity_tokens).ratio();
-    } else {
-      b.pooled_lru_reuse_ratio = NAN;
-    }
+    result->report.bounds = SummarizeBounds(requests, options.fleet_capacity_tokens);
   }
   return result;
 }
