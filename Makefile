@@ -7,7 +7,8 @@ BINARIES := kvgate kvgate-fake-upstream kvgate-sim kvgate-replay kvindex_bench
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup build debug test test-debug test-asan test-tsan test-fuzz demo bench format clean
+.PHONY: all setup build debug test test-debug test-asan test-tsan test-fuzz test-demo demo bench \
+	format clean
 
 all: build
 
@@ -44,7 +45,11 @@ test-fuzz: setup
 	@if [ -x tests/fuzz/run_fuzzers.sh ] || [ -f tests/fuzz/run_fuzzers.sh ]; then \
 	  bash tests/fuzz/run_fuzzers.sh $${FUZZ_SECONDS:-30}; fi
 
-test: test-debug test-asan test-tsan test-fuzz
+# `make demo` on the debug build, shortened: it must still show kvaware beating round_robin.
+test-demo: debug
+	@KVGATE_BIN_DIR=build/debug/bin KVGATE_DEMO_SECONDS=$${DEMO_SECONDS:-15} bash scripts/demo.sh
+
+test: test-debug test-asan test-tsan test-fuzz test-demo
 	@echo "make test: all suites passed"
 
 demo: build

@@ -3,9 +3,13 @@
 #  1. A streamed chat completion relayed event by event, a worker failure retried, an error body.
 #  2. A real agentic workload (Claude Code sessions) on 4 simulated vLLM workers, through
 #     `round_robin` and through kvgate's `kvaware`, side by side.
+# Environment: KVGATE_BIN_DIR (default build/, where `make build` links the release binaries) and
+# KVGATE_DEMO_SECONDS (replay length per policy, default 40; CI runs a shorter demo on the debug
+# build). Exits non-zero when the demo does not show what it claims.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build
+BIN=${KVGATE_BIN_DIR:-build}
+SECONDS_PER_POLICY=${KVGATE_DEMO_SECONDS:-40}
 out=build/demo
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -62,10 +66,11 @@ fi
 echo
 echo "== 2. Routing: 8 Claude Code sessions (../shared/data/agentic, tool/system prefix shared) on"
 echo "   4 simulated vLLM workers (kvgate-sim, 20x faster than real time, KV cache smaller than"
-echo "   the working set), 40 s of replay each, through round_robin and through kvaware..."
-bench/compare --workers 4 --policies round_robin,kvaware --workloads agentic --duration 40 \
-  --conversations 8 --gpu-blocks 6000 --out "$out/report.md" --plot "$out/report.png" \
-  --summary-json "$out/summary.json" 2>/dev/null | sed -n '/^| policy/,$p'
+echo "   the working set), ${SECONDS_PER_POLICY} s of replay each, through round_robin and through kvaware..."
+bench/compare --workers 4 --policies round_robin,kvaware --workloads agentic \
+  --duration "$SECONDS_PER_POLICY" --conversations 8 --gpu-blocks 6000 --bin-dir "$BIN" \
+  --out "$out/report.md" --plot "$out/report.png" --summary-json "$out/summary.json" \
+  2>"$out/compare.log" | sed -n '/^| policy/,$p' || { cat "$out/compare.log"; exit 1; }
 /usr/bin/python3 - "$out/summary.json" <<'PY'
 import json, sys
 rows = {r["policy"]: r for r in json.load(open(sys.argv[1]))["agentic"]}
@@ -75,5 +80,11 @@ print(f"Verdict: kvaware served {kv['cached'] * 100:.0f}% of prompt tokens from 
       f"{rr['cached'] * 100:.0f}% for round_robin; mean TTFT {kv['ttft_mean']:.2f} s vs "
       f"{rr['ttft_mean']:.2f} s, p90 {kv['ttft_p90']:.2f} s vs {rr['ttft_p90']:.2f} s "
       f"(simulated seconds; a short run on a shared 2-core machine, so expect noise).")
+# The demo's claim, checked: both runs served requests, and kvaware reused more of the cache.
+for name, r in rows.items():
+    if r["requests"] == 0 or r["errors"] > r["requests"] / 10:
+        sys.exit(f"demo: FAILED: {name} served {r['requests']} requests with {r['errors']} errors")
+if kv["cached"] <= rr["cached"]:
+    sys.exit("demo: FAILED: kvaware did not reuse more of the KV cache than round_robin")
 PY
 echo "Full report: $out/report.md (plot: $out/report.png). All policies on all traces: bench/compare."
