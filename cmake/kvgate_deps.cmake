@@ -23,12 +23,17 @@ target_compile_definitions(kvgate_boost INTERFACE
   BOOST_ASIO_SEPARATE_COMPILATION BOOST_BEAST_SEPARATE_COMPILATION BOOST_JSON_NO_LIB
   BOOST_ASIO_NO_DEPRECATED)
 
-# --- kvgate-sim (issue 5): ZeroMQ (libzmq + header-only cppzmq) and msgpuck (header-only use,
-# MP_SOURCE in bench/sim/kv_events.cc; msgpuck's static library is not linked). ---
+# msgpuck, header-only in use: its tables and out-of-line functions are compiled once, in
+# common/msgpuck_impl.cc (kvgate_msgpuck, which carries this include dir); msgpuck's static
+# library is not linked. Used by kvevents/ (decoding) and kvgate-sim (encoding).
+find_path(MSGPUCK_INCLUDE_DIR msgpuck.h REQUIRED)
+add_library(kvgate_msgpuck_headers INTERFACE)
+target_include_directories(kvgate_msgpuck_headers INTERFACE ${MSGPUCK_INCLUDE_DIR})
+
+# --- kvgate-sim (issue 5): ZeroMQ (libzmq + header-only cppzmq). ---
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
 find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)
-find_path(MSGPUCK_INCLUDE_DIR msgpuck.h REQUIRED)
 add_library(kvgate_zmq INTERFACE)
-target_include_directories(kvgate_zmq INTERFACE ${CPPZMQ_INCLUDE_DIR} ${MSGPUCK_INCLUDE_DIR})
+target_include_directories(kvgate_zmq INTERFACE ${CPPZMQ_INCLUDE_DIR})
 target_link_libraries(kvgate_zmq INTERFACE PkgConfig::ZMQ)
 # --- end kvgate-sim ---

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,19 @@ enum class WorkerRole { kMixed, kPrefill, kDecode };
 
 const char* WorkerRoleName(WorkerRole role);
 
+// Where a worker publishes its KV-cache events (vLLM/SGLang --kv-events-config). With DP, rank r
+// publishes on port + r (both endpoints), as vLLM offsets them.
+struct KvEventsConfig {
+  std::string endpoint;         // the engine's PUB address, e.g. tcp://10.0.0.5:5557
+  std::string replay_endpoint;  // its ROUTER address; empty: gaps cannot be recovered
+  std::string topic;            // subscription prefix; "" receives every topic
+  uint32_t block_size = 16;     // the engine's --block-size; request chains use it
+  bool bind = false;            // kvgate binds and the engine connects (endpoint without '*')
+  std::string hash_mode = "tokens";  // kvgate re-hashes BlockStored token ids (the only mode)
+
+  friend bool operator==(const KvEventsConfig&, const KvEventsConfig&) = default;
+};
+
 struct WorkerConfig {
   common::HttpUrl url;
   std::vector<std::string> models;  // empty: learned from the worker's /v1/models
@@ -24,6 +38,7 @@ struct WorkerConfig {
   uint32_t dp_size = 1;
   double weight = 1.0;
   uint64_t kv_capacity_tokens = 0;  // 0: from the worker's vllm:cache_config_info, else a default
+  std::optional<KvEventsConfig> kv_events;  // set: precise mode for this worker
 };
 
 struct LimitsConfig {
@@ -100,6 +115,18 @@ struct KvAwarePolicyConfig {
   uint32_t balance_half_life_ms = 60'000;
 };
 
+// Precise mode: routing on the engines' own KV events (workers with `kv_events`).
+struct PreciseConfig {
+  std::string tokenizer = "bytes4";  // text -> token ids as the engines tokenise (see docs)
+  std::vector<std::pair<std::string, std::string>> model_tokenizers;  // model -> tokenizer
+  bool probe = true;                   // prove each worker in sync before trusting its events
+  uint32_t probe_timeout_ms = 5'000;   // probe answered + its blocks published within this
+  uint32_t speculative_ttl_ms = 2'000;  // route-time inserts not confirmed by an event expire
+  uint32_t silence_timeout_ms = 30'000;  // serving but no events this long: fall back, warn
+  uint32_t replay_timeout_ms = 2'000;
+  std::vector<std::pair<std::string, std::string>> media;  // extra medium name -> tier
+};
+
 struct RoutingConfig {
   std::string policy = "kvaware";
   std::vector<std::pair<std::string, std::string>> model_policies;  // model -> policy override
@@ -111,6 +138,7 @@ struct RoutingConfig {
   WeightedPolicyConfig weighted;
   ConsistentHashPolicyConfig consistent_hash;
   KvAwarePolicyConfig kvaware;
+  PreciseConfig precise;
 };
 
 struct AdminConfig {

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "kvindex/tokenizer.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kvgate::config {
@@ -126,10 +127,97 @@ class Reader {
   std::vector<std::string> errors_;
 };
 
+bool IsZmqEndpoint(std::string_view e) {
+  for (std::string_view scheme : {"tcp://", "ipc://", "inproc://"}) {
+    if (e.substr(0, scheme.size()) == scheme && e.size() > scheme.size()) return true;
+  }
+  return false;
+}
+
+void ReadKvEvents(Reader& r, const YAML::Node& n, const std::string& path, KvEventsConfig* k) {
+  if (!r.ExpectMap(n, path,
+                   {"endpoint", "replay_endpoint", "topic", "block_size", "bind", "hash_mode"})) {
+    return;
+  }
+  if (!r.String(n, path, "endpoint", &k->endpoint)) {
+    r.Error(n, Reader::Join(path, "endpoint"), "is required");
+  } else if (!IsZmqEndpoint(k->endpoint)) {
+    r.Error(n["endpoint"], Reader::Join(path, "endpoint"),
+            common::StrCat("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME, got '",
+                           k->endpoint, "'"));
+  }
+  if (r.String(n, path, "replay_endpoint", &k->replay_endpoint) && !k->replay_endpoint.empty() &&
+      !IsZmqEndpoint(k->replay_endpoint)) {
+    r.Error(n["replay_endpoint"], Reader::Join(path, "replay_endpoint"),
+            common::StrCat("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME, got '",
+                           k->replay_endpoint, "'"));
+  }
+  r.String(n, path, "topic", &k->topic);
+  r.Uint(n, path, "block_size", &k->block_size, 1, 4096);
+  r.Bool(n, path, "bind", &k->bind);
+  if (r.String(n, path, "hash_mode", &k->hash_mode) && k->hash_mode != "tokens") {
+    r.Error(n["hash_mode"], Reader::Join(path, "hash_mode"),
+            common::StrCat("must be 'tokens' (kvgate re-hashes the events' token ids; reproducing "
+                           "the engine's own hash is not supported), got '",
+                           k->hash_mode, "'"));
+  }
+}
+
+void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
+  const std::string p = "routing.precise";
+  if (!r.ExpectMap(n, p,
+                   {"tokenizer", "model_tokenizers", "probe", "probe_timeout_ms",
+                    "speculative_ttl_ms", "silence_timeout_ms", "replay_timeout_ms", "media"})) {
+    return;
+  }
+  auto check_tokenizer = [&](const YAML::Node& node, const std::string& path,
+                             const std::string& name) {
+    auto tokenizer = kvindex::MakeTokenizer(name);
+    if (!tokenizer.ok()) r.Error(node, path, tokenizer.status().message());
+    return tokenizer.ok();
+  };
+  if (r.String(n, p, "tokenizer", &c->tokenizer)) {
+    check_tokenizer(n["tokenizer"], p + ".tokenizer", c->tokenizer);
+  }
+  auto read_map = [&](const char* key, auto&& check, auto* out) {
+    const YAML::Node m = n[key];
+    if (!m.IsDefined() || m.IsNull()) return;
+    const std::string mp = Reader::Join(p, key);
+    if (!m.IsMap()) {
+      r.Error(m, mp, "must be a mapping");
+      return;
+    }
+    for (const auto& kv : m) {
+      const std::string name = kv.first.Scalar();
+      const std::string path = Reader::Join(mp, name);
+      if (!kv.second.IsScalar()) {
+        r.Error(kv.second, path, "expected a string");
+      } else if (check(kv.second, path, kv.second.Scalar())) {
+        out->emplace_back(name, kv.second.Scalar());
+      }
+    }
+  };
+  read_map("model_tokenizers", check_tokenizer, &c->model_tokenizers);
+  read_map("media",
+           [&](const YAML::Node& node, const std::string& path, const std::string& tier) {
+             if (tier == "gpu" || tier == "host" || tier == "store") return true;
+             r.Error(node, path,
+                     common::StrCat("must be gpu, host or store, got '", tier, "'"));
+             return false;
+           },
+           &c->media);
+  r.Bool(n, p, "probe", &c->probe);
+  r.Uint(n, p, "probe_timeout_ms", &c->probe_timeout_ms, 10);
+  r.Uint(n, p, "speculative_ttl_ms", &c->speculative_ttl_ms);
+  r.Uint(n, p, "silence_timeout_ms", &c->silence_timeout_ms);
+  r.Uint(n, p, "replay_timeout_ms", &c->replay_timeout_ms, 10);
+}
+
 void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen) {
   if (!r.ExpectMap(node, path,
-                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens"})) {
+                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens",
+                    "kv_events"})) {
     return;
   }
   std::string url;
@@ -179,6 +267,9 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   r.Uint(node, path, "dp_size", &w->dp_size, 1, 1024);
   r.Double(node, path, "weight", &w->weight, 0.0, 1e6);
   r.Uint(node, path, "kv_capacity_tokens", &w->kv_capacity_tokens);
+  if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
+    ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &w->kv_events.emplace());
+  }
 }
 
 bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const std::string& name) {
@@ -195,7 +286,7 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
   if (!r.ExpectMap(n, p,
                    {"policy", "model_policies", "block_tokens", "index_memory_bytes",
                     "engine_metrics_interval_ms", "cache_aware", "cost", "weighted",
-                    "consistent_hash", "kvaware"})) {
+                    "consistent_hash", "kvaware", "precise"})) {
     return;
   }
   if (r.String(n, p, "policy", &c->policy))
@@ -270,6 +361,7 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
     }
   }
+  if (const YAML::Node s = n["precise"]; s.IsDefined() && !s.IsNull()) ReadPrecise(r, s, &c->precise);
 }
 
 }  // namespace

@@ -39,6 +39,83 @@ void AppendEngine(std::string& out, const EngineStats& e) {
   common::StrAppend(&out, ",\"num_gpu_blocks\":", e.num_gpu_blocks, "}");
 }
 
+void AppendTierCounts(std::string& out, const std::array<uint64_t, kvindex::kNumTiers>& n) {
+  out += "{";
+  for (int t = 0; t < kvindex::kNumTiers; ++t) {
+    if (t > 0) out += ",";
+    common::StrAppend(&out, "\"", kvindex::TierName(static_cast<kvindex::Tier>(t)), "\":", n[t]);
+  }
+  out += "}";
+}
+
+// Precise mode's view of one worker: its state, blocks per tier (from its events) and each DP
+// rank's event stream; with `block_ids`, the engine's ids of every block it holds.
+void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
+                   const std::vector<kvevents::SourceStatus>& sources, bool block_ids) {
+  const auto now = SteadyClock::now();
+  const PreciseMode& precise = state.precise;
+  out += "{\"state\":";
+  common::AppendJsonString(out, PreciseStateName(w.precise_state()));
+  out += ",\"reason\":";
+  common::AppendJsonString(out, precise.Reason(w));
+  std::array<uint64_t, kvindex::kNumTiers> total{};
+  std::string ranks;
+  bool complete = true;
+  for (uint32_t r = 0; r < w.config().dp_size; ++r) {
+    const kvindex::Holder holder = PreciseMode::HolderOf(w, r);
+    const auto counts = precise.applier().BlockCounts(holder);
+    for (int t = 0; t < kvindex::kNumTiers; ++t) total[t] += counts[t];
+    const kvevents::SourceStatus* st = nullptr;
+    for (const auto& s : sources) {
+      if (s.source.holder == holder) st = &s;
+    }
+    if (r > 0) ranks += ",";
+    common::StrAppend(&ranks, "{\"dp_rank\":", r, ",\"blocks\":");
+    AppendTierCounts(ranks, counts);
+    if (st == nullptr) {
+      complete = false;
+      ranks += ",\"subscribed\":false}";
+      continue;
+    }
+    complete &= st->view_complete && !st->replaying;
+    ranks += ",\"subscribed\":true,\"endpoint\":";
+    common::AppendJsonString(ranks, st->source.endpoint);
+    ranks += ",\"replay_endpoint\":";
+    common::AppendJsonString(ranks, st->source.replay_endpoint);
+    ranks += ",\"topic\":";
+    common::AppendJsonString(ranks, st->source.topic);
+    ranks += ",\"next_seq\":";
+    ranks += st->next_seq ? std::to_string(*st->next_seq) : "null";
+    common::StrAppend(&ranks, ",\"replaying\":", st->replaying,
+                      ",\"view_complete\":", st->view_complete, ",\"batches\":", st->batches,
+                      ",\"replayed_batches\":", st->replayed_batches, ",\"gaps\":", st->gaps,
+                      ",\"replays\":", st->replays, ",\"lost_batches\":", st->lost_batches,
+                      ",\"restarts\":", st->restarts, ",\"bad_messages\":", st->bad_messages,
+                      ",\"orphan_blocks\":", st->orphan_blocks, ",\"last_event_age_s\":");
+    if (st->last_message == SteadyClock::time_point{}) {
+      ranks += "null";
+    } else {
+      AppendNumber(ranks, std::chrono::duration<double>(now - st->last_message).count());
+    }
+    ranks += ",\"error\":";
+    common::AppendJsonString(ranks, st->error);
+    if (block_ids) {
+      ranks += ",\"engine_block_ids\":{";
+      for (int t = 0; t < kvindex::kNumTiers; ++t) {
+        if (t > 0) ranks += ",";
+        const auto tier = static_cast<kvindex::Tier>(t);
+        common::StrAppend(&ranks, "\"", kvindex::TierName(tier), "\":[",
+                          common::StrJoin(precise.applier().EngineBlocks(holder, tier), ","), "]");
+      }
+      ranks += "}";
+    }
+    ranks += "}";
+  }
+  out += ",\"blocks\":";
+  AppendTierCounts(out, total);
+  common::StrAppend(&out, ",\"view_complete\":", complete, ",\"ranks\":[", ranks, "]}");
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
@@ -64,6 +141,7 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
   route.session_key = session_key.empty() ? std::string_view(info->user) : session_key;
   route.body = body;
   route.chain = prompt.chain;
+  route.tokens = prompt.tokens;
   route.prompt_tokens = prompt.prompt_tokens;
   route.block_tokens = cfg->routing.block_tokens;
   route.now = SteadyClock::now();
@@ -108,14 +186,22 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
     AppendNumber(out, s.score);
     common::StrAppend(&out, ",\"eligible\":", s.eligible, ",\"note\":");
     common::AppendJsonString(out, s.note);
+    const bool precise = i < d.precise.size() && d.precise[i];
+    common::StrAppend(&out, ",\"match_source\":\"", precise ? "events" : "approximate",
+                      "\",\"precise_state\":\"", PreciseStateName(c.worker->precise_state()), "\"");
+    if (precise) {
+      common::StrAppend(&out, ",\"dp_rank\":", d.dp_ranks[i],
+                        ",\"precise_blocks\":", d.precise_blocks[i]);
+    }
     out += "}";
   }
   out += "]}";
   return out;
 }
 
-std::string WorkersJson(const GatewayState& state) {
+std::string WorkersJson(const GatewayState& state, bool block_ids) {
   const auto now = SteadyClock::now();
+  const auto sources = state.precise.Sources();
   const auto cfg = state.config();
   const kvindex::IndexStats stats = state.planner.index().Stats();
   std::string out = "{\"workers\":[";
@@ -161,6 +247,12 @@ std::string WorkersJson(const GatewayState& state) {
                         ",\"removed_blocks\":", hs.tiers[0].removed_blocks, "}");
     }
     if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";
+    out += ",\"precise\":";
+    if (w->config().kv_events) {
+      AppendPrecise(out, state, *w, sources, block_ids);
+    } else {
+      out += "null";
+    }
     out += "}";
   }
   common::StrAppend(&out, "],\"index\":{\"distinct_blocks\":", stats.distinct_blocks,

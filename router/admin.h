@@ -19,7 +19,8 @@ namespace kvgate::router {
 absl::StatusOr<std::string> ExplainJson(GatewayState& state, std::string& body,
                                         std::string_view path, std::string_view session_key);
 
-/// GET /admin/workers.
-std::string WorkersJson(const GatewayState& state);
+/// GET /admin/workers; `block_ids` (?blocks=1) adds the engine's id of every block each
+/// precise-mode worker holds, per DP rank and tier.
+std::string WorkersJson(const GatewayState& state, bool block_ids = false);
 
 }  // namespace kvgate::router

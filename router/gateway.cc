@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "router/health_checker.h"
+#include "router/precise_prober.h"
 #include "router/internal/thread_context.h"
 #include "spdlog/spdlog.h"
 
@@ -25,7 +26,7 @@ struct Gateway::Impl {
       for (const auto& w : old->workers) {
         const auto& oc = w->config();
         if (w->name() == wc.url.ToString() && oc.models == wc.models && oc.role == wc.role &&
-            oc.dp_size == wc.dp_size && oc.weight == wc.weight) {
+            oc.dp_size == wc.dp_size && oc.weight == wc.weight && oc.kv_events == wc.kv_events) {
           reuse = w;
         }
       }
@@ -111,6 +112,7 @@ struct Gateway::Impl {
   uint32_t next_worker_id = 0;
   uint16_t admin_port = 0;
   std::unique_ptr<HealthChecker> health;
+  std::unique_ptr<PreciseProber> prober;
   uint64_t next_thread = 0;
   uint16_t port = 0;
 
@@ -163,6 +165,10 @@ absl::Status Gateway::Start() {
 
   s.health = std::make_unique<HealthChecker>(s.control, s.state);
   s.health->Start();
+  // Precise mode runs whenever it could be needed: a reload may add kv_events later.
+  s.state.precise.Start();
+  s.prober = std::make_unique<PreciseProber>(s.control, s.state);
+  s.prober->Start();
   s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
       s.control.get_executor());
   for (auto& t : s.threads) {
@@ -268,12 +274,14 @@ void Gateway::Stop() {
     s.stopped = true;
   }
   if (s.health) s.health->Stop();
+  if (s.prober) s.prober->Stop();
   for (auto& t : s.threads) t->ioc.stop();
   s.control.stop();
   for (auto& th : s.os_threads) {
     if (th.joinable()) th.join();
   }
   for (auto& t : s.threads) t->pool.Clear();
+  s.state.precise.Stop();
   s.cv.notify_all();
 }
 

@@ -3,7 +3,8 @@
 namespace kvgate::router {
 
 GatewayState::GatewayState(config::ConfigConstSharedPtr initial)
-    : planner(initial->routing, metrics),
+    : precise(registry, initial->routing),
+      planner(initial->routing, metrics, &precise),
       config_(std::move(initial)),
       workers_(std::make_shared<const WorkerSet>()),
       policies_(nullptr),

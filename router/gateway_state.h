@@ -12,6 +12,7 @@
 #include "prometheus/registry.h"
 #include "router/access_log.h"
 #include "router/metrics.h"
+#include "router/precise_mode.h"
 #include "router/route_planner.h"
 #include "router/routing_policy.h"
 #include "router/worker.h"
@@ -62,6 +63,7 @@ struct GatewayState {
   prometheus::Registry registry;
   RouterMetrics metrics{registry};
   AccessLog access_log;
+  PreciseMode precise;  // before planner, which reads it
   RoutePlanner planner;
 
   std::atomic<bool> draining{false};

@@ -6,7 +6,7 @@
 #include "common/strings.h"
 #include "prometheus/gauge.h"
 #include "router/internal/asio.h"
-#include "router/upstream_pool.h"
+#include "router/control_http.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 
@@ -15,32 +15,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct HttpResult {
-  int status = 0;
-  std::string body;
-};
-
-// One GET on a fresh connection (the control plane is not on the hot path).
+// GET on a fresh connection (the control plane is not on the hot path).
 net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, const common::HttpUrl& url,
                                                    std::string path, milliseconds timeout) {
-  UpstreamPool pool(ioc);
-  auto stream = co_await pool.Connect(url, timeout);
-  if (!stream.ok()) co_return stream.status();
-  http::request<http::empty_body> req{http::verb::get, url.base_path + path, 11};
-  req.set(http::field::host, url.Authority());
-  req.set(http::field::user_agent, "kvgate-health");
-  req.keep_alive(false);
-  stream->expires_after(timeout);
-  auto [wec, wn] = co_await http::async_write(*stream, req, kNoThrow);
-  if (wec) co_return absl::UnavailableError(wec.message());
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(4 << 20);
-  auto [rec, rn] = co_await http::async_read(*stream, buffer, parser, kNoThrow);
-  if (rec) co_return absl::UnavailableError(rec.message());
-  beast::error_code ignored;
-  stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-  co_return HttpResult{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
+  return HttpCall(ioc, url, http::verb::get, std::move(path), "", timeout);
 }
 
 std::vector<std::string> ParseModelIds(std::string body) {

@@ -100,7 +100,10 @@ net::awaitable<void> HandleAdmin(ThreadContext& tc, ClientConnection& conn,
   const bool get = req.method() == http::verb::get;
   const bool post = req.method() == http::verb::post;
   if (path == "/admin/workers" && get) {
-    co_await WriteResponse(conn, rc, http::status::ok, "application/json", WorkersJson(tc.state));
+    const std::string_view target = req.target();
+    const bool block_ids = target.find("blocks=1") != std::string_view::npos;
+    co_await WriteResponse(conn, rc, http::status::ok, "application/json",
+                           WorkersJson(tc.state, block_ids));
   } else if (path == "/admin/explain" && post) {
     std::string target = "/v1/chat/completions";
     if (auto it = req.find("x-kvgate-endpoint"); it != req.end()) target = std::string(it->value());

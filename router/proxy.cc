@@ -339,9 +339,11 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
   route.session_key = rc.session_key;
   route.body = req.body();
   route.chain = rc.prompt.chain;
+  route.tokens = rc.prompt.tokens;
   route.prompt_tokens = rc.prompt.prompt_tokens;
   route.block_tokens = cfg->routing.block_tokens;
   std::string last_error;
+  bool rank_set = false;
   const uint32_t max_attempts = cfg->retry.max_attempts;
   for (uint32_t attempt = 0; attempt < max_attempts && !candidates.empty(); ++attempt) {
     if (attempt > 0) co_await Backoff(tc, cfg->retry, attempt - 1);
@@ -355,6 +357,14 @@ net::awaitable<void> ProxyRequest(ThreadContext& tc, const std::shared_ptr<Clien
     WorkerSharedPtr hold;
     for (const auto& w : workers->workers) {
       if (w.get() == worker) hold = w;
+    }
+    if (decision.dp_rank >= 0 && worker->config().dp_size > 1) {
+      // vLLM's header: the rank whose cache precise mode matched (or that it spread onto).
+      req.set("x-data-parallel-rank", std::to_string(decision.dp_rank));
+      rank_set = true;
+    } else if (rank_set) {
+      req.erase("x-data-parallel-rank");  // Set for an earlier attempt on another worker.
+      rank_set = false;
     }
     AttemptResult r =
         co_await TryWorker(tc, conn, req, rc, *worker, decision.reservation, *cfg, last);

@@ -58,12 +58,14 @@ absl::StatusOr<PolicySetConstSharedPtr> MakePolicySet(const config::RoutingConfi
   return PolicySetConstSharedPtr(std::move(set));
 }
 
-RoutePlanner::RoutePlanner(const config::RoutingConfig& config, RouterMetrics& metrics)
+RoutePlanner::RoutePlanner(const config::RoutingConfig& config, RouterMetrics& metrics,
+                           PreciseMode* precise)
     : index_(kvindex::PrefixIndexOptions{
           .num_shards = 64,
           .default_capacity_blocks = 26'000,  // 8B model on one H100 (docs/routing.md)
           .max_memory_bytes = config.index_memory_bytes}),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      precise_(precise) {}
 
 std::vector<Worker*> RoutePlanner::Available(const WorkerSet& workers, std::string_view model,
                                              SteadyClock::time_point now, bool* any_serves) {
@@ -101,7 +103,72 @@ PreparedPrompt RoutePlanner::Prepare(std::string_view body, size_t capacity, boo
           ? static_cast<uint32_t>(prompt.tokens.size())
           : static_cast<uint32_t>((prompt.bytes.size() + kBytesPerToken - 1) / kBytesPerToken);
   out.hashed = true;
+  // Precise mode matches token chains; a cache_salt changes the engine's hashes in ways its
+  // events do not show, so salted requests stay approximate.
+  if (precise_ != nullptr && precise_->enabled() && req.cache_salt.empty()) {
+    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(config.precise, req.model);
+    if (tokenizer == nullptr || !tokenizer->Tokenize(prompt, &out.tokens).ok()) out.tokens.clear();
+  }
   return out;
+}
+
+void RoutePlanner::MatchPrecise(const RouteRequest& request, const config::RoutingConfig& config,
+                                Decision& d) const {
+  const size_t n = d.candidates.size();
+  d.precise.assign(n, false);
+  d.dp_ranks.assign(n, -1);
+  d.precise_blocks.assign(n, 0);
+  std::vector<kvindex::Holder> holders;
+  std::vector<kvindex::MatchResult> matches;
+  for (size_t i = 0; i < n; ++i) {
+    Candidate& c = d.candidates[i];
+    const Worker& w = *c.worker;
+    if (w.precise_state() != PreciseState::kVerified || !w.config().kv_events) continue;
+    const uint32_t bs = w.config().kv_events->block_size;
+    auto it = std::find_if(d.token_chains.begin(), d.token_chains.end(),
+                           [bs](const auto& e) { return e.first == bs; });
+    if (it == d.token_chains.end()) {
+      d.token_chains.emplace_back(bs, std::vector<kvindex::BlockHash>());
+      it = d.token_chains.end() - 1;
+      PreciseMode::TokenChain(request.tokens, request.model, bs, &it->second);
+    }
+    const auto& chain = it->second;
+    holders.clear();
+    for (uint32_t r = 0; r < w.config().dp_size; ++r) holders.push_back(PreciseMode::HolderOf(w, r));
+    precise_->index().Match(chain, holders, &matches);
+    // The rank holding the longest prefix (in GPU, or about to be, then in any tier).
+    uint32_t best_gpu = 0, best_any = 0;
+    int best_rank = -1;
+    for (size_t r = 0; r < matches.size(); ++r) {
+      const uint32_t gpu = precise_->speculative().Extend(
+          holders[r], chain, matches[r].blocks[static_cast<int>(kvindex::Tier::kGpu)],
+          request.now);
+      const uint32_t any = std::max(gpu, matches[r].any_tier_blocks);
+      if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
+        best_rank = static_cast<int>(r);
+        best_gpu = gpu;
+        best_any = any;
+      }
+    }
+    if (best_any == 0 && w.config().dp_size > 1) {
+      // Spread cold prompts over the ranks.
+      best_rank = static_cast<int>(policy_util::Mix(epoch_.load() + i) % w.config().dp_size);
+    }
+    // Policies count blocks of routing.block_tokens tokens.
+    auto scaled = [&](uint32_t blocks) {
+      return static_cast<uint32_t>(uint64_t{blocks} * bs / std::max<uint32_t>(1, config.block_tokens));
+    };
+    const kvindex::MatchResult& m = matches[static_cast<size_t>(std::max(best_rank, 0))];
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kGpu)] = scaled(best_gpu);
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kHost)] =
+        scaled(m.blocks[static_cast<int>(kvindex::Tier::kHost)]);
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kStore)] =
+        scaled(m.blocks[static_cast<int>(kvindex::Tier::kStore)]);
+    c.cached_any_blocks = scaled(best_any);
+    d.precise[i] = true;
+    d.dp_ranks[i] = best_rank;
+    d.precise_blocks[i] = best_any;
+  }
 }
 
 Decision RoutePlanner::Decide(RouteRequest& request, absl::Span<Worker* const> available,
@@ -129,8 +196,11 @@ Decision RoutePlanner::Decide(RouteRequest& request, absl::Span<Worker* const> a
     }
   }
   const uint64_t chain_key = request.chain.empty() ? 0 : request.chain.back();
-  uint32_t deepest = 0;
+  uint32_t deepest = 0;  // In the approximate chain, whose blocks the fork tracking records.
   for (const auto& c : d.candidates) deepest = std::max(deepest, c.cached_any_blocks);
+  if (policy->UsesPrefixCache() && precise_ != nullptr && !request.tokens.empty()) {
+    MatchPrecise(request, config, d);
+  }
   {
     std::unique_lock<std::mutex> lock(decision_mu_);
     request.match_is_shared_prefix = deepest > 0 && SeenFork(request.chain[deepest - 1]);
@@ -145,6 +215,7 @@ Decision RoutePlanner::Decide(RouteRequest& request, absl::Span<Worker* const> a
     d.index = policy->Choose(request, d.candidates, commit ? nullptr : &d.scores);
     d.index = std::min(d.index, d.candidates.size() - 1);
     d.worker = d.candidates[d.index].worker;
+    if (!d.dp_ranks.empty()) d.dp_rank = d.dp_ranks[d.index];
     const Candidate& chosen = d.candidates[d.index];
     d.predicted_cached_tokens = std::min<int64_t>(
         static_cast<int64_t>(chosen.cached_blocks[0]) * config.block_tokens, request.prompt_tokens);
@@ -162,6 +233,16 @@ Decision RoutePlanner::Decide(RouteRequest& request, absl::Span<Worker* const> a
     if (policy->UsesPrefixCache() && !request.chain.empty()) {
       // Approximate learning: the worker will hold this prompt once it has prefilled it.
       (void)index_.Insert(HolderOf(*d.worker), request.chain, kvindex::Tier::kGpu);
+    }
+    if (!d.precise.empty() && d.precise[d.index]) {
+      // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
+      const uint32_t bs = d.worker->config().kv_events->block_size;
+      for (const auto& [size, chain] : d.token_chains) {
+        if (size != bs) continue;
+        precise_->speculative().Insert(
+            PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0))), chain,
+            request.now + std::chrono::milliseconds(config.precise.speculative_ttl_ms));
+      }
     }
   }
   return d;
@@ -192,7 +273,8 @@ void RoutePlanner::Complete(const RouteRequest& request, Decision& d, const Rout
       const double ratio = hi > 0 ? static_cast<double>(std::min(predicted, actual)) / hi : 1.0;
       m.prediction_accuracy->Set(0.9 * m.prediction_accuracy->Value() + 0.1 * ratio);
     }
-    if (predicted > actual) {
+    const bool precise = !d.precise.empty() && d.precise[d.index];  // events correct that index
+    if (predicted > actual && !precise) {
       // The index believed blocks [actual, predicted) were cached; the engine had evicted them.
       const size_t from = static_cast<size_t>(actual / config.block_tokens);
       const size_t to =

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "kvindex/prefix_index.h"
 #include "router/metrics.h"
+#include "router/precise_mode.h"
 #include "router/routing_policy.h"
 
 namespace kvgate::router {
@@ -25,6 +26,9 @@ struct PreparedPrompt {
   std::vector<kvindex::BlockHash> chain;
   uint32_t prompt_tokens = 0;
   bool hashed = false;  // false: the body could not be canonicalised (routed without cache data)
+  // Precise mode: the prompt's token ids as the engines see them (empty when no worker has
+  // kv_events, or the model has no tokenizer, or the request carries a cache_salt).
+  std::vector<uint32_t> tokens;
 };
 
 /// The policies in force: a default and per-model overrides. Immutable once published.
@@ -49,11 +53,20 @@ struct Decision {
   Reservation reservation;  // what Commit reserved (released by the proxy)
   int64_t predicted_cached_tokens = 0;
   int64_t queue_tokens_at_dispatch = 0;
+  // Precise mode, per candidate: matched from the engines' events (else approximate), and the
+  // DP rank holding the most (-1: none chosen). The proxy sends the chosen worker's rank.
+  std::vector<bool> precise;
+  std::vector<int> dp_ranks;
+  std::vector<uint32_t> precise_blocks;  // leading engine blocks matched (any tier)
+  int dp_rank = -1;
+  std::vector<std::pair<uint32_t, std::vector<kvindex::BlockHash>>> token_chains;  // by block size
 };
 
 class RoutePlanner {
  public:
-  RoutePlanner(const config::RoutingConfig& config, RouterMetrics& metrics);
+  /// `precise` (may be null: approximate only) must outlive the planner.
+  RoutePlanner(const config::RoutingConfig& config, RouterMetrics& metrics,
+               PreciseMode* precise = nullptr);
 
   /// Canonicalises and hashes `body` when the policy for `model` uses the prefix cache.
   /// `capacity` is the body buffer's capacity: with simdjson padding available the body is not
@@ -92,10 +105,15 @@ class RoutePlanner {
   // followed; a prefix that was continued in two different ways is a shared prefix.
   // Returns whether `parent` is such a fork point (before recording `child`).
   bool SeenFork(kvindex::BlockHash parent) const;
+  // Overrides the approximate matches of verified precise-mode candidates with the engines'
+  // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
+  void MatchPrecise(const RouteRequest& request, const config::RoutingConfig& config,
+                    Decision& d) const;
   void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child);
 
   kvindex::PrefixIndex index_;
   RouterMetrics& metrics_;
+  PreciseMode* const precise_;
   std::mutex decision_mu_;  // one decision (choose + reserve) at a time
   std::atomic<uint64_t> epoch_{0};
   // parent block -> first child seen, or kForked once a second one was seen. Bounded: cleared

@@ -24,6 +24,7 @@ struct RouteRequest {
   std::string_view body;         // the request body exactly as received
   uint32_t attempt = 0;          // 0 for the first try, then one per retry
   absl::Span<const kvindex::BlockHash> chain;  // prompt blocks; empty when not hashed
+  absl::Span<const uint32_t> tokens;           // precise mode: the prompt's token ids
   uint32_t prompt_tokens = 0;                  // estimated prompt length in tokens
   uint32_t block_tokens = 16;                  // tokens per chain block
   uint64_t tie_seed = 0;  // varies per decision: ties never resolve alike for a burst

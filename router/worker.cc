@@ -16,12 +16,29 @@ int64_t ToNs(SteadyClock::time_point t) {
 
 }  // namespace
 
+const char* PreciseStateName(PreciseState state) {
+  switch (state) {
+    case PreciseState::kOff:
+      return "off";
+    case PreciseState::kPending:
+      return "pending";
+    case PreciseState::kProbing:
+      return "probing";
+    case PreciseState::kVerified:
+      return "verified";
+    case PreciseState::kUnverified:
+      return "unverified";
+  }
+  return "unknown";
+}
+
 Worker::Worker(config::WorkerConfig config, WorkerMetrics metrics, uint32_t id)
     : config_(std::move(config)),
       name_(config_.url.ToString()),
       authority_(config_.url.Authority()),
       metrics_(metrics),
-      id_(id) {
+      id_(id),
+      precise_state_(config_.kv_events ? PreciseState::kPending : PreciseState::kOff) {
   if (metrics_.healthy != nullptr) metrics_.healthy->Set(1);
 }
 
@@ -119,6 +136,7 @@ void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) 
   r.kv_blocks = kv_blocks;
   r.prefill_released = false;
   r.released = false;
+  routed_.fetch_add(1, std::memory_order_relaxed);
   AddInFlight(1);
   pending_prefill_.fetch_add(prefill_tokens, std::memory_order_relaxed);
   active_decode_.fetch_add(1, std::memory_order_relaxed);

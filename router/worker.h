@@ -55,6 +55,16 @@ struct LoadSnapshot {
   int64_t active_kv_blocks = 0;  // prompt blocks of outstanding requests (Dynamo's decode load)
 };
 
+/// Whether routing may trust a worker's KV events (precise mode, docs/precise-mode.md).
+enum class PreciseState : uint8_t {
+  kOff = 0,         // no kv_events configured: approximate mode
+  kPending = 1,     // events configured; waiting to probe (start, reconnect, engine restart)
+  kProbing = 2,     // a probe request is out; approximate mode meanwhile
+  kVerified = 3,    // the probe's blocks came back in the events: precise mode
+  kUnverified = 4,  // the probe failed or the events went silent: approximate mode
+};
+const char* PreciseStateName(PreciseState state);
+
 /// What one routing decision reserved on a worker; released in two steps.
 struct Reservation {
   int64_t prefill_tokens = 0;
@@ -90,6 +100,11 @@ class Worker {
   bool BreakerOpen(SteadyClock::time_point now) const;
 
   uint32_t id() const { return id_; }
+
+  PreciseState precise_state() const { return precise_state_.load(std::memory_order_acquire); }
+  void set_precise_state(PreciseState s) { precise_state_.store(s, std::memory_order_release); }
+  /// Requests routed here so far (the silence check: serving, yet no events).
+  uint64_t routed() const { return routed_.load(std::memory_order_relaxed); }
 
   /// Requests the gateway currently has outstanding on this worker.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
@@ -134,6 +149,8 @@ class Worker {
   std::atomic<uint32_t> passive_failures_{0};
   std::atomic<int64_t> breaker_open_until_ns_{0};
   const uint32_t id_;
+  std::atomic<PreciseState> precise_state_;
+  std::atomic<uint64_t> routed_{0};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> pending_prefill_{0};
   std::atomic<int64_t> active_decode_{0};

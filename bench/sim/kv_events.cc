@@ -1,13 +1,12 @@
 #include "bench/sim/kv_events.h"
 
+#include <msgpuck.h>
+
 #include <deque>
 #include <zmq.hpp>
 
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
-
-#define MP_SOURCE 1
-#include <msgpuck.h>
 
 namespace kvgate::sim {
 namespace {
@@ -131,25 +130,6 @@ void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional
   w.Array(static_cast<uint32_t>(events.size()));
   for (const KvEvent& e : events) EncodeEvent(e, encoding, w);
   if (dp_rank) w.Int(*dp_rank);
-}
-
-std::string OffsetEndpoint(std::string_view endpoint, uint32_t offset) {
-  std::string ep(endpoint);
-  if (offset == 0) return ep;
-  if (ep.starts_with("ipc://") || ep.starts_with("inproc://")) {
-    return common::StrCat(ep, "_dp", offset);
-  }
-  const size_t colon = ep.rfind(':');
-  if (colon == std::string::npos) return ep;
-  uint64_t port = 0;
-  if (!common::ParseUint64(std::string_view(ep).substr(colon + 1), &port) || port == 0) return ep;
-  return common::StrCat(ep.substr(0, colon + 1), port + offset);
-}
-
-bool ShouldBind(std::string_view endpoint) {
-  return endpoint.find('*') != std::string_view::npos ||
-         endpoint.find("::") != std::string_view::npos || endpoint.starts_with("ipc://") ||
-         endpoint.starts_with("inproc://");
 }
 
 struct KvEventPublisher::Impl {

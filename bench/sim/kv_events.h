@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "bench/sim/block_pool.h"
+#include "kvevents/endpoints.h"
 
 namespace zmq {
 class context_t;
@@ -29,12 +30,9 @@ enum class EventEncoding : uint8_t { kArray, kMap };
 void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional<int> dp_rank,
                       EventEncoding encoding, std::string* out);
 
-/// vLLM's offset_endpoint_port(): tcp://HOST:PORT -> tcp://HOST:(PORT+offset); ipc:// and
-/// inproc:// get "_dp<offset>" appended (offset > 0). A wildcard or zero port is unchanged.
-std::string OffsetEndpoint(std::string_view endpoint, uint32_t offset);
-
-/// vLLM's rule: bind if the endpoint has '*' or "::" or is ipc:// or inproc://, else connect.
-bool ShouldBind(std::string_view endpoint);
+// vLLM's endpoint rules, shared with kvgate's subscriber.
+using kvevents::OffsetEndpoint;
+using kvevents::ShouldBind;
 
 struct PublisherOptions {
   std::string endpoint;         // PUB address.

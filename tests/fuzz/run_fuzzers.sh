@@ -17,8 +17,11 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
 fi
 
 KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc"
+# msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
+KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
 TARGETS=(
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
+  "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
 )
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"

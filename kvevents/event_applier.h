@@ -1,0 +1,89 @@
+// File: kvevents/event_applier.h
+// Applies decoded KV events to a PrefixIndex. A BlockStored is re-hashed from its token ids with
+// kvgate's token-mode chain (the engine's hash algorithm, seed and hash width do not matter), and
+// the engine's id of each block is kept only to translate later BlockRemoved events. Media map to
+// tiers (GPU -> gpu, CPU -> host, others as configured); a LoRA name selects the namespace.
+// Thread-safe: one writer (the events thread) and concurrent readers of the statistics.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvevents/event_decoder.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/types.h"
+
+namespace kvgate::kvevents {
+
+struct ApplierOptions {
+  /// Media beyond the built-in GPU (-> gpu) and CPU (-> host), matched case-insensitively, e.g.
+  /// {"disk", kStore}. Events on an unknown medium are counted and ignored.
+  std::vector<std::pair<std::string, kvindex::Tier>> media;
+};
+
+/// What one Apply() did.
+struct ApplyResult {
+  uint64_t stored_blocks = 0;
+  uint64_t removed_blocks = 0;
+  uint64_t cleared = 0;          // AllBlocksCleared events.
+  uint64_t orphan_blocks = 0;    // Stored after a parent kvgate never saw: not indexed.
+  uint64_t ignored_events = 0;   // Unknown tag, unknown medium, or a KV-cache group other than 0.
+  uint64_t unknown_removals = 0;  // BlockRemoved of an id kvgate never saw stored.
+};
+
+/// The namespace root of token-mode chains for `model` (a LoRA adapter's name for its blocks):
+/// what the router must seed request chains with to match event-built chains.
+uint64_t TokenRootSeed(std::string_view model);
+
+class EventApplier {
+ public:
+  explicit EventApplier(kvindex::PrefixIndex& index, ApplierOptions options = {});
+  EventApplier(const EventApplier&) = delete;
+  EventApplier& operator=(const EventApplier&) = delete;
+
+  /// Applies `batch`, published by the engine behind `holder` serving `model`, in order.
+  ApplyResult Apply(kvindex::Holder holder, std::string_view model, const EventBatch& batch);
+
+  /// Forgets everything about `holder` (engine restart, or the worker left): its index entries
+  /// and its engine-id map.
+  void Forget(kvindex::Holder holder);
+
+  /// The engine ids `holder` holds in `tier`, in no particular order (admin, tests).
+  std::vector<EngineBlockId> EngineBlocks(kvindex::Holder holder, kvindex::Tier tier) const;
+  /// Blocks of `holder` per tier, by engine id.
+  std::array<uint64_t, kvindex::kNumTiers> BlockCounts(kvindex::Holder holder) const;
+  /// The block size of the last BlockStored seen from `holder` (0: none yet).
+  uint32_t LastBlockSize(kvindex::Holder holder) const;
+
+ private:
+  struct Block {
+    kvindex::BlockHash hash = 0;
+    uint8_t tiers = 0;  // Bit per kvindex::Tier.
+  };
+  struct HolderState {
+    absl::flat_hash_map<EngineBlockId, Block> blocks;
+    std::array<uint64_t, kvindex::kNumTiers> counts{};
+    uint32_t last_block_size = 0;
+  };
+
+  bool TierOf(const std::optional<std::string>& medium, kvindex::Tier* tier) const;
+  void ApplyStored(kvindex::Holder holder, HolderState& state, std::string_view model,
+                   const BlockStored& event, ApplyResult& result);
+  void ApplyRemoved(kvindex::Holder holder, HolderState& state, const BlockRemoved& event,
+                    ApplyResult& result);
+  void ApplyCleared(kvindex::Holder holder, HolderState& state, const AllBlocksCleared& event,
+                    ApplyResult& result);
+
+  kvindex::PrefixIndex& index_;
+  const ApplierOptions options_;
+  mutable std::mutex mu_;  // Guards holders_ (the events thread writes, admin reads).
+  absl::flat_hash_map<kvindex::Holder, HolderState> holders_;
+  std::vector<kvindex::BlockHash> scratch_;
+};
+
+}  // namespace kvgate::kvevents

@@ -1,0 +1,366 @@
+#include "kvevents/subscriber.h"
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "spdlog/spdlog.h"
+
+namespace kvgate::kvevents {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr size_t kMaxMessagesPerTurn = 4096;  // Per socket and loop turn: fairness across sources.
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view View(const zmq::message_t& m) {
+  return {static_cast<const char*>(m.data()), m.size()};
+}
+
+}  // namespace
+
+// One source's sockets and continuity state. Events thread only.
+struct Stream {
+  SourceStatus status;
+  std::optional<zmq::socket_t> sub;
+  std::optional<zmq::socket_t> dealer;
+  SteadyClock::time_point replay_deadline{};
+  std::map<uint64_t, std::string> held;  // Live batches received while replaying, by sequence.
+  uint64_t bad_logged = 0;
+
+  const EventSource& source() const { return status.source; }
+};
+
+struct KvEventSubscriber::Impl {
+  Impl(EventApplier& applier, SubscriberObserver* observer, SubscriberOptions options)
+      : applier(applier), observer(observer), options(options) {}
+
+  void Run() {
+    std::vector<zmq::pollitem_t> items;
+    std::vector<std::pair<Stream*, bool>> owners;  // (stream, is_dealer) per poll item.
+    while (running.load(std::memory_order_acquire)) {
+      Reconcile();
+      items.clear();
+      owners.clear();
+      for (auto& s : streams) {
+        if (s->sub) {
+          items.push_back({s->sub->handle(), 0, ZMQ_POLLIN, 0});
+          owners.emplace_back(s.get(), false);
+        }
+        if (s->dealer) {
+          items.push_back({s->dealer->handle(), 0, ZMQ_POLLIN, 0});
+          owners.emplace_back(s.get(), true);
+        }
+      }
+      try {
+        if (items.empty()) {
+          std::this_thread::sleep_for(options.poll_interval);  // Nothing to poll: wait for sources.
+        } else {
+          zmq::poll(items, options.poll_interval);
+        }
+        for (size_t i = 0; i < items.size(); ++i) {
+          if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
+          if (owners[i].second) {
+            DrainDealer(*owners[i].first);
+          } else {
+            DrainSub(*owners[i].first);
+          }
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) break;
+        spdlog::error("kv events: {}", e.what());
+      }
+      const auto now = SteadyClock::now();
+      for (auto& s : streams) {
+        if (s->status.replaying && now >= s->replay_deadline) {
+          spdlog::warn("kv events: replay from {} timed out; continuing with live events",
+                       s->source().replay_endpoint);
+          FinishReplay(*s);
+        }
+      }
+      PublishStatus();
+    }
+    streams.clear();
+    PublishStatus();
+  }
+
+  // Applies a changed source list: closes removed or changed sources, opens new ones.
+  void Reconcile() {
+    std::vector<EventSource> want;
+    {
+      std::lock_guard lock(mu);
+      if (desired_version == applied_version) return;
+      want = desired;
+      applied_version = desired_version;
+    }
+    std::vector<std::unique_ptr<Stream>> next;
+    for (const auto& src : want) {
+      auto it = std::find_if(streams.begin(), streams.end(),
+                             [&](const auto& s) { return s && s->source() == src; });
+      if (it != streams.end()) {
+        next.push_back(std::move(*it));
+      } else {
+        next.push_back(Open(src));
+      }
+    }
+    for (auto& old : streams) {
+      if (!old) continue;
+      const bool holder_kept = std::any_of(want.begin(), want.end(), [&](const EventSource& e) {
+        return e.holder == old->source().holder;
+      });
+      // A reopened source starts a new view; a removed one takes its blocks with it.
+      applier.Forget(old->source().holder);
+      if (holder_kept) {
+        for (auto& n : next) {
+          if (n->source().holder == old->source().holder) n->status.generation = old->status.generation + 1;
+        }
+      }
+    }
+    streams = std::move(next);
+  }
+
+  std::unique_ptr<Stream> Open(const EventSource& src) {
+    auto s = std::make_unique<Stream>();
+    s->status.source = src;
+    try {
+      s->sub.emplace(context, zmq::socket_type::sub);
+      s->sub->set(zmq::sockopt::linger, 0);
+      s->sub->set(zmq::sockopt::rcvhwm, options.rcvhwm);
+      s->sub->set(zmq::sockopt::subscribe, src.topic);
+      if (src.bind) {
+        s->sub->bind(src.endpoint);
+      } else {
+        s->sub->connect(src.endpoint);
+      }
+      if (!src.replay_endpoint.empty()) {
+        s->dealer.emplace(context, zmq::socket_type::dealer);
+        s->dealer->set(zmq::sockopt::linger, 0);
+        s->dealer->connect(src.replay_endpoint);
+      }
+    } catch (const zmq::error_t& e) {
+      s->status.error = e.what();
+      s->sub.reset();
+      s->dealer.reset();
+      spdlog::error("kv events: cannot subscribe to {} ({}): {}", src.endpoint, src.name, e.what());
+      return s;
+    }
+    spdlog::info("kv events: subscribed to {} topic \"{}\" for {}{}", src.endpoint, src.topic,
+                 src.name, src.replay_endpoint.empty() ? " (no replay endpoint)" : "");
+    // Cold start: recover what the engine still buffers before trusting live events.
+    StartReplay(*s, 0);
+    return s;
+  }
+
+  void DrainSub(Stream& s) {
+    std::vector<zmq::message_t> frames;
+    for (size_t n = 0; n < kMaxMessagesPerTurn; ++n) {
+      frames.clear();
+      if (!zmq::recv_multipart(*s.sub, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        return;
+      }
+      s.status.last_message = SteadyClock::now();
+      std::optional<uint64_t> seq;
+      if (frames.size() == 3) seq = DecodeSequence(View(frames[1]));
+      if (!seq) {
+        Bad(s, "a message without 3 frames and an 8-byte sequence");
+        continue;
+      }
+      OnLive(s, *seq, View(frames[2]));
+    }
+  }
+
+  void DrainDealer(Stream& s) {
+    std::vector<zmq::message_t> frames;
+    for (size_t n = 0; n < kMaxMessagesPerTurn; ++n) {
+      frames.clear();
+      if (!zmq::recv_multipart(*s.dealer, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+        return;
+      }
+      std::optional<uint64_t> seq;
+      if (frames.size() == 3 && frames[0].size() == 0) seq = DecodeSequence(View(frames[1]));
+      if (!seq) {
+        Bad(s, "a replay reply that is not [\"\", seq8, payload]");
+        continue;
+      }
+      if (!s.status.replaying) continue;  // A late reply to a replay that timed out.
+      if (*seq == kReplayEndSequence || frames[2].size() == 0) {
+        FinishReplay(s);
+        continue;
+      }
+      s.replay_deadline = SteadyClock::now() + options.replay_timeout;
+      InOrder(s, *seq, View(frames[2]), /*replayed=*/true);
+    }
+  }
+
+  void OnLive(Stream& s, uint64_t seq, std::string_view payload) {
+    SourceStatus& st = s.status;
+    if (st.replaying) {
+      if (s.held.size() < options.max_held_batches) s.held.emplace(seq, std::string(payload));
+      return;
+    }
+    if (st.next_seq && seq < *st.next_seq) {
+      // The engine restarted (its sequence starts again at 0): what it held is gone.
+      ++st.restarts;
+      ++st.generation;
+      spdlog::warn("kv events: {} restarted (sequence {} after {}); dropping its blocks",
+                   s.source().name, seq, *st.next_seq - 1);
+      applier.Forget(s.source().holder);
+      if (observer) observer->OnRestart(s.source());
+      st.next_seq.reset();
+      st.view_complete = false;
+    }
+    if (!st.next_seq) {
+      if (seq == 0) {
+        st.view_complete = true;
+        st.next_seq = 0;
+      } else if (StartReplay(s, 0)) {
+        s.held.emplace(seq, std::string(payload));
+        return;
+      } else {
+        st.next_seq = seq;  // Earlier batches are unrecoverable without a replay socket.
+        st.lost_batches += seq;
+      }
+    }
+    if (seq > *st.next_seq) {
+      ++st.gaps;
+      if (StartReplay(s, *st.next_seq)) {
+        s.held.emplace(seq, std::string(payload));
+        return;
+      }
+    }
+    InOrder(s, seq, payload, /*replayed=*/false);
+  }
+
+  // Applies batch `seq` if it is the next one or later (counting what was skipped as lost);
+  // drops duplicates.
+  void InOrder(Stream& s, uint64_t seq, std::string_view payload, bool replayed) {
+    SourceStatus& st = s.status;
+    const uint64_t next = st.next_seq.value_or(0);
+    if (seq < next) return;
+    if (seq > next) {
+      st.lost_batches += seq - next;
+      st.view_complete = false;
+    } else if (!st.next_seq && seq == 0) {
+      st.view_complete = true;
+    }
+    st.next_seq = seq + 1;
+    Apply(s, payload, replayed);
+  }
+
+  bool StartReplay(Stream& s, uint64_t from) {
+    if (!s.dealer) return false;
+    const std::string seq8 = EncodeSequence(from);
+    try {
+      s.dealer->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.dealer->send(zmq::buffer(seq8), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("kv events: replay request to {} failed: {}", s.source().replay_endpoint,
+                   e.what());
+      return false;
+    }
+    ++s.status.replays;
+    s.status.replaying = true;
+    if (!s.status.next_seq) s.status.view_complete = from == 0;
+    s.replay_deadline = SteadyClock::now() + options.replay_timeout;
+    return true;
+  }
+
+  void FinishReplay(Stream& s) {
+    s.status.replaying = false;
+    auto held = std::move(s.held);
+    s.held.clear();
+    for (auto& [seq, payload] : held) InOrder(s, seq, payload, /*replayed=*/false);
+  }
+
+  void Apply(Stream& s, std::string_view payload, bool replayed) {
+    SourceStatus& st = s.status;
+    auto batch = DecodeEventBatch(payload);
+    if (!batch.ok()) {
+      Bad(s, std::string(batch.status().message()));
+      return;
+    }
+    if (batch->data_parallel_rank && *batch->data_parallel_rank != s.source().holder.dp_rank &&
+        st.batches == 0) {
+      spdlog::warn("kv events: {} publishes data_parallel_rank {} but is configured as rank {}",
+                   s.source().name, *batch->data_parallel_rank, s.source().holder.dp_rank);
+    }
+    const ApplyResult r = applier.Apply(s.source().holder, s.source().model, *batch);
+    ++st.batches;
+    if (replayed) ++st.replayed_batches;
+    st.stored_blocks += r.stored_blocks;
+    st.removed_blocks += r.removed_blocks;
+    st.cleared += r.cleared;
+    st.orphan_blocks += r.orphan_blocks;
+    st.last_batch_ts = batch->ts;
+    if (observer) observer->OnBatchApplied(s.source(), r, WallNow() - batch->ts);
+  }
+
+  void Bad(Stream& s, std::string_view why) {
+    ++s.status.bad_messages;
+    if (s.bad_logged++ < 5) {
+      spdlog::warn("kv events: {} sent {}; dropped", s.source().name, why);
+    }
+  }
+
+  void PublishStatus() {
+    std::vector<SourceStatus> out;
+    out.reserve(streams.size());
+    for (const auto& s : streams) out.push_back(s->status);
+    std::lock_guard lock(mu);
+    published = std::move(out);
+  }
+
+  EventApplier& applier;
+  SubscriberObserver* const observer;
+  const SubscriberOptions options;
+  zmq::context_t context{1};
+  std::thread thread;
+  std::atomic<bool> running{false};
+
+  mutable std::mutex mu;  // Guards the three below.
+  std::vector<EventSource> desired;
+  uint64_t desired_version = 0;
+  std::vector<SourceStatus> published;
+
+  // Events thread only.
+  uint64_t applied_version = 0;
+  std::vector<std::unique_ptr<Stream>> streams;
+};
+
+KvEventSubscriber::KvEventSubscriber(EventApplier& applier, SubscriberObserver* observer,
+                                     SubscriberOptions options)
+    : impl_(std::make_unique<Impl>(applier, observer, options)) {}
+
+KvEventSubscriber::~KvEventSubscriber() { Stop(); }
+
+void KvEventSubscriber::Start() {
+  if (impl_->running.exchange(true)) return;
+  impl_->thread = std::thread([this] { impl_->Run(); });
+}
+
+void KvEventSubscriber::Stop() {
+  if (!impl_->running.exchange(false)) return;
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void KvEventSubscriber::SetSources(std::vector<EventSource> sources) {
+  std::lock_guard lock(impl_->mu);
+  impl_->desired = std::move(sources);
+  ++impl_->desired_version;
+}
+
+std::vector<SourceStatus> KvEventSubscriber::Status() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->published;
+}
+
+}  // namespace kvgate::kvevents
