@@ -21,11 +21,11 @@ const char* WorkerRoleName(WorkerRole role);
 // Where a worker publishes its KV-cache events (vLLM/SGLang --kv-events-config). With DP, rank r
 // publishes on port + r (both endpoints), as vLLM offsets them.
 struct KvEventsConfig {
-  std::string endpoint;         // the engine's PUB address, e.g. tcp://10.0.0.5:5557
-  std::string replay_endpoint;  // its ROUTER address; empty: gaps cannot be recovered
-  std::string topic;            // subscription prefix; "" receives every topic
-  uint32_t block_size = 16;     // the engine's --block-size; request chains use it
-  bool bind = false;            // kvgate binds and the engine connects (endpoint without '*')
+  std::string endpoint;              // the engine's PUB address, e.g. tcp://10.0.0.5:5557
+  std::string replay_endpoint;       // its ROUTER address; empty: gaps cannot be recovered
+  std::string topic;                 // subscription prefix; "" receives every topic
+  uint32_t block_size = 16;          // the engine's --block-size; request chains use it
+  bool bind = false;                 // kvgate binds and the engine connects (endpoint without '*')
   std::string hash_mode = "tokens";  // kvgate re-hashes BlockStored token ids (the only mode)
 
   friend bool operator==(const KvEventsConfig&, const KvEventsConfig&) = default;
@@ -119,9 +119,9 @@ struct KvAwarePolicyConfig {
 struct PreciseConfig {
   std::string tokenizer = "bytes4";  // text -> token ids as the engines tokenise (see docs)
   std::vector<std::pair<std::string, std::string>> model_tokenizers;  // model -> tokenizer
-  bool probe = true;                   // prove each worker in sync before trusting its events
-  uint32_t probe_timeout_ms = 5'000;   // probe answered + its blocks published within this
-  uint32_t speculative_ttl_ms = 2'000;  // route-time inserts not confirmed by an event expire
+  bool probe = true;                     // prove each worker in sync before trusting its events
+  uint32_t probe_timeout_ms = 5'000;     // probe answered + its blocks published within this
+  uint32_t speculative_ttl_ms = 2'000;   // route-time inserts not confirmed by an event expire
   uint32_t silence_timeout_ms = 30'000;  // serving but no events this long: fall back, warn
   uint32_t replay_timeout_ms = 2'000;
   std::vector<std::pair<std::string, std::string>> media;  // extra medium name -> tier

@@ -198,14 +198,14 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
     }
   };
   read_map("model_tokenizers", check_tokenizer, &c->model_tokenizers);
-  read_map("media",
-           [&](const YAML::Node& node, const std::string& path, const std::string& tier) {
-             if (tier == "gpu" || tier == "host" || tier == "store") return true;
-             r.Error(node, path,
-                     common::StrCat("must be gpu, host or store, got '", tier, "'"));
-             return false;
-           },
-           &c->media);
+  read_map(
+      "media",
+      [&](const YAML::Node& node, const std::string& path, const std::string& tier) {
+        if (tier == "gpu" || tier == "host" || tier == "store") return true;
+        r.Error(node, path, common::StrCat("must be gpu, host or store, got '", tier, "'"));
+        return false;
+      },
+      &c->media);
   r.Bool(n, p, "probe", &c->probe);
   r.Uint(n, p, "probe_timeout_ms", &c->probe_timeout_ms, 10);
   r.Uint(n, p, "speculative_ttl_ms", &c->speculative_ttl_ms);
@@ -215,9 +215,9 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
 
 void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen) {
-  if (!r.ExpectMap(node, path,
-                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens",
-                    "kv_events"})) {
+  if (!r.ExpectMap(
+          node, path,
+          {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens", "kv_events"})) {
     return;
   }
   std::string url;
@@ -361,7 +361,8 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
     }
   }
-  if (const YAML::Node s = n["precise"]; s.IsDefined() && !s.IsNull()) ReadPrecise(r, s, &c->precise);
+  if (const YAML::Node s = n["precise"]; s.IsDefined() && !s.IsNull())
+    ReadPrecise(r, s, &c->precise);
 }
 
 }  // namespace

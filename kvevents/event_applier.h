@@ -30,9 +30,9 @@ struct ApplierOptions {
 struct ApplyResult {
   uint64_t stored_blocks = 0;
   uint64_t removed_blocks = 0;
-  uint64_t cleared = 0;          // AllBlocksCleared events.
-  uint64_t orphan_blocks = 0;    // Stored after a parent kvgate never saw: not indexed.
-  uint64_t ignored_events = 0;   // Unknown tag, unknown medium, or a KV-cache group other than 0.
+  uint64_t cleared = 0;           // AllBlocksCleared events.
+  uint64_t orphan_blocks = 0;     // Stored after a parent kvgate never saw: not indexed.
+  uint64_t ignored_events = 0;    // Unknown tag, unknown medium, or a KV-cache group other than 0.
   uint64_t unknown_removals = 0;  // BlockRemoved of an id kvgate never saw stored.
 };
 

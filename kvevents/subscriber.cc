@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -17,6 +18,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxMessagesPerTurn = 4096;  // Per socket and loop turn: fairness across sources.
+constexpr size_t kRecentBatches = 8192;       // Applied batches remembered to spot late copies.
 
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -35,6 +37,9 @@ struct Stream {
   std::optional<zmq::socket_t> dealer;
   SteadyClock::time_point replay_deadline{};
   std::map<uint64_t, std::string> held;  // Live batches received while replaying, by sequence.
+  // (sequence, engine timestamp) of the last applied batches: a live batch below next_seq that
+  // matches one is a late copy of a replayed batch, not an engine restart.
+  std::deque<std::pair<uint64_t, double>> recent;
   uint64_t bad_logged = 0;
 
   const EventSource& source() const { return status.source; }
@@ -121,7 +126,8 @@ struct KvEventSubscriber::Impl {
       applier.Forget(old->source().holder);
       if (holder_kept) {
         for (auto& n : next) {
-          if (n->source().holder == old->source().holder) n->status.generation = old->status.generation + 1;
+          if (n->source().holder == old->source().holder)
+            n->status.generation = old->status.generation + 1;
         }
       }
     }
@@ -207,6 +213,7 @@ struct KvEventSubscriber::Impl {
       if (s.held.size() < options.max_held_batches) s.held.emplace(seq, std::string(payload));
       return;
     }
+    if (st.next_seq && seq < *st.next_seq && IsLateCopy(s, seq, payload)) return;
     if (st.next_seq && seq < *st.next_seq) {
       // The engine restarted (its sequence starts again at 0): what it held is gone.
       ++st.restarts;
@@ -214,6 +221,7 @@ struct KvEventSubscriber::Impl {
       spdlog::warn("kv events: {} restarted (sequence {} after {}); dropping its blocks",
                    s.source().name, seq, *st.next_seq - 1);
       applier.Forget(s.source().holder);
+      s.recent.clear();
       if (observer) observer->OnRestart(s.source());
       st.next_seq.reset();
       st.view_complete = false;
@@ -240,6 +248,16 @@ struct KvEventSubscriber::Impl {
     InOrder(s, seq, payload, /*replayed=*/false);
   }
 
+  // True when live batch `seq` (below next_seq) was already applied: the replay socket and the
+  // live socket are separate connections, so the live copy of a replayed batch can come later.
+  bool IsLateCopy(const Stream& s, uint64_t seq, std::string_view payload) const {
+    auto it = std::find_if(s.recent.begin(), s.recent.end(),
+                           [seq](const auto& e) { return e.first == seq; });
+    if (it == s.recent.end()) return false;
+    auto batch = DecodeEventBatch(payload);
+    return batch.ok() && batch->ts == it->second;
+  }
+
   // Applies batch `seq` if it is the next one or later (counting what was skipped as lost);
   // drops duplicates.
   void InOrder(Stream& s, uint64_t seq, std::string_view payload, bool replayed) {
@@ -253,14 +271,15 @@ struct KvEventSubscriber::Impl {
       st.view_complete = true;
     }
     st.next_seq = seq + 1;
-    Apply(s, payload, replayed);
+    Apply(s, seq, payload, replayed);
   }
 
   bool StartReplay(Stream& s, uint64_t from) {
     if (!s.dealer) return false;
     const std::string seq8 = EncodeSequence(from);
     try {
-      s.dealer->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.dealer->send(zmq::const_buffer("", 0),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       s.dealer->send(zmq::buffer(seq8), zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
       spdlog::warn("kv events: replay request to {} failed: {}", s.source().replay_endpoint,
@@ -281,7 +300,7 @@ struct KvEventSubscriber::Impl {
     for (auto& [seq, payload] : held) InOrder(s, seq, payload, /*replayed=*/false);
   }
 
-  void Apply(Stream& s, std::string_view payload, bool replayed) {
+  void Apply(Stream& s, uint64_t seq, std::string_view payload, bool replayed) {
     SourceStatus& st = s.status;
     auto batch = DecodeEventBatch(payload);
     if (!batch.ok()) {
@@ -301,6 +320,8 @@ struct KvEventSubscriber::Impl {
     st.cleared += r.cleared;
     st.orphan_blocks += r.orphan_blocks;
     st.last_batch_ts = batch->ts;
+    s.recent.emplace_back(seq, batch->ts);
+    if (s.recent.size() > kRecentBatches) s.recent.pop_front();
     if (observer) observer->OnBatchApplied(s.source(), r, WallNow() - batch->ts);
   }
 

@@ -1,6 +1,5 @@
 #include "kvindex/tokenizer.h"
 
-
 #include "absl/strings/str_cat.h"
 
 namespace kvgate::kvindex {
@@ -37,9 +36,8 @@ const Tokenizer* TokenizerByName(std::string_view name) {
 
 absl::StatusOr<std::shared_ptr<const Tokenizer>> MakeTokenizer(std::string_view name) {
   if (name == "bytes4") return std::make_shared<const Bytes4Tokenizer>();
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown tokenizer \"", absl::string_view(name.data(), name.size()),
-                   "\" (known: bytes4)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown tokenizer \"", absl::string_view(name.data(), name.size()), "\" (known: bytes4)"));
 }
 
 }  // namespace kvgate::kvindex

@@ -24,7 +24,8 @@ class Tokenizer {
   /// Appends the token ids the engine would see for `prompt` to `*out` (cleared first). Token
   /// prompts pass through unchanged; chat and text prompts are the canonical bytes, which stand
   /// in for the engine's chat template. @return kInvalidArgument when it cannot tokenise.
-  virtual absl::Status Tokenize(const CanonicalPrompt& prompt, std::vector<uint32_t>* out) const = 0;
+  virtual absl::Status Tokenize(const CanonicalPrompt& prompt,
+                                std::vector<uint32_t>* out) const = 0;
 };
 
 /// kvgate-sim's tokenizer: each 4 consecutive bytes are one little-endian uint32 token; a final

@@ -5,8 +5,8 @@
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "prometheus/gauge.h"
-#include "router/internal/asio.h"
 #include "router/control_http.h"
+#include "router/internal/asio.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 

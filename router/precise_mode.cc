@@ -46,9 +46,9 @@ struct PreciseMode::Metrics {
                 .Name("kvgate_kv_events_lag_seconds")
                 .Help("Engine timestamp of a batch to applied in the precise index")
                 .Register(r)
-                .Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005,
-                                                                 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
-                                                                 1, 2.5, 5})) {}
+                .Add({}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005, 0.01,
+                                                                 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                                                 5})) {}
 
   static prometheus::Family<prometheus::Counter>& Counter(prometheus::Registry& r,
                                                           const std::string& name,
@@ -63,14 +63,15 @@ struct PreciseMode::Metrics {
 
   void Drop(const std::string& worker) {
     const prometheus::Labels l = {{"worker", worker}};
-    for (auto* f : {&batches, &stored, &removed, &gaps, &replays, &lost, &restarts, &bad,
-                    &orphans}) {
+    for (auto* f :
+         {&batches, &stored, &removed, &gaps, &replays, &lost, &restarts, &bad, &orphans}) {
       if (f->Has(l)) f->Remove(&f->Add(l));
     }
     if (verified.Has(l)) verified.Remove(&verified.Add(l));
     for (int t = 0; t < kvindex::kNumTiers; ++t) {
       const prometheus::Labels lt = {
-          {"worker", worker}, {"tier", std::string(kvindex::TierName(static_cast<kvindex::Tier>(t)))}};
+          {"worker", worker},
+          {"tier", std::string(kvindex::TierName(static_cast<kvindex::Tier>(t)))}};
       if (blocks.Has(lt)) blocks.Remove(&blocks.Add(lt));
     }
     last.erase(worker);
@@ -88,8 +89,8 @@ struct PreciseMode::Metrics {
   prometheus::Family<prometheus::Counter>& orphans;
   prometheus::Family<prometheus::Gauge>& blocks;
   prometheus::Histogram& lag;
-  std::mutex mu;                         // Guards `last` (refresh vs reload).
-  std::map<std::string, Totals> last;   // Per worker name: totals already counted.
+  std::mutex mu;                       // Guards `last` (refresh vs reload).
+  std::map<std::string, Totals> last;  // Per worker name: totals already counted.
 };
 
 class PreciseMode::Observer final : public kvevents::SubscriberObserver {

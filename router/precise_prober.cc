@@ -181,7 +181,8 @@ struct PreciseProber::Impl {
       const kvindex::Holder holder = PreciseMode::HolderOf(*w, rank);
       const uint64_t batches_before = Batches(holder);
       std::vector<std::pair<std::string, std::string>> headers;
-      if (w->config().dp_size > 1) headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
+      if (w->config().dp_size > 1)
+        headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
       auto r = co_await HttpCall(ioc, w->config().url, http::verb::post, "/v1/completions",
                                  std::move(body), timeout, std::move(headers));
       if (!r.ok() || r->status != 200) {
@@ -210,10 +211,10 @@ struct PreciseProber::Impl {
     tracks[w->id()].probing = false;
     tracks[w->id()].verified_at = Clock::now();
     tracks[w->id()].routed_at_last_event = w->routed();
-    precise.SetState(*w, PreciseState::kVerified,
-                     common::StrCat("the probe's blocks came back in its events after ",
-                                    static_cast<int>(Seconds(Clock::now() - started) * 1000),
-                                    " ms"));
+    precise.SetState(
+        *w, PreciseState::kVerified,
+        common::StrCat("the probe's blocks came back in its events after ",
+                       static_cast<int>(Seconds(Clock::now() - started) * 1000), " ms"));
   }
 
   uint64_t Batches(kvindex::Holder holder) const {
@@ -228,7 +229,8 @@ struct PreciseProber::Impl {
                        uint64_t batches_before, std::string_view tokenizer) const {
     for (const auto& s : state.precise.Sources()) {
       if (s.source.holder != holder) continue;
-      if (!s.error.empty()) return common::StrCat("cannot subscribe to ", s.source.endpoint, ": ", s.error);
+      if (!s.error.empty())
+        return common::StrCat("cannot subscribe to ", s.source.endpoint, ": ", s.error);
       if (s.batches == batches_before) {
         return common::StrCat("no KV events arrived from ", s.source.endpoint,
                               " after the probe (check the engine's --kv-events-config: "
@@ -238,8 +240,8 @@ struct PreciseProber::Impl {
     }
     const uint32_t engine_block = state.precise.applier().LastBlockSize(holder);
     if (engine_block != 0 && engine_block != ke.block_size) {
-      return common::StrCat("the engine stores ", engine_block, "-token blocks but kv_events.block_size is ",
-                            ke.block_size);
+      return common::StrCat("the engine stores ", engine_block,
+                            "-token blocks but kv_events.block_size is ", ke.block_size);
     }
     return common::StrCat("events arrived but did not carry the predicted blocks: the tokenizer (",
                           tokenizer, ") or the model namespace differs from the engine's");

@@ -134,15 +134,15 @@ void RoutePlanner::MatchPrecise(const RouteRequest& request, const config::Routi
     }
     const auto& chain = it->second;
     holders.clear();
-    for (uint32_t r = 0; r < w.config().dp_size; ++r) holders.push_back(PreciseMode::HolderOf(w, r));
+    for (uint32_t r = 0; r < w.config().dp_size; ++r)
+      holders.push_back(PreciseMode::HolderOf(w, r));
     precise_->index().Match(chain, holders, &matches);
     // The rank holding the longest prefix (in GPU, or about to be, then in any tier).
     uint32_t best_gpu = 0, best_any = 0;
     int best_rank = -1;
     for (size_t r = 0; r < matches.size(); ++r) {
       const uint32_t gpu = precise_->speculative().Extend(
-          holders[r], chain, matches[r].blocks[static_cast<int>(kvindex::Tier::kGpu)],
-          request.now);
+          holders[r], chain, matches[r].blocks[static_cast<int>(kvindex::Tier::kGpu)], request.now);
       const uint32_t any = std::max(gpu, matches[r].any_tier_blocks);
       if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
         best_rank = static_cast<int>(r);
@@ -156,7 +156,8 @@ void RoutePlanner::MatchPrecise(const RouteRequest& request, const config::Routi
     }
     // Policies count blocks of routing.block_tokens tokens.
     auto scaled = [&](uint32_t blocks) {
-      return static_cast<uint32_t>(uint64_t{blocks} * bs / std::max<uint32_t>(1, config.block_tokens));
+      return static_cast<uint32_t>(uint64_t{blocks} * bs /
+                                   std::max<uint32_t>(1, config.block_tokens));
     };
     const kvindex::MatchResult& m = matches[static_cast<size_t>(std::max(best_rank, 0))];
     c.cached_blocks[static_cast<int>(kvindex::Tier::kGpu)] = scaled(best_gpu);

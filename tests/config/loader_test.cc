@@ -143,6 +143,57 @@ TEST(ConfigLoader, ExampleConfigLoads) {
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
+TEST(ConfigLoader, KvEventsAndPreciseSettings) {
+  auto c = LoadConfigFromString(R"(
+routing:
+  precise: {tokenizer: bytes4, model_tokenizers: {m: bytes4}, probe: false, probe_timeout_ms: 250,
+            speculative_ttl_ms: 0, silence_timeout_ms: 1000, media: {disk: store, NVMe: host}}
+workers:
+  - url: http://a:1
+    dp_size: 2
+    kv_events: {endpoint: "tcp://a:5557", replay_endpoint: "tcp://a:5558", topic: kv,
+                block_size: 32, bind: true}
+  - url: http://b:1
+)",
+                                "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto& k = c->workers[0].kv_events;
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->endpoint, "tcp://a:5557");
+  EXPECT_EQ(k->replay_endpoint, "tcp://a:5558");
+  EXPECT_EQ(k->topic, "kv");
+  EXPECT_EQ(k->block_size, 32u);
+  EXPECT_TRUE(k->bind);
+  EXPECT_FALSE(c->workers[1].kv_events.has_value());
+  const PreciseConfig& p = c->routing.precise;
+  EXPECT_FALSE(p.probe);
+  EXPECT_EQ(p.probe_timeout_ms, 250u);
+  EXPECT_EQ(p.speculative_ttl_ms, 0u);
+  EXPECT_EQ(p.silence_timeout_ms, 1000u);
+  EXPECT_EQ(p.model_tokenizers.size(), 1u);
+  ASSERT_EQ(p.media.size(), 2u);
+  EXPECT_EQ(p.media[1].first, "NVMe");
+  EXPECT_EQ(p.media[1].second, "host");
+}
+
+TEST(ConfigLoader, KvEventsErrorsNameKeyAndLine) {
+  EXPECT_THAT(Error("workers:\n  - url: http://a:1\n    kv_events: {topic: x}\n"),
+              HasSubstr("test.yaml:3: workers[0].kv_events.endpoint: is required"));
+  EXPECT_THAT(Error("workers:\n  - url: http://a:1\n    kv_events: {endpoint: \"a:5557\"}\n"),
+              HasSubstr("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME, got 'a:5557'"));
+  EXPECT_THAT(Error("workers:\n  - url: http://a:1\n    kv_events: {endpoint: \"tcp://a:1\", "
+                    "hash_mode: sha256_cbor}\n"),
+              HasSubstr("hash_mode: must be 'tokens'"));
+  EXPECT_THAT(Error("workers:\n  - url: http://a:1\n    kv_events: {endpoint: \"tcp://a:1\", "
+                    "block_size: 0}\n"),
+              HasSubstr("block_size: must be between 1 and 4096"));
+  EXPECT_THAT(Error("routing:\n  precise: {tokenizer: llama3}\n"),
+              HasSubstr("routing.precise.tokenizer: unknown tokenizer \"llama3\" (known: bytes4)"));
+  EXPECT_THAT(Error("routing:\n  precise: {media: {disk: ssd}}\n"),
+              HasSubstr("routing.precise.media.disk: must be gpu, host or store, got 'ssd'"));
+  EXPECT_THAT(Error("routing:\n  precise: {probes: true}\n"), HasSubstr("unknown key"));
+}
+
 TEST(ConfigValidate, DuplicateFromCommandLine) {
   Config c;
   WorkerConfig w;

@@ -1,0 +1,210 @@
+// Precise mode end to end: kvgate (the binary) subscribed to in-process kvgate-sim engines' KV
+// events. After a replayed trace its index must equal the simulators' own block pools, block by
+// block and DP rank by rank, with every worker verified by the probe; with a deliberately wrong
+// block size the probe must mark the worker unverified and routing fall back to approximate.
+#include <filesystem>
+#include <set>
+
+#include "bench/replay/replayer.h"
+#include "bench/sim/server.h"
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simdjson.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/child_process.h"
+#include "tests/integration/test_util.h"
+#include "tests/replay/test_paths.h"
+
+namespace kvgate {
+namespace {
+
+using ::testing::HasSubstr;
+using BlockSet = std::set<uint64_t>;
+
+struct Engine {
+  std::unique_ptr<sim::SimProcess> sim;
+  std::string endpoint, replay_endpoint;  // Rank 0's; rank r adds "_dp<r>" (ipc://).
+};
+
+// One simulated worker (`dp` engines) publishing events on ipc:// sockets in `dir`, so that
+// rank r's endpoint is vLLM's offset of rank 0's, as kvgate computes it.
+Engine StartEngine(const std::string& dir, int n, uint32_t dp) {
+  Engine e;
+  sim::SimOptions o;
+  o.base_port = 0;
+  o.dp_size = dp;
+  o.time_scale = 0.02;
+  o.profile.num_gpu_blocks = 40;  // Small enough that the trace evicts: removals matter.
+  e.endpoint = common::StrCat("ipc://", dir, "/events", n);
+  e.replay_endpoint = common::StrCat("ipc://", dir, "/replay", n);
+  o.kv_events_endpoint = e.endpoint;
+  o.kv_events_replay_endpoint = e.replay_endpoint;
+  e.sim = std::make_unique<sim::SimProcess>(o);
+  EXPECT_TRUE(e.sim->Start().ok());
+  e.sim->StartThread();
+  return e;
+}
+
+std::string WorkerYaml(const Engine& e, uint32_t dp, uint32_t block_size) {
+  return common::StrCat("  - url: http://127.0.0.1:", e.sim->ports()[0], "\n    dp_size: ", dp,
+                        "\n    kv_events: {endpoint: \"", e.endpoint, "\", replay_endpoint: \"",
+                        e.replay_endpoint, "\", block_size: ", block_size, "}\n");
+}
+
+simdjson::dom::element Parse(simdjson::dom::parser& parser, const std::string& json) {
+  simdjson::dom::element doc;
+  EXPECT_EQ(parser.parse(json).get(doc), simdjson::SUCCESS) << json;
+  return doc;
+}
+
+BlockSet Ids(simdjson::dom::element array) {
+  BlockSet out;
+  for (auto v : array.get_array()) out.insert(uint64_t(v));
+  return out;
+}
+
+// Per worker URL: its precise state and, per rank, the GPU block ids kvgate holds.
+struct GatewayView {
+  std::map<std::string, std::string> state, reason;
+  std::map<std::string, std::vector<BlockSet>> gpu;
+};
+
+GatewayView ReadGateway(uint16_t port) {
+  GatewayView v;
+  const auto r = testing::Fetch(port, "GET", "/admin/workers?blocks=1");
+  simdjson::dom::parser parser;
+  const auto doc = Parse(parser, r.body);
+  for (auto w : doc["workers"].get_array()) {
+    const std::string url{std::string_view(w["url"])};
+    auto p = w["precise"];
+    v.state[url] = std::string(std::string_view(p["state"]));
+    v.reason[url] = std::string(std::string_view(p["reason"]));
+    for (auto rank : p["ranks"].get_array()) {
+      simdjson::dom::element ids;
+      const bool listed = rank["engine_block_ids"]["gpu"].get(ids) == simdjson::SUCCESS;
+      v.gpu[url].push_back(listed ? Ids(ids) : BlockSet{});
+    }
+  }
+  return v;
+}
+
+// The simulator's own pool, per rank.
+std::vector<BlockSet> ReadEngine(uint16_t port) {
+  const auto r = testing::Fetch(port, "GET", "/debug/blocks");
+  simdjson::dom::parser parser;
+  const auto doc = Parse(parser, r.body);
+  std::vector<BlockSet> out;
+  for (auto rank : doc["ranks"].get_array()) out.push_back(Ids(rank["GPU"]));
+  return out;
+}
+
+std::string Kvgate() { return replay::BinDir() + "/kvgate"; }
+
+TEST(PreciseModeWithSimulators, IndexEqualsTheEnginesPoolsAfterATrace) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  constexpr uint32_t kDp = 2;
+  Engine a = StartEngine(dir, 0, kDp);
+  Engine b = StartEngine(dir, 1, kDp);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml", common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting: {policy: "
+                                    "kvaware}\nworkers:\n",
+                                    WorkerYaml(a, kDp, 16), WorkerYaml(b, kDp, 16)));
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  const std::string url_a = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
+  const std::string url_b = common::StrCat("http://127.0.0.1:", b.sim->ports()[0]);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto v = ReadGateway(port);
+    return v.state[url_a] == "verified" && v.state[url_b] == "verified";
+  })) << gw.Log();
+
+  replay::ReplayOptions o;
+  o.target = common::StrCat("http://127.0.0.1:", port);
+  o.trace = replay::Fixture("agentic");
+  o.progress = 0;
+  o.speedup = 50;
+  o.loop = true;  // Conversations again under new ids: more distinct blocks than the pools hold.
+  o.max_requests = 60;
+  o.body.model = "sim-model";
+  auto result = replay::RunReplay(o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->report.errors, 0u) << gw.Log();
+  EXPECT_GT(result->report.cached_tokens, 0u);
+
+  // Events trail the answers by a step or two: compare until they agree (or time out).
+  std::string diff;
+  const bool equal = testing::WaitFor([&] {
+    const auto v = ReadGateway(port);
+    diff.clear();
+    for (const auto& [url, engine] : {std::pair{url_a, &a}, std::pair{url_b, &b}}) {
+      const auto pools = ReadEngine(engine->sim->ports()[0]);
+      const auto it = v.gpu.find(url);
+      if (it == v.gpu.end() || it->second.size() != pools.size()) {
+        diff += url + ": rank count differs; ";
+        continue;
+      }
+      for (size_t r = 0; r < pools.size(); ++r) {
+        if (it->second[r] != pools[r]) {
+          common::StrAppend(&diff, url, " rank ", r, ": kvgate ", it->second[r].size(),
+                            " blocks, engine ", pools[r].size(), "; ");
+        }
+      }
+    }
+    return diff.empty();
+  });
+  EXPECT_TRUE(equal) << diff;
+  // Both ranks of both workers served something, so the comparison covered four pools.
+  for (const Engine* e : {&a, &b}) {
+    for (const auto& pool : ReadEngine(e->sim->ports()[0])) EXPECT_FALSE(pool.empty());
+  }
+  // Evictions happened, so BlockRemoved was exercised (counters refresh about once a second).
+  std::string metrics;
+  EXPECT_TRUE(testing::WaitFor([&] {
+    metrics = testing::Fetch(port, "GET", "/metrics").body;
+    return metrics.find("kvgate_kv_events_blocks_removed_total{worker=\"" + url_a + "\"} 0") ==
+               std::string::npos &&
+           metrics.find("kvgate_kv_events_blocks_removed_total{worker=\"" + url_a + "\"}") !=
+               std::string::npos;
+  })) << metrics.substr(metrics.find("kvgate_kv_events_blocks"), 800);
+  EXPECT_THAT(metrics,
+              HasSubstr(common::StrCat("kvgate_precise_mode_verified{worker=\"", url_a, "\"} 1")));
+  a.sim->Stop();
+  b.sim->Stop();
+}
+
+TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  Engine a = StartEngine(dir, 0, 1);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting:\n  policy: kvaware\n  "
+                     "precise: {probe_timeout_ms: 1000}\nworkers:\n",
+                     WorkerYaml(a, 1, 32)));  // The simulator uses 16-token blocks.
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  const std::string url = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
+  GatewayView v;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    v = ReadGateway(port);
+    return v.state[url] == "unverified";
+  })) << gw.Log();
+  EXPECT_THAT(v.reason[url], HasSubstr("16-token blocks but kv_events.block_size is 32"));
+  EXPECT_THAT(gw.Log(), HasSubstr("NOT verified"));
+  EXPECT_THAT(testing::Fetch(port, "GET", "/metrics").body,
+              HasSubstr(common::StrCat("kvgate_precise_mode_verified{worker=\"", url, "\"} 0")));
+  // Routing falls back: explain matches approximately, and requests are served.
+  const std::string body =
+      R"({"model":"sim-model","messages":[{"role":"user","content":"fall back to the approximate index, please"}],"max_tokens":2})";
+  const auto explain = testing::Fetch(port, "POST", "/admin/explain", body);
+  EXPECT_THAT(explain.body, HasSubstr(R"("match_source":"approximate")"));
+  EXPECT_EQ(testing::Fetch(port, "POST", "/v1/chat/completions", body).status, 200);
+  a.sim->Stop();
+}
+
+}  // namespace
+}  // namespace kvgate
