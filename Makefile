@@ -34,11 +34,13 @@ test-asan: setup
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --preset asan-ubsan -j2
 
-# ThreadSanitizer on the concurrent parts: the kvindex stress test and the gateway.
+# ThreadSanitizer on the concurrent parts: the kvindex stress test, the gateway, and the KV-event
+# subscriber (its events thread against status readers).
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
-	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests
-	@TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j2 -R "Stress|Concurren|Gateway"
+	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
+	  kvgate_kv_subscriber_tests
+	@TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Subscriber"
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup
