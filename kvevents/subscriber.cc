@@ -141,6 +141,7 @@ struct KvEventSubscriber::Impl {
       s->sub.emplace(context, zmq::socket_type::sub);
       s->sub->set(zmq::sockopt::linger, 0);
       s->sub->set(zmq::sockopt::rcvhwm, options.rcvhwm);
+      s->sub->set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);  // A runaway peer is cut off.
       s->sub->set(zmq::sockopt::subscribe, src.topic);
       if (src.bind) {
         s->sub->bind(src.endpoint);
@@ -150,6 +151,7 @@ struct KvEventSubscriber::Impl {
       if (!src.replay_endpoint.empty()) {
         s->dealer.emplace(context, zmq::socket_type::dealer);
         s->dealer->set(zmq::sockopt::linger, 0);
+        s->dealer->set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
         s->dealer->connect(src.replay_endpoint);
       }
     } catch (const zmq::error_t& e) {

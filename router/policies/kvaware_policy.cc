@@ -23,9 +23,20 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, dou
   host = std::min(host, prompt - gpu);
   store = std::min(store, prompt - gpu - host);
   const double uncached = prompt - gpu - host - store;
-  return static_cast<double>(c.load.pending_prefill_tokens) / rate + uncached / rate +
-         host / config_.host_tokens_per_second + store / config_.store_tokens_per_second +
-         config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
+  double ttft = static_cast<double>(c.load.pending_prefill_tokens) / rate + uncached / rate +
+                host / config_.host_tokens_per_second + store / config_.store_tokens_per_second +
+                config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
+  // KV pressure: the engine admits a prompt only when its new blocks fit beside those of the
+  // requests it is still running; until then it waits for decodes to finish (or preempts one).
+  // Long agentic contexts make this the main source of tail latency.
+  const double capacity = static_cast<double>(c.engine.num_gpu_blocks) *
+                          (c.engine.block_size > 0 ? c.engine.block_size : bt);
+  if (capacity > 0 && prompt > 0) {
+    const double resident = static_cast<double>(c.load.active_kv_blocks) * bt;
+    const double overflow = resident + (prompt - gpu) - capacity;
+    if (overflow > 0) ttft += config_.kv_full_wait_seconds * std::min(1.0, overflow / prompt);
+  }
+  return ttft;
 }
 
 size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,

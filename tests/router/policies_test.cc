@@ -289,6 +289,26 @@ TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {
   EXPECT_EQ(Choose(p), 2u);
 }
 
+TEST_F(KvAwareTest, PromptThatDoesNotFitTheFreeKvWaits) {
+  KvAwarePolicy p(cfg_);  // kv_full_wait_seconds 2
+  for (auto& c : candidates_) {
+    c.engine.num_gpu_blocks = 2000;  // 32000 tokens of KV each
+    c.engine.block_size = 16;
+  }
+  candidates_[0].load.active_kv_blocks = 1000;  // 16000 resident + 16000 new: just fits
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6, 1e-9);
+  candidates_[0].load.active_kv_blocks = 1500;  // 8000 of the 16000 new tokens overflow
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6 + 2.0 * 0.5, 1e-9);
+  candidates_[0].load.active_kv_blocks = 4000;  // far over: the whole wait, no more
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 3.6, 1e-9);
+  // A session owner whose KV is full loses the request to an idle worker.
+  candidates_[0].cached_blocks[0] = 500;  // 8000 tokens of its history
+  candidates_[0].cached_any_blocks = 500;
+  EXPECT_NE(Choose(p), 0u);
+  candidates_[0].load.active_kv_blocks = 0;
+  EXPECT_EQ(Choose(p), 0u);
+}
+
 TEST_F(KvAwareTest, LoadBoundExcludesHotWorker) {
   KvAwarePolicy p(cfg_);  // spill_bound 2
   candidates_[0].cached_blocks[0] = 1000;
