@@ -19,6 +19,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxMessagesPerTurn = 4096;  // Per socket and loop turn: fairness across sources.
 constexpr size_t kRecentBatches = 8192;       // Applied batches remembered to spot late copies.
+// One engine step's events are kilobytes; far larger frames are a misconfigured peer.
+constexpr int64_t kMaxMessageBytes = int64_t{64} << 20;
 
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
