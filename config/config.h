@@ -113,7 +113,7 @@ struct KvAwarePolicyConfig {
   double affinity_margin_seconds = 0.1;        // predicted TTFT a session owner may lose by
   double balance_weight = 0.1;                 // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
-  double kv_full_wait_seconds = 2.0;  // wait predicted when a prompt does not fit the free KV
+  double kv_full_wait_seconds = 10.0;  // wait predicted when a prompt does not fit the free KV
 };
 
 // Precise mode: routing on the engines' own KV events (workers with `kv_events`).

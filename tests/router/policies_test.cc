@@ -290,7 +290,8 @@ TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {
 }
 
 TEST_F(KvAwareTest, PromptThatDoesNotFitTheFreeKvWaits) {
-  KvAwarePolicy p(cfg_);  // kv_full_wait_seconds 2
+  cfg_.kv_full_wait_seconds = 2;
+  KvAwarePolicy p(cfg_);
   for (auto& c : candidates_) {
     c.engine.num_gpu_blocks = 2000;  // 32000 tokens of KV each
     c.engine.block_size = 16;
