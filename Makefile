@@ -40,7 +40,8 @@ test-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
 	  kvgate_kv_subscriber_tests
-	@TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Subscriber"
+	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Subscriber"
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup

@@ -1,5 +1,6 @@
 #include "router/health_checker.h"
 
+#include <atomic>
 #include <set>
 
 #include "common/json_util.h"
@@ -132,7 +133,7 @@ struct HealthChecker::Impl {
 
   net::io_context& ioc;
   GatewayState& state;
-  bool stopped = false;
+  std::atomic<bool> stopped{false};  // Stop() runs on another thread
 };
 
 HealthChecker::HealthChecker(net::io_context& ioc, GatewayState& state)

@@ -1,5 +1,6 @@
 #include "router/precise_prober.h"
 
+#include <atomic>
 #include <map>
 #include <random>
 
@@ -249,7 +250,7 @@ struct PreciseProber::Impl {
 
   net::io_context& ioc;
   GatewayState& state;
-  bool stopped = false;
+  std::atomic<bool> stopped{false};  // Stop() runs on another thread
   std::map<uint32_t, Track> tracks;
   std::string configured_key;
   kvindex::Canonicalizer canonicalizer;

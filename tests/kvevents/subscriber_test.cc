@@ -204,6 +204,8 @@ TEST_F(SubscriberTest, ColdStartRecoversTheReplayBufferThenFollowsLive) {
   subscriber_.Start();
   subscriber_.SetSources({pub.Source()});
   ASSERT_TRUE(Holds({1, 2, 3}));
+  // The status is published once per loop turn, just after the blocks are applied.
+  ASSERT_TRUE(testing::WaitFor([&] { return Status().replayed_batches == 2; })) << Describe();
   const SourceStatus s = Status();
   EXPECT_TRUE(s.view_complete);
   EXPECT_EQ(s.replayed_batches, 2u);
@@ -271,6 +273,7 @@ TEST_F(SubscriberTest, SequenceGoingBackwardsIsARestart) {
   pub.Restart();
   pub.Publish(0, StoredBatch({500}));
   ASSERT_TRUE(Holds({500}));
+  ASSERT_TRUE(testing::WaitFor([&] { return Status().next_seq == 1u; })) << Describe();
   EXPECT_EQ(Status().restarts, 1u);
   EXPECT_EQ(Status().generation, 1u);
   EXPECT_EQ(*Status().next_seq, 1u);

@@ -206,5 +206,39 @@ TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately
   a.sim->Stop();
 }
 
+TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  sim::SimOptions o;  // Publishes nothing: its events are "lost".
+  o.base_port = 0;
+  o.time_scale = 0.02;
+  sim::SimProcess quiet(o);
+  ASSERT_TRUE(quiet.Start().ok());
+  quiet.StartThread();
+  const std::string url = common::StrCat("http://127.0.0.1:", quiet.ports()[0]);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting:\n  policy: kvaware\n  "
+                     "precise: {probe: false, silence_timeout_ms: 300}\nworkers:\n  - url: ",
+                     url, "\n    kv_events: {endpoint: \"ipc://", dir, "/nobody\"}\n"));
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  ASSERT_TRUE(testing::WaitFor([&] { return ReadGateway(port).state[url] == "verified"; }));
+  // Requests are routed there, but no event ever comes back: after 300 ms it is flagged.
+  const std::string body =
+      R"({"model":"sim-model","messages":[{"role":"user","content":"anyone listening?"}],"max_tokens":2})";
+  GatewayView v;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    EXPECT_EQ(testing::Fetch(port, "POST", "/v1/chat/completions", body).status, 200);
+    v = ReadGateway(port);
+    return v.state[url] == "unverified";
+  })) << gw.Log();
+  EXPECT_THAT(v.reason[url], HasSubstr("no KV events for"));
+  EXPECT_THAT(testing::Fetch(port, "POST", "/admin/explain", body).body,
+              HasSubstr(R"("match_source":"approximate")"));
+  quiet.Stop();
+}
+
 }  // namespace
 }  // namespace kvgate
