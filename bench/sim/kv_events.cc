@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include "common/strings.h"
+#include "kvevents/event_decoder.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::sim {
@@ -111,15 +112,6 @@ void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
   }
 }
 
-std::string Seq8(uint64_t seq) {
-  std::string s(8, '\0');
-  for (int i = 7; i >= 0; --i) {
-    s[static_cast<size_t>(i)] = static_cast<char>(seq & 0xff);
-    seq >>= 8;
-  }
-  return s;
-}
-
 }  // namespace
 
 void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional<int> dp_rank,
@@ -181,7 +173,7 @@ void KvEventPublisher::Publish(double ts, absl::Span<const KvEvent> events) {
     std::string payload;
     EncodeEventBatch(ts, events, s.options.dp_rank, s.options.encoding, &payload);
     const uint64_t seq = s.next_seq++;
-    const std::string seq8 = Seq8(seq);
+    const std::string seq8 = kvevents::EncodeSequence(seq);
     // PUB never blocks: past the high-water mark ZMQ drops, as it does for vLLM.
     s.pub.send(zmq::buffer(s.options.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     s.pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -212,9 +204,8 @@ void KvEventPublisher::ServiceReplay() {
       spdlog::warn("kv events: invalid replay request ({} frames)", frames.size());
       continue;
     }
-    uint64_t start = 0;
-    const auto* b = static_cast<const unsigned char*>(frames[2].data());
-    for (int i = 0; i < 8; ++i) start = (start << 8) | b[i];
+    const uint64_t start =
+        *kvevents::DecodeSequence({static_cast<const char*>(frames[2].data()), 8});
     const std::string id(static_cast<const char*>(frames[0].data()), frames[0].size());
     auto send = [&](const std::string& seq8, const std::string& payload) {
       constexpr auto kMore = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
@@ -224,9 +215,9 @@ void KvEventPublisher::ServiceReplay() {
       s.router->send(zmq::buffer(payload), zmq::send_flags::dontwait);
     };
     for (const auto& [seq, payload] : s.buffer) {
-      if (seq >= start) send(Seq8(seq), payload);
+      if (seq >= start) send(kvevents::EncodeSequence(seq), payload);
     }
-    send(Seq8(~uint64_t{0}), std::string());
+    send(kvevents::EncodeSequence(kvevents::kReplayEndSequence), std::string());
   }
 }
 
