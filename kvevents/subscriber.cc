@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <iterator>
 #include <map>
@@ -70,7 +71,12 @@ struct KvEventSubscriber::Impl {
       }
       try {
         if (items.empty()) {
-          std::this_thread::sleep_for(options.poll_interval);  // Nothing to poll: wait for sources.
+          // Nothing to poll (no worker has kv_events): sleep until sources come or Stop().
+          PublishStatus();
+          std::unique_lock lock(mu);
+          wake.wait(lock, [&] {
+            return desired_version != applied_version || !running.load(std::memory_order_acquire);
+          });
         } else {
           zmq::poll(items, options.poll_interval);
         }
@@ -140,7 +146,9 @@ struct KvEventSubscriber::Impl {
     auto s = std::make_unique<Stream>();
     s->status.source = src;
     try {
-      s->sub.emplace(context, zmq::socket_type::sub);
+      // The context (and its I/O thread) exists only once some worker publishes events.
+      if (!context) context.emplace(1);
+      s->sub.emplace(*context, zmq::socket_type::sub);
       s->sub->set(zmq::sockopt::linger, 0);
       s->sub->set(zmq::sockopt::rcvhwm, options.rcvhwm);
       s->sub->set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);  // A runaway peer is cut off.
@@ -151,7 +159,7 @@ struct KvEventSubscriber::Impl {
         s->sub->connect(src.endpoint);
       }
       if (!src.replay_endpoint.empty()) {
-        s->dealer.emplace(context, zmq::socket_type::dealer);
+        s->dealer.emplace(*context, zmq::socket_type::dealer);
         s->dealer->set(zmq::sockopt::linger, 0);
         s->dealer->set(zmq::sockopt::maxmsgsize, kMaxMessageBytes);
         s->dealer->connect(src.replay_endpoint);
@@ -347,11 +355,12 @@ struct KvEventSubscriber::Impl {
   EventApplier& applier;
   SubscriberObserver* const observer;
   const SubscriberOptions options;
-  zmq::context_t context{1};
+  std::optional<zmq::context_t> context;  // Events thread only; outlives the sockets in streams.
   std::thread thread;
   std::atomic<bool> running{false};
 
-  mutable std::mutex mu;  // Guards the three below.
+  mutable std::mutex mu;  // Guards the three below; `wake` signals a change of the first two.
+  std::condition_variable wake;
   std::vector<EventSource> desired;
   uint64_t desired_version = 0;
   std::vector<SourceStatus> published;
@@ -373,7 +382,11 @@ void KvEventSubscriber::Start() {
 }
 
 void KvEventSubscriber::Stop() {
-  if (!impl_->running.exchange(false)) return;
+  {
+    std::lock_guard lock(impl_->mu);  // So the idle wait cannot miss the flag.
+    if (!impl_->running.exchange(false)) return;
+  }
+  impl_->wake.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -381,6 +394,7 @@ void KvEventSubscriber::SetSources(std::vector<EventSource> sources) {
   std::lock_guard lock(impl_->mu);
   impl_->desired = std::move(sources);
   ++impl_->desired_version;
+  impl_->wake.notify_all();
 }
 
 std::vector<SourceStatus> KvEventSubscriber::Status() const {
