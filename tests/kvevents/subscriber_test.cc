@@ -94,6 +94,13 @@ class TestPublisher {
     pub_.send(zmq::buffer(seq8), zmq::send_flags::sndmore);
     pub_.send(zmq::buffer(payload), zmq::send_flags::none);
   }
+  // Sends raw frames on the live socket (malformed messages).
+  void SendRaw(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      pub_.send(zmq::buffer(frames[i]),
+                i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
   // A restarted engine: empty buffer, sequence from 0 again.
   void Restart() {
     std::lock_guard lock(mu_);
@@ -278,6 +285,23 @@ TEST_F(SubscriberTest, SequenceGoingBackwardsIsARestart) {
   EXPECT_EQ(Status().generation, 1u);
   EXPECT_EQ(*Status().next_seq, 1u);
   EXPECT_TRUE(Status().view_complete);
+}
+
+TEST_F(SubscriberTest, MalformedMessagesAreCountedAndTheStreamGoesOn) {
+  TestPublisher pub(/*replay=*/true);
+  subscriber_.Start();
+  subscriber_.SetSources({pub.Source()});
+  uint64_t seq = 0;
+  Join(pub, &seq);
+  pub.SendRaw({"kv", EncodeSequence(seq)});                  // Two frames.
+  pub.SendRaw({"kv", "short", StoredBatch({1})});            // A 5-byte sequence.
+  pub.SendRaw({"kv", EncodeSequence(seq), "\x93\xcb\x41"});  // Truncated msgpack.
+  pub.Publish(seq + 1, StoredBatch({42}));
+  ASSERT_TRUE(testing::WaitFor([&] { return Status().next_seq == seq + 2; })) << Describe();
+  EXPECT_EQ(Status().bad_messages, 3u);
+  EXPECT_EQ(Status().restarts, 0u);
+  auto b = Blocks();
+  EXPECT_NE(std::find(b.begin(), b.end(), 42u), b.end());
 }
 
 TEST_F(SubscriberTest, RemovingTheSourceForgetsItsBlocksAndBadEndpointsReportAnError) {
