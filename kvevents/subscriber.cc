@@ -82,11 +82,7 @@ struct KvEventSubscriber::Impl {
         }
         for (size_t i = 0; i < items.size(); ++i) {
           if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
-          if (owners[i].second) {
-            DrainDealer(*owners[i].first);
-          } else {
-            DrainSub(*owners[i].first);
-          }
+          Drain(*owners[i].first, /*replay=*/owners[i].second);
         }
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) break;
@@ -178,45 +174,40 @@ struct KvEventSubscriber::Impl {
     return s;
   }
 
-  void DrainSub(Stream& s) {
+  // Receives what `s`'s live (SUB) or replay (DEALER) socket holds. Both carry three frames,
+  // [topic or "", seq8, payload].
+  void Drain(Stream& s, bool replay) {
+    zmq::socket_t& socket = replay ? *s.dealer : *s.sub;
     std::vector<zmq::message_t> frames;
     for (size_t n = 0; n < kMaxMessagesPerTurn; ++n) {
       frames.clear();
-      if (!zmq::recv_multipart(*s.sub, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
         return;
       }
-      s.status.last_message = SteadyClock::now();
+      if (!replay) s.status.last_message = SteadyClock::now();
       std::optional<uint64_t> seq;
-      if (frames.size() == 3) seq = DecodeSequence(View(frames[1]));
-      if (!seq) {
-        Bad(s, "a message without 3 frames and an 8-byte sequence");
-        continue;
+      if (frames.size() == 3 && (!replay || frames[0].size() == 0)) {
+        seq = DecodeSequence(View(frames[1]));
       }
-      OnLive(s, *seq, View(frames[2]));
+      if (!seq) {
+        Bad(s, replay ? "a replay reply that is not [\"\", seq8, payload]"
+                      : "a message without 3 frames and an 8-byte sequence");
+      } else if (replay) {
+        OnReplayed(s, *seq, View(frames[2]));
+      } else {
+        OnLive(s, *seq, View(frames[2]));
+      }
     }
   }
 
-  void DrainDealer(Stream& s) {
-    std::vector<zmq::message_t> frames;
-    for (size_t n = 0; n < kMaxMessagesPerTurn; ++n) {
-      frames.clear();
-      if (!zmq::recv_multipart(*s.dealer, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        return;
-      }
-      std::optional<uint64_t> seq;
-      if (frames.size() == 3 && frames[0].size() == 0) seq = DecodeSequence(View(frames[1]));
-      if (!seq) {
-        Bad(s, "a replay reply that is not [\"\", seq8, payload]");
-        continue;
-      }
-      if (!s.status.replaying) continue;  // A late reply to a replay that timed out.
-      if (*seq == kReplayEndSequence || frames[2].size() == 0) {
-        FinishReplay(s);
-        continue;
-      }
-      s.replay_deadline = SteadyClock::now() + options.replay_timeout;
-      InOrder(s, *seq, View(frames[2]), /*replayed=*/true);
+  void OnReplayed(Stream& s, uint64_t seq, std::string_view payload) {
+    if (!s.status.replaying) return;  // A late reply to a replay that timed out.
+    if (seq == kReplayEndSequence || payload.empty()) {
+      FinishReplay(s);
+      return;
     }
+    s.replay_deadline = SteadyClock::now() + options.replay_timeout;
+    InOrder(s, seq, payload, /*replayed=*/true);
   }
 
   void OnLive(Stream& s, uint64_t seq, std::string_view payload) {

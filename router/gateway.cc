@@ -7,8 +7,8 @@
 
 #include "common/strings.h"
 #include "router/health_checker.h"
-#include "router/precise_prober.h"
 #include "router/internal/thread_context.h"
+#include "router/precise_prober.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

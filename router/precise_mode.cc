@@ -148,9 +148,11 @@ void PreciseMode::Stop() { subscriber_.Stop(); }
 
 void PreciseMode::Configure(const WorkerSet& workers) {
   std::vector<kvevents::EventSource> sources;
+  bool any = false;
   for (const auto& w : workers.workers) {
     const auto& ke = w->config().kv_events;
     if (!ke) continue;
+    any = true;
     const auto models = w->Models();
     // Root blocks are namespaced by the served model: wait until config or /v1/models names it
     // (the prober re-configures when it does).
@@ -168,8 +170,6 @@ void PreciseMode::Configure(const WorkerSet& workers) {
       sources.push_back(std::move(s));
     }
   }
-  bool any = false;
-  for (const auto& w : workers.workers) any |= w->config().kv_events.has_value();
   enabled_.store(any, std::memory_order_release);
   // Series of workers that left.
   {

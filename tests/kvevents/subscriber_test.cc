@@ -163,6 +163,11 @@ class SubscriberTest : public ::testing::Test {
     auto all = subscriber_.Status();
     return all.empty() ? SourceStatus{} : all[0];
   }
+  // Starts the events thread on `pub`'s stream.
+  void Subscribe(const TestPublisher& pub, bool with_replay = true) {
+    subscriber_.Start();
+    subscriber_.SetSources({pub.Source(with_replay)});
+  }
   std::string Describe() {
     const SourceStatus s = Status();
     return "next_seq " + (s.next_seq ? std::to_string(*s.next_seq) : "none") + " batches " +
@@ -208,8 +213,7 @@ TEST_F(SubscriberTest, ColdStartRecoversTheReplayBufferThenFollowsLive) {
   TestPublisher pub(/*replay=*/true);
   pub.Publish(0, StoredBatch({1}));  // Before kvgate listens: only the replay has them.
   pub.Publish(1, StoredBatch({2, 3}));
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source()});
+  Subscribe(pub);
   ASSERT_TRUE(Holds({1, 2, 3}));
   // The status is published once per loop turn, just after the blocks are applied.
   ASSERT_TRUE(testing::WaitFor([&] { return Status().replayed_batches == 2; })) << Describe();
@@ -225,8 +229,7 @@ TEST_F(SubscriberTest, ColdStartRecoversTheReplayBufferThenFollowsLive) {
 
 TEST_F(SubscriberTest, LiveGapIsReplayedInOrder) {
   TestPublisher pub(/*replay=*/true);
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source()});
+  Subscribe(pub);
   uint64_t seq = 0;
   Join(pub, &seq);
   const uint64_t replays_before = Status().replays;
@@ -254,8 +257,7 @@ TEST_F(SubscriberTest, LiveGapIsReplayedInOrder) {
 
 TEST_F(SubscriberTest, GapWithoutReplaySocketIsCountedLost) {
   TestPublisher pub(/*replay=*/false);
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source(/*with_replay=*/false)});
+  Subscribe(pub, /*with_replay=*/false);
   uint64_t seq = 5;  // Joined mid-stream: batches 0-4 are unrecoverable.
   Join(pub, &seq);
   EXPECT_FALSE(Status().view_complete);
@@ -271,8 +273,7 @@ TEST_F(SubscriberTest, GapWithoutReplaySocketIsCountedLost) {
 
 TEST_F(SubscriberTest, SequenceGoingBackwardsIsARestart) {
   TestPublisher pub(/*replay=*/true);
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source()});
+  Subscribe(pub);
   uint64_t seq = 0;
   Join(pub, &seq);
   pub.Publish(seq, StoredBatch({10, 11}));
@@ -289,8 +290,7 @@ TEST_F(SubscriberTest, SequenceGoingBackwardsIsARestart) {
 
 TEST_F(SubscriberTest, MalformedMessagesAreCountedAndTheStreamGoesOn) {
   TestPublisher pub(/*replay=*/true);
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source()});
+  Subscribe(pub);
   uint64_t seq = 0;
   Join(pub, &seq);
   pub.SendRaw({"kv", EncodeSequence(seq)});                  // Two frames.
@@ -307,8 +307,7 @@ TEST_F(SubscriberTest, MalformedMessagesAreCountedAndTheStreamGoesOn) {
 TEST_F(SubscriberTest, RemovingTheSourceForgetsItsBlocksAndBadEndpointsReportAnError) {
   TestPublisher pub(/*replay=*/true);
   pub.Publish(0, StoredBatch({1}));
-  subscriber_.Start();
-  subscriber_.SetSources({pub.Source()});
+  Subscribe(pub);
   ASSERT_TRUE(Holds({1}));
   EventSource bad = pub.Source();
   bad.endpoint = "tcp://not an endpoint";
