@@ -41,6 +41,8 @@ struct CudaApi {
   KVGATE_CU_FN(cuMemGetAddressRange);
   KVGATE_CU_FN(cuMemcpy);
   KVGATE_CU_FN(cuMemAllocHost);
+  KVGATE_CU_FN(cuMemAlloc);
+  KVGATE_CU_FN(cuMemFree);
   KVGATE_CU_FN(cuMemFreeHost);
   KVGATE_CU_FN(cuGetErrorString);
   KVGATE_CU_FN(cuMemGetHandleForAddressRange);  // CUDA >= 11.7 drivers; may stay null.
@@ -114,6 +116,19 @@ class CudaRuntime final : public GpuRuntime {
     if (Bind(0).ok()) api_.cuMemFreeHost(ptr);
   }
 
+  absl::StatusOr<void*> AllocDevice(uint64_t length, int device) override {
+    if (auto st = Bind(device); !st.ok()) return st;
+    CUdeviceptr p = 0;
+    if (auto st = Check(api_.cuMemAlloc(&p, length), "cuMemAlloc"); !st.ok()) {
+      return absl::ResourceExhaustedError(st.message());
+    }
+    return reinterpret_cast<void*>(p);
+  }
+
+  void FreeDevice(void* ptr) override {
+    if (Bind(0).ok()) api_.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
+  }
+
   absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void* addr, uint64_t length) override {
     if (api_.cuMemGetHandleForAddressRange == nullptr) {
       return absl::UnimplementedError("the CUDA driver has no cuMemGetHandleForAddressRange");
@@ -178,6 +193,8 @@ absl::StatusOr<GpuRuntimePtr> LoadCudaRuntime() {
   KVGATE_CU_LOAD(api, lib, cuMemGetAddressRange, true);
   KVGATE_CU_LOAD(api, lib, cuMemcpy, true);
   KVGATE_CU_LOAD(api, lib, cuMemAllocHost, true);
+  KVGATE_CU_LOAD(api, lib, cuMemAlloc, true);
+  KVGATE_CU_LOAD(api, lib, cuMemFree, true);
   KVGATE_CU_LOAD(api, lib, cuMemFreeHost, true);
   KVGATE_CU_LOAD(api, lib, cuGetErrorString, true);
   KVGATE_CU_LOAD(api, lib, cuMemGetHandleForAddressRange, false);

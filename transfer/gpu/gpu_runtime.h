@@ -39,6 +39,9 @@ class GpuRuntime {
   /// Page-locked host memory for bounce buffers. @return kResourceExhausted on failure.
   virtual absl::StatusOr<void*> AllocPinned(uint64_t length) = 0;
   virtual void FreePinned(void* ptr) = 0;
+  /// Device memory (tests and the bench). @return kResourceExhausted on failure.
+  virtual absl::StatusOr<void*> AllocDevice(uint64_t length, int device) = 0;
+  virtual void FreeDevice(void* ptr) = 0;
   /// @return kUnimplemented when the runtime or driver cannot export dma-bufs.
   virtual absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void* addr, uint64_t length) = 0;
 };

@@ -37,6 +37,8 @@ struct HipApi {
   KVGATE_HIP_FN(hipMemcpy);
   hipError_t (*hipHostMalloc)(void**, size_t, unsigned int) = nullptr;  // Overloaded in C++.
   KVGATE_HIP_FN(hipHostFree);
+  hipError_t (*hipMalloc)(void**, size_t) = nullptr;  // Overloaded in C++.
+  KVGATE_HIP_FN(hipFree);
   KVGATE_HIP_FN(hipGetErrorString);
   // hsa_status_t hsa_amd_portable_export_dmabuf(const void*, size_t, int*, uint64_t*)
   int (*export_dmabuf)(const void*, size_t, int*, uint64_t*) = nullptr;
@@ -87,6 +89,17 @@ class HipRuntime final : public GpuRuntime {
 
   void FreePinned(void* ptr) override { (void)api_.hipHostFree(ptr); }
 
+  absl::StatusOr<void*> AllocDevice(uint64_t length, int device) override {
+    void* p = nullptr;
+    if (auto st = Check(api_.hipSetDevice(device), "hipSetDevice"); !st.ok()) return st;
+    if (auto st = Check(api_.hipMalloc(&p, length), "hipMalloc"); !st.ok()) {
+      return absl::ResourceExhaustedError(st.message());
+    }
+    return p;
+  }
+
+  void FreeDevice(void* ptr) override { (void)api_.hipFree(ptr); }
+
   absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void* addr, uint64_t length) override {
     if (api_.export_dmabuf == nullptr) {
       return absl::UnimplementedError(
@@ -127,15 +140,15 @@ absl::StatusOr<GpuRuntimePtr> LoadHipRuntime() {
   }
   if (lib == nullptr) return absl::UnavailableError("no GPU: libamdhip64.so (HIP) not found");
   HipApi api;
-  const bool ok = Load(lib, "hipInit", &api.hipInit) &&
-                  Load(lib, "hipGetDeviceCount", &api.hipGetDeviceCount) &&
-                  Load(lib, "hipSetDevice", &api.hipSetDevice) &&
-                  Load(lib, "hipPointerGetAttribute", &api.hipPointerGetAttribute) &&
-                  Load(lib, "hipMemGetAddressRange", &api.hipMemGetAddressRange) &&
-                  Load(lib, "hipMemcpy", &api.hipMemcpy) &&
-                  Load(lib, "hipHostMalloc", &api.hipHostMalloc) &&
-                  Load(lib, "hipHostFree", &api.hipHostFree) &&
-                  Load(lib, "hipGetErrorString", &api.hipGetErrorString);
+  const bool ok =
+      Load(lib, "hipInit", &api.hipInit) &&
+      Load(lib, "hipGetDeviceCount", &api.hipGetDeviceCount) &&
+      Load(lib, "hipSetDevice", &api.hipSetDevice) &&
+      Load(lib, "hipPointerGetAttribute", &api.hipPointerGetAttribute) &&
+      Load(lib, "hipMemGetAddressRange", &api.hipMemGetAddressRange) &&
+      Load(lib, "hipMemcpy", &api.hipMemcpy) && Load(lib, "hipHostMalloc", &api.hipHostMalloc) &&
+      Load(lib, "hipHostFree", &api.hipHostFree) && Load(lib, "hipMalloc", &api.hipMalloc) &&
+      Load(lib, "hipFree", &api.hipFree) && Load(lib, "hipGetErrorString", &api.hipGetErrorString);
   if (!ok) return absl::UnavailableError("no GPU: libamdhip64.so lacks a needed function");
   if (void* hsa = dlopen("libhsa-runtime64.so.1", RTLD_NOW | RTLD_LOCAL); hsa != nullptr) {
     Load(hsa, "hsa_amd_portable_export_dmabuf", &api.export_dmabuf);

@@ -145,6 +145,10 @@ net::awaitable<absl::Status> TcpConnection::Handshake() {
   RequestHeader hello;
   hello.op = WireOp::kHello;
   hello.length = static_cast<uint32_t>(info_->instance.size());
+  if (info_->crc32c) {
+    hello.flags = kFlagCrc32c;
+    hello.header_crc = HeaderCrc(hello);
+  }
   const std::array<net::const_buffer, 2> bufs{net::buffer(&hello, sizeof(hello)),
                                               net::buffer(info_->instance)};
   auto [ec, n] = co_await net::async_write(socket_, bufs, kNoThrow);
@@ -152,7 +156,9 @@ net::awaitable<absl::Status> TcpConnection::Handshake() {
   auto [ec2, n2] =
       co_await net::async_read(socket_, net::buffer(&response_, sizeof(response_)), kNoThrow);
   if (ec2) co_return Unavailable(*info_, common::StrCat("hello: ", ec2.message()));
-  if (response_.magic != kWireMagic) co_return Unavailable(*info_, "not a kvgate transfer port");
+  if (response_.magic != kWireMagic || !ResponseIntact()) {
+    co_return Unavailable(*info_, "not a kvgate transfer port, or a corrupted answer");
+  }
   if (response_.status == WireStatus::kWrongPeer) {
     co_return absl::FailedPreconditionError(
         common::StrCat("tcp: segment '", info_->segment, "' (", info_->endpoint,
@@ -220,6 +226,7 @@ net::awaitable<void> TcpConnection::Run() {
       if (info_->crc32c) {
         s.header.flags = kFlagCrc32c;
         if (s.op == TransferOp::kWrite) s.header.crc = Crc32c(0, payload, s.length);
+        s.header.header_crc = HeaderCrc(s.header);
       }
       // Into inflight_ before the write: the answer may be read before the write completes.
       // Deque elements do not move on push_back/pop_front, so the buffers stay valid.
@@ -250,7 +257,7 @@ net::awaitable<void> TcpConnection::Reader() {
                                                     : common::StrCat("read: ", ec.message())),
           true);
     }
-    if (response_.magic != kWireMagic || inflight_.empty() ||
+    if (response_.magic != kWireMagic || !ResponseIntact() || inflight_.empty() ||
         response_.seq != inflight_.front().header.seq) {
       co_return Fail(Unavailable(*info_, "protocol error: unexpected response"), true);
     }

@@ -119,6 +119,11 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // Strand only.
   void Fail(absl::Status why, bool retry);
   void Wake();
+  /// In crc mode, whether response_ carries the flag and a matching header CRC.
+  bool ResponseIntact() const {
+    return !info_->crc32c ||
+           ((response_.flags & kFlagCrc32c) && HeaderCrc(response_) == response_.header_crc);
+  }
   bool ReadyToSend() const {
     return connected_ && !queue_.empty() &&
            inflight_.size() < params_.max_inflight_slices_per_connection;

@@ -110,6 +110,7 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
   ResponseHeader resp;
   std::vector<uint8_t> scratch;
   bool greeted = false;
+  bool crc_mode = false;  // Set by the kHello: every header checked, every response sealed.
   for (;;) {
     s->busy_since = Clock::time_point{};
     auto [ec, n] = co_await net::async_read(s->socket, net::buffer(&req, sizeof(req)), kNoThrow);
@@ -117,106 +118,99 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
     s->busy_since = Clock::now();
     resp = ResponseHeader{};
     resp.seq = req.seq;
+    const uint8_t* payload = nullptr;  // Sent after resp, resp.length bytes.
     const bool known_op =
         req.op == WireOp::kHello || req.op == WireOp::kRead || req.op == WireOp::kWrite;
+    const bool flagged = (req.flags & kFlagCrc32c) != 0;
+    if (req.op == WireOp::kHello && !greeted) crc_mode = flagged;
+    // A header that fails a check cannot be trusted for anything, its length included: the
+    // stream cannot be resynchronised, so the connection ends after the refusal.
+    bool close_after = false;
+    LocalBufferPtr buf;  // Referenced until its bytes are off the wire.
+    BouncePool::Chunk chunk;
     if (req.magic != kWireMagic || !known_op || req.length > kMaxWirePayload ||
         greeted == (req.op == WireOp::kHello) ||
-        (req.op == WireOp::kHello && req.length > kMaxHelloBytes)) {
+        (req.op == WireOp::kHello && req.length > kMaxHelloBytes) || flagged != crc_mode ||
+        (crc_mode && HeaderCrc(req) != req.header_crc)) {
       resp.status = WireStatus::kBadRequest;
-      co_await net::async_write(s->socket, net::buffer(&resp, sizeof(resp)), kNoThrow);
-      break;
-    }
-    if (req.op == WireOp::kHello) {
+      close_after = true;
+    } else if (req.op == WireOp::kHello) {
       scratch.resize(req.length);
       auto [ec2, n2] = co_await net::async_read(s->socket, net::buffer(scratch), kNoThrow);
       if (ec2) break;
       greeted = std::string_view(reinterpret_cast<const char*>(scratch.data()), scratch.size()) ==
                 context_.instance;
       resp.status = greeted ? WireStatus::kOk : WireStatus::kWrongPeer;
-      auto [ec3, n3] =
-          co_await net::async_write(s->socket, net::buffer(&resp, sizeof(resp)), kNoThrow);
-      if (ec3 || !greeted) break;
-      continue;
-    }
-    // The buffer stays referenced until its bytes are off the wire.
-    LocalBufferPtr buf = context_.registry->Find(req.addr, req.length);
-    GpuRuntime* rt = buf != nullptr ? context_.RuntimeFor(buf->location) : nullptr;
-    auto* mem = reinterpret_cast<uint8_t*>(req.addr);
-    const bool crc = (req.flags & kFlagCrc32c) != 0;
-    if (req.op == WireOp::kRead) {
-      if (buf == nullptr) {
-        resp.status = WireStatus::kOutOfRange;
-        auto [ec2, n2] =
-            co_await net::async_write(s->socket, net::buffer(&resp, sizeof(resp)), kNoThrow);
-        if (ec2) break;
-        continue;
-      }
-      const uint8_t* src = mem;
-      BouncePool::Chunk chunk;
-      if (rt != nullptr) {
-        // Device memory: stage in host memory first (pinned when the slice fits a chunk).
-        BouncePool* pool = buf->location.kind == MemoryKind::kCuda ? cuda_bounce_ : hip_bounce_;
-        uint8_t* stage = nullptr;
-        if (pool != nullptr && req.length <= pool->chunk_bytes()) {
-          chunk = pool->Acquire();
-          stage = chunk.data();
-        } else {
-          scratch.resize(req.length);
-          stage = scratch.data();
-        }
-        if (!rt->Copy(stage, mem, req.length).ok()) {
-          resp.status = WireStatus::kDeviceError;
-          auto [ec2, n2] =
-              co_await net::async_write(s->socket, net::buffer(&resp, sizeof(resp)), kNoThrow);
-          if (ec2) break;
-          continue;
-        }
-        src = stage;
-      }
-      resp.length = req.length;
-      if (crc) {
-        resp.flags = kFlagCrc32c;
-        resp.crc = Crc32c(0, src, req.length);
-      }
-      // Header and payload in one gather write, straight from registered memory.
-      const std::array<net::const_buffer, 2> bufs{net::buffer(&resp, sizeof(resp)),
-                                                  net::buffer(src, req.length)};
-      auto [ec2, n2] = co_await net::async_write(s->socket, bufs, kNoThrow);
-      if (ec2) break;
-      continue;
-    }
-    // kWrite.
-    if (buf == nullptr) {
-      // Consume the payload so the connection stays usable, then refuse.
-      scratch.resize(std::min<uint64_t>(req.length, kDrainChunkBytes));
-      uint64_t left = req.length;
-      bool broken = false;
-      while (left > 0 && !broken) {
-        const size_t k = std::min<uint64_t>(left, scratch.size());
-        auto [ec2, n2] =
-            co_await net::async_read(s->socket, net::buffer(scratch.data(), k), kNoThrow);
-        broken = static_cast<bool>(ec2);
-        left -= k;
-      }
-      if (broken) break;
-      resp.status = WireStatus::kOutOfRange;
+      close_after = !greeted;
     } else {
-      uint8_t* dst = mem;
-      if (rt != nullptr) {
-        scratch.resize(req.length);
-        dst = scratch.data();
-      }
-      auto [ec2, n2] = co_await net::async_read(s->socket, net::buffer(dst, req.length), kNoThrow);
-      if (ec2) break;
-      if (crc && Crc32c(0, dst, req.length) != req.crc) {
-        resp.status = WireStatus::kCrcMismatch;
-      } else if (rt != nullptr && !rt->Copy(mem, dst, req.length).ok()) {
-        resp.status = WireStatus::kDeviceError;
+      buf = context_.registry->Find(req.addr, req.length);
+      GpuRuntime* rt = buf != nullptr ? context_.RuntimeFor(buf->location) : nullptr;
+      auto* mem = reinterpret_cast<uint8_t*>(req.addr);
+      if (req.op == WireOp::kRead) {
+        if (buf == nullptr) {
+          resp.status = WireStatus::kOutOfRange;
+        } else {
+          const uint8_t* src = mem;
+          if (rt != nullptr) {
+            // Device memory: stage in host memory (pinned when the slice fits a chunk).
+            BouncePool* pool = buf->location.kind == MemoryKind::kCuda ? cuda_bounce_ : hip_bounce_;
+            uint8_t* stage = nullptr;
+            if (pool != nullptr && req.length <= pool->chunk_bytes()) {
+              chunk = pool->Acquire();
+              stage = chunk.data();
+            } else {
+              scratch.resize(req.length);
+              stage = scratch.data();
+            }
+            src = rt->Copy(stage, mem, req.length).ok() ? stage : nullptr;
+          }
+          if (src == nullptr) {
+            resp.status = WireStatus::kDeviceError;
+          } else {
+            resp.length = req.length;
+            if (crc_mode) resp.crc = Crc32c(0, src, req.length);
+            payload = src;  // Straight from registered memory: no staging copy.
+          }
+        }
+      } else if (buf == nullptr) {
+        // Consume the WRITE payload so the connection stays usable, then refuse.
+        scratch.resize(std::min<uint64_t>(req.length, kDrainChunkBytes));
+        uint64_t left = req.length;
+        bool broken = false;
+        while (left > 0 && !broken) {
+          const size_t k = std::min<uint64_t>(left, scratch.size());
+          auto [ec2, n2] =
+              co_await net::async_read(s->socket, net::buffer(scratch.data(), k), kNoThrow);
+          broken = static_cast<bool>(ec2);
+          left -= k;
+        }
+        if (broken) break;
+        resp.status = WireStatus::kOutOfRange;
+      } else {
+        uint8_t* dst = mem;
+        if (rt != nullptr) {
+          scratch.resize(req.length);
+          dst = scratch.data();
+        }
+        auto [ec2, n2] =
+            co_await net::async_read(s->socket, net::buffer(dst, req.length), kNoThrow);
+        if (ec2) break;
+        if (crc_mode && Crc32c(0, dst, req.length) != req.crc) {
+          resp.status = WireStatus::kCrcMismatch;
+        } else if (rt != nullptr && !rt->Copy(mem, dst, req.length).ok()) {
+          resp.status = WireStatus::kDeviceError;
+        }
       }
     }
-    auto [ec2, n2] =
-        co_await net::async_write(s->socket, net::buffer(&resp, sizeof(resp)), kNoThrow);
-    if (ec2) break;
+    if (crc_mode) {
+      resp.flags = kFlagCrc32c;
+      resp.header_crc = HeaderCrc(resp);
+    }
+    // Header and payload in one gather write.
+    const std::array<net::const_buffer, 2> bufs{net::buffer(&resp, sizeof(resp)),
+                                                net::buffer(payload, payload ? resp.length : 0)};
+    auto [ec3, n3] = co_await net::async_write(s->socket, bufs, kNoThrow);
+    if (ec3 || close_after) break;
   }
   s->done = true;
   s->timer.cancel();
