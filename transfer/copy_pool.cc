@@ -21,25 +21,25 @@ CopyPool::CopyPool(CopyPoolParams params) : params_(params) {
 
 CopyPool::~CopyPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
+    cv_.SignalAll();
   }
   for (auto& t : threads_) t.join();
 }
 
 void CopyPool::Run(absl::AnyInvocable<void() &&> job) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   jobs_.push_back(std::move(job));
+  cv_.Signal();
 }
 
 void CopyPool::Worker() {
   for (;;) {
     absl::AnyInvocable<void() &&> job;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](CopyPool* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->stop_ || !p->jobs_.empty(); },
-          this));
+      MutexLock lock(&mu_);
+      while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // stop_ and drained.
       job = std::move(jobs_.front());
       jobs_.pop_front();

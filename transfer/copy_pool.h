@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "transfer/sync.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -54,7 +54,8 @@ class CopyPool {
   void Worker();
 
   const CopyPoolParams params_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<absl::AnyInvocable<void() &&>> jobs_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

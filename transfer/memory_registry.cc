@@ -53,7 +53,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::Add(void* addr, uint64_t length,
   buf->addr = a;
   buf->length = length;
   buf->location = location;
-  absl::MutexLock lock(&mu_);
+  WriterMutexLock lock(&mu_);
   if (auto st = CheckFreeLocked(a, length); !st.ok()) return st;
   buf->id = next_id_++;
   buffers_.emplace(a, buf);
@@ -86,7 +86,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::AddManaged(uint64_t length) {
   buf->addr = reinterpret_cast<uint64_t>(p);
   buf->length = rounded;
   buf->memfd = fd;  // From here the buffer owns the mapping.
-  absl::MutexLock lock(&mu_);
+  WriterMutexLock lock(&mu_);
   // A fresh mapping cannot overlap caller memory that is still mapped; a caller that registered
   // memory and then unmapped it without unregistering would collide here.
   if (auto st = CheckFreeLocked(buf->addr, rounded); !st.ok()) return st;
@@ -96,7 +96,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::AddManaged(uint64_t length) {
 }
 
 absl::StatusOr<LocalBufferPtr> MemoryRegistry::Remove(const void* addr) {
-  absl::MutexLock lock(&mu_);
+  WriterMutexLock lock(&mu_);
   auto it = buffers_.find(reinterpret_cast<uint64_t>(addr));
   if (it == buffers_.end()) {
     return absl::NotFoundError(
@@ -108,7 +108,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::Remove(const void* addr) {
 }
 
 LocalBufferPtr MemoryRegistry::Find(uint64_t addr, uint64_t length) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = buffers_.upper_bound(addr);
   if (it == buffers_.begin()) return nullptr;
   --it;
@@ -116,7 +116,7 @@ LocalBufferPtr MemoryRegistry::Find(uint64_t addr, uint64_t length) const {
 }
 
 std::vector<LocalBufferPtr> MemoryRegistry::List() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<LocalBufferPtr> out;
   out.reserve(buffers_.size());
   for (const auto& [addr, buf] : buffers_) out.push_back(buf);

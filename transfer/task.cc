@@ -1,6 +1,5 @@
 #include "transfer/task.h"
 
-#include "absl/time/time.h"
 #include "common/assert.h"
 #include "common/strings.h"
 
@@ -19,7 +18,7 @@ void Task::SliceDone(uint64_t bytes) {
 
 void Task::SliceFailed(absl::Status error) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const bool timeout = absl::IsDeadlineExceeded(error);
     // The first real failure is the one reported; a time-out only until a failure arrives.
     if (!timeout && !failed_) {
@@ -40,7 +39,7 @@ void Task::Fail(absl::Status error) {
 void Task::Finish() {
   TaskState final_state = TaskState::kCompleted;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (failed_) {
       final_state = TaskState::kFailed;
     } else if (timed_out_) {
@@ -57,7 +56,7 @@ TaskStatus Task::Status() const {
   s.bytes_done = bytes_.load(std::memory_order_relaxed);
   if (s.state != TaskState::kWaiting) s.transport = transport_;
   if (s.state == TaskState::kFailed || s.state == TaskState::kTimedOut) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     s.error = error_;
   }
   return s;
@@ -69,7 +68,7 @@ Batch::Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout)
 }
 
 absl::StatusOr<uint32_t> Batch::Reserve(uint32_t n) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (freed_) {
     return absl::NotFoundError(common::StrCat("batch ", static_cast<uint64_t>(id_), " was freed"));
   }
@@ -133,18 +132,18 @@ BatchStatus Batch::Status() const {
 
 BatchStatus Batch::Wait(Clock::time_point deadline) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (unfinished_ > 0) {
       const auto now = Clock::now();
       if (now >= deadline) break;
-      done_cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - now));
+      done_cv_.WaitUntil(&mu_, deadline);
     }
   }
   return Status();
 }
 
 absl::Status Batch::MarkFreed() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (unfinished_ > 0) {
     return absl::FailedPreconditionError(
         common::StrCat("batch ", static_cast<uint64_t>(id_), " still has ", unfinished_,
@@ -157,7 +156,7 @@ absl::Status Batch::MarkFreed() {
 void Batch::OnTaskFinished() {
   std::shared_ptr<Batch> last_ref;  // Released after the lock, possibly destroying *this.
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (--unfinished_ == 0) {
       last_ref = std::move(self_);
       done_cv_.SignalAll();

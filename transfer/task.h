@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "transfer/sync.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -52,7 +52,7 @@ class Task {
   std::atomic<TaskState> state_{TaskState::kWaiting};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint32_t> outstanding_{0};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
@@ -90,8 +90,8 @@ class Batch : public std::enable_shared_from_this<Batch> {
   const std::chrono::milliseconds timeout_;
   std::unique_ptr<Task[]> tasks_;
   std::atomic<uint32_t> reserved_{0};  // Mirrors reserved_locked_ for lock-free readers.
-  mutable absl::Mutex mu_;
-  absl::CondVar done_cv_;
+  mutable Mutex mu_;
+  CondVar done_cv_;
   uint32_t reserved_locked_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   bool freed_ ABSL_GUARDED_BY(mu_) = false;

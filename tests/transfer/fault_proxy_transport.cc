@@ -17,7 +17,7 @@ absl::Status FaultProxyTransport::Submit(const SegmentDescriptorPtr& peer,
   }
   std::vector<bool> fail(tasks.size(), false);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     const bool over = policy_.fail_after_n_submits >= 0 && submits_ >= policy_.fail_after_n_submits;
     ++submits_;

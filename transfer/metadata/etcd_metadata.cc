@@ -1,7 +1,6 @@
 #include "transfer/metadata/etcd_metadata.h"
 
 #include "absl/strings/escaping.h"
-#include "absl/time/time.h"
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "simdjson.h"
@@ -72,7 +71,7 @@ EtcdMetadata::EtcdMetadata(EtcdParams params) : params_(std::move(params)) {
 EtcdMetadata::~EtcdMetadata() {
   int64_t lease = 0;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     cv_.SignalAll();
     lease = lease_;
@@ -128,7 +127,7 @@ absl::Status EtcdMetadata::PutLocked(const std::string& name, const std::string&
 
 absl::Status EtcdMetadata::Publish(const SegmentDescriptor& desc) {
   const std::string value = SegmentToJson(desc);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (lease_ == 0) {
     if (auto st = GrantLocked(); !st.ok()) return st;
   }
@@ -174,7 +173,7 @@ absl::StatusOr<SegmentDescriptor> EtcdMetadata::Lookup(std::string_view name) {
 
 absl::Status EtcdMetadata::Remove(std::string_view name) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     published_.erase(std::string(name));
   }
   std::string body = "{\"key\":";
@@ -185,16 +184,16 @@ absl::Status EtcdMetadata::Remove(std::string_view name) {
 }
 
 int64_t EtcdMetadata::LeaseIdForTest() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return lease_;
 }
 
 void EtcdMetadata::KeepAlive() {
-  const absl::Duration period =
-      std::max(absl::Milliseconds(200), absl::Seconds(params_.lease_ttl_s) / 3);
-  absl::MutexLock lock(&mu_);
+  const auto period = std::max<std::chrono::milliseconds>(
+      std::chrono::milliseconds(200), std::chrono::milliseconds(params_.lease_ttl_s * 1000 / 3));
+  MutexLock lock(&mu_);
   while (!stop_) {
-    cv_.WaitWithTimeout(&mu_, period);
+    cv_.WaitFor(&mu_, period);
     if (stop_) break;
     if (lease_ != 0) {
       // The HTTP call runs under mu_: Publish() waits at most one request time-out for it.

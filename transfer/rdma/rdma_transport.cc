@@ -29,13 +29,13 @@ absl::StatusOr<TransportPtr> CreateRdmaTransport(const RdmaParams&) {
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
 #include "spdlog/spdlog.h"
 #include "transfer/gpu/gpu_runtime.h"
 #include "transfer/memory_registry.h"
 #include "transfer/rdma/rdma_context.h"
+#include "transfer/sync.h"
 #include "transfer/task.h"
 
 namespace kvgate::transfer {
@@ -142,13 +142,13 @@ struct Endpoint {
   size_t dev_index = 0;  // Of dev in the transport's devices (and pollers).
   std::string segment;
   int handshake_fd = -1;
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<QpState> qps ABSL_GUARDED_BY(mu);
   uint32_t next_qp ABSL_GUARDED_BY(mu) = 0;
   std::atomic<bool> broken{false};
 
   ~Endpoint() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     for (QpState& q : qps) {
       if (q.qp != nullptr) ibv_destroy_qp(q.qp);
     }
@@ -202,8 +202,8 @@ class RdmaTransport final : public Transport {
 
  private:
   struct Poller {
-    absl::Mutex mu;
-    absl::CondVar cv;
+    Mutex mu;
+    CondVar cv;
     int outstanding ABSL_GUARDED_BY(mu) = 0;
     std::thread thread;
   };
@@ -235,10 +235,10 @@ class RdmaTransport final : public Transport {
   std::vector<Poller> pollers_;
   std::atomic<bool> stop_{false};
 
-  mutable absl::Mutex mr_mu_;
+  mutable Mutex mr_mu_;
   absl::btree_map<uint64_t, MrEntry> mrs_ ABSL_GUARDED_BY(mr_mu_);  // By buffer address.
 
-  absl::Mutex ep_mu_;
+  Mutex ep_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Endpoint> > endpoints_ ABSL_GUARDED_BY(ep_mu_);
   uint64_t next_pair_ ABSL_GUARDED_BY(ep_mu_) = 0;
 
@@ -263,14 +263,14 @@ RdmaTransport::~RdmaTransport() {
   {
     std::vector<std::shared_ptr<Endpoint> > eps;
     {
-      absl::MutexLock lock(&ep_mu_);
+      MutexLock lock(&ep_mu_);
       for (auto& [key, ep] : endpoints_) eps.push_back(ep);
       endpoints_.clear();
     }
     for (auto& ep : eps) {
       std::vector<RdmaSlice*> unposted;
       {
-        absl::MutexLock ep_lock(&ep->mu);
+        MutexLock ep_lock(&ep->mu);
         unposted = BreakEndpointLocked(*ep);  // Posted work flushes; the pollers fail it.
       }
       FailUnposted(std::move(unposted));
@@ -278,20 +278,20 @@ RdmaTransport::~RdmaTransport() {
   }
   // Let the pollers drain the flushes, then stop them.
   for (Poller& p : pollers_) {
-    absl::MutexLock lock(&p.mu);
-    p.mu.AwaitWithTimeout(absl::Condition(
-                              +[](int* n) { return *n == 0; }, &p.outstanding),
-                          absl::Seconds(5));
+    MutexLock lock(&p.mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (p.outstanding > 0 && !p.cv.WaitUntil(&p.mu, deadline)) {
+    }
     p.cv.SignalAll();
   }
   for (Poller& p : pollers_) {
     {
-      absl::MutexLock lock(&p.mu);
+      MutexLock lock(&p.mu);
       p.cv.SignalAll();
     }
     if (p.thread.joinable()) p.thread.join();
   }
-  absl::MutexLock lock(&mr_mu_);
+  MutexLock lock(&mr_mu_);
   for (auto& [addr, e] : mrs_) {
     for (ibv_mr* mr : e.mrs) ibv_dereg_mr(mr);
   }
@@ -347,7 +347,7 @@ void RdmaTransport::Describe(SegmentDescriptor& desc) const {
   for (const auto& d : devices_) {
     desc.rdma_devices.push_back({d->name, d->lid, GidToHex(d->gid)});
   }
-  absl::MutexLock lock(&mr_mu_);
+  MutexLock lock(&mr_mu_);
   for (BufferDesc& b : desc.buffers) {
     auto it = mrs_.find(b.addr);
     if (it == mrs_.end()) continue;
@@ -386,7 +386,7 @@ absl::Status RdmaTransport::RegisterBuffer(const LocalBuffer& buffer) {
     entry.mrs.push_back(mr);
   }
   if (dmabuf.fd >= 0) close(dmabuf.fd);  // The MRs keep their own reference.
-  absl::MutexLock lock(&mr_mu_);
+  MutexLock lock(&mr_mu_);
   mrs_[buffer.addr] = std::move(entry);
   return absl::OkStatus();
 }
@@ -394,7 +394,7 @@ absl::Status RdmaTransport::RegisterBuffer(const LocalBuffer& buffer) {
 void RdmaTransport::UnregisterBuffer(const LocalBuffer& buffer) {
   MrEntry entry;
   {
-    absl::MutexLock lock(&mr_mu_);
+    MutexLock lock(&mr_mu_);
     auto it = mrs_.find(buffer.addr);
     if (it == mrs_.end()) return;
     entry = std::move(it->second);
@@ -405,7 +405,7 @@ void RdmaTransport::UnregisterBuffer(const LocalBuffer& buffer) {
 }
 
 std::vector<uint32_t> RdmaTransport::LocalKeys(uint64_t addr, uint64_t length) const {
-  absl::MutexLock lock(&mr_mu_);
+  MutexLock lock(&mr_mu_);
   auto it = mrs_.upper_bound(addr);
   if (it == mrs_.begin()) return {};
   --it;
@@ -439,7 +439,7 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
   hello.mtu = dev.mtu;
   std::memcpy(hello.gid, dev.gid.raw, 16);
   {
-    absl::MutexLock lock(&ep->mu);
+    MutexLock lock(&ep->mu);
     for (uint32_t i = 0; i < n; ++i) {
       auto qp = CreateQp(dev, params_.max_outstanding_wr);
       if (!qp.ok()) return qp.status();
@@ -463,7 +463,7 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
   remote.lid = static_cast<uint16_t>(reply.lid);
   std::memcpy(remote.gid.raw, reply.gid, 16);
   remote.mtu = static_cast<ibv_mtu>(reply.mtu);
-  absl::MutexLock lock(&ep->mu);
+  MutexLock lock(&ep->mu);
   for (uint32_t i = 0; i < n; ++i) {
     local.qpn = hello.qpn[i];
     remote.qpn = reply.qpn[i];
@@ -477,15 +477,19 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::GetEndpoint(const Segm
                                                                       size_t remote_dev) {
   const std::string key = common::StrCat(peer.instance, "/", local_dev, "/", remote_dev);
   {
-    absl::MutexLock lock(&ep_mu_);
+    MutexLock lock(&ep_mu_);
     auto it = endpoints_.find(key);
     if (it != endpoints_.end() && !it->second->broken.load()) return it->second;
   }
   // Lazily, on first use (and again after an error): one handshake round trip.
   auto ep = Connect(peer, local_dev, remote_dev);
   if (!ep.ok()) return ep.status();
-  absl::MutexLock lock(&ep_mu_);
-  endpoints_[key] = *ep;
+  MutexLock lock(&ep_mu_);
+  auto& slot = endpoints_[key];
+  // A concurrent first use may have connected too: keep one, so that every endpoint with work
+  // is in the map the deadline scan walks.
+  if (slot != nullptr && !slot->broken.load()) return slot;
+  slot = *ep;
   return *ep;
 }
 
@@ -535,8 +539,8 @@ void RdmaTransport::FailUnposted(std::vector<RdmaSlice*> slices) {
     const bool late = s->deadline <= now;
     Complete(s, late ? absl::DeadlineExceededError("deadline passed")
                      : absl::UnavailableError("endpoint broken before the slice was posted"));
-    absl::MutexLock lock(&pollers_[dev].mu);
-    --pollers_[dev].outstanding;
+    MutexLock lock(&pollers_[dev].mu);
+    if (--pollers_[dev].outstanding == 0) pollers_[dev].cv.SignalAll();
   }
 }
 
@@ -561,7 +565,7 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
   // Endpoints first, so a failed handshake leaves every task unstarted (tcp takes them).
   size_t first_pair = 0;
   {
-    absl::MutexLock lock(&ep_mu_);
+    MutexLock lock(&ep_mu_);
     first_pair = next_pair_++;
   }
   const size_t pairs = std::max(nl, nr);
@@ -598,13 +602,13 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
     Endpoint& ep = *eps[p];
     const size_t dev_index = ep.dev_index;
     {
-      absl::MutexLock lock(&pollers_[dev_index].mu);
+      MutexLock lock(&pollers_[dev_index].mu);
       pollers_[dev_index].outstanding += static_cast<int>(per_ep[p].size());
       pollers_[dev_index].cv.SignalAll();
     }
     std::vector<RdmaSlice*> failed;
     {
-      absl::MutexLock lock(&ep.mu);
+      MutexLock lock(&ep.mu);
       for (RdmaSlice* s : per_ep[p]) {
         s->qp_index = ep.next_qp++ % static_cast<uint32_t>(ep.qps.size());
         PostLocked(ep, ep.qps[s->qp_index], s, &failed);
@@ -618,7 +622,7 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
 void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
   std::vector<std::shared_ptr<Endpoint> > gone;
   {
-    absl::MutexLock lock(&ep_mu_);
+    MutexLock lock(&ep_mu_);
     for (auto it = endpoints_.begin(); it != endpoints_.end();) {
       if (it->first.rfind(peer.instance + "/", 0) == 0) {
         gone.push_back(std::move(it->second));
@@ -631,7 +635,7 @@ void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
   for (auto& ep : gone) {
     std::vector<RdmaSlice*> unposted;
     {
-      absl::MutexLock lock(&ep->mu);
+      MutexLock lock(&ep->mu);
       unposted = BreakEndpointLocked(*ep);
     }
     FailUnposted(std::move(unposted));
@@ -641,7 +645,7 @@ void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
 void RdmaTransport::ScanDeadlines(size_t dev_index) {
   std::vector<std::shared_ptr<Endpoint> > eps;
   {
-    absl::MutexLock lock(&ep_mu_);
+    MutexLock lock(&ep_mu_);
     for (auto& [key, ep] : endpoints_) {
       if (ep->dev_index == dev_index) eps.push_back(ep);
     }
@@ -649,7 +653,7 @@ void RdmaTransport::ScanDeadlines(size_t dev_index) {
   const auto now = Clock::now();
   std::vector<RdmaSlice*> expired;
   for (auto& ep : eps) {
-    absl::MutexLock lock(&ep->mu);
+    MutexLock lock(&ep->mu);
     bool stuck = false;
     for (QpState& q : ep->qps) {
       for (auto it = q.backlog.begin(); it != q.backlog.end();) {
@@ -678,8 +682,8 @@ void RdmaTransport::Poll(size_t dev_index) {
   auto next_scan = Clock::now();
   for (;;) {
     {
-      absl::MutexLock lock(&me.mu);
-      while (me.outstanding == 0 && !stop_.load()) me.cv.WaitWithTimeout(&me.mu, absl::Seconds(1));
+      MutexLock lock(&me.mu);
+      while (me.outstanding == 0 && !stop_.load()) me.cv.WaitFor(&me.mu, std::chrono::seconds(1));
       if (me.outstanding == 0 && stop_.load()) return;
     }
     const int n = ibv_poll_cq(dev.cq, 64, wc);
@@ -689,7 +693,7 @@ void RdmaTransport::Poll(size_t dev_index) {
       Endpoint& ep = *s->endpoint;
       std::vector<RdmaSlice*> failed;
       {
-        absl::MutexLock lock(&ep.mu);
+        MutexLock lock(&ep.mu);
         QpState& q = ep.qps[s->qp_index];
         if (!q.posted.empty() && q.posted.front() == s) q.posted.pop_front();
         if (wc[i].status != IBV_WC_SUCCESS && !ep.broken.load()) {
@@ -709,8 +713,8 @@ void RdmaTransport::Poll(size_t dev_index) {
                                 : absl::UnavailableError(ibv_wc_status_str(wc[i].status));
       }
       Complete(s, std::move(st));
-      absl::MutexLock lock(&me.mu);
-      --me.outstanding;
+      MutexLock lock(&me.mu);
+      if (--me.outstanding == 0) me.cv.SignalAll();
     }
     if (n <= 0) std::this_thread::yield();
     if (now >= next_scan) {

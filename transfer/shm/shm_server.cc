@@ -33,13 +33,13 @@ ShmServer::ShmServer(std::string name, const MemoryRegistry* registry, int liste
 
 ShmServer::~ShmServer() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   thread_.join();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (int c : clients_) close(c);
   clients_.clear();
   close(listen_fd_);
@@ -58,7 +58,7 @@ void ShmServer::Revoke(uint64_t id) {
   ShmMessage msg;
   msg.op = ShmOp::kRevoke;
   msg.id = id;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (int c : clients_) {
     // Only the server thread closes client sockets (so their numbers are never reused under
     // its poll); a shutdown makes it see a hang-up and drop this one.
@@ -71,7 +71,7 @@ void ShmServer::Serve(int client) {
   int fd = -1;
   absl::Status st = ReceiveMessage(client, &req, &fd);
   if (fd >= 0) close(fd);  // Peers never send descriptors.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!st.ok() || req.op != ShmOp::kGet) {
     DropLocked(client);
     return;
@@ -102,7 +102,7 @@ void ShmServer::Loop() {
     fds.push_back({listen_fd_, POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       for (int c : clients_) fds.push_back({c, POLLIN, 0});
     }
@@ -116,14 +116,14 @@ void ShmServer::Loop() {
       if (fds[i].revents & POLLIN) {
         Serve(fds[i].fd);
       } else if (fds[i].revents != 0) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         DropLocked(fds[i].fd);
       }
     }
     if (fds[0].revents & POLLIN) {
       const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c >= 0) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         clients_.push_back(c);
       } else {
         spdlog::debug("shm: accept on @{} failed", name_);

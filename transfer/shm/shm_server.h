@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "transfer/sync.h"
 
 namespace kvgate::transfer {
 
@@ -45,7 +45,7 @@ class ShmServer {
   const MemoryRegistry* registry_;
   const int listen_fd_;
   const int wake_fd_;  // eventfd: stop.
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -10,13 +10,12 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "common/strings.h"
 #include "transfer/copy_pool.h"
 #include "transfer/memory_registry.h"
 #include "transfer/shm/shm_server.h"
 #include "transfer/shm/unix_socket.h"
+#include "transfer/sync.h"
 #include "transfer/task.h"
 
 namespace kvgate::transfer {
@@ -45,16 +44,16 @@ class ShmPeer {
   int fd() const { return fd_; }
 
   absl::StatusOr<std::shared_ptr<const Mapping>> MappingFor(const BufferDesc& b,
-                                                            absl::Duration timeout);
+                                                            std::chrono::milliseconds timeout);
   // Monitor thread.
   void OnMessage(const ShmMessage& msg, int fd);
   void MarkDead() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     dead_ = true;
     cv_.SignalAll();
   }
   bool dead() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return dead_;
   }
 
@@ -67,20 +66,20 @@ class ShmPeer {
 
   const int fd_;
   const std::string name_;
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Mapping>> maps_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Waiter*> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(const BufferDesc& b,
-                                                                   absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
+    const BufferDesc& b, std::chrono::milliseconds timeout) {
   Waiter waiter;
   ShmMessage req;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (dead_) return absl::UnavailableError(common::StrCat("shm: segment '", name_, "' is gone"));
     if (auto it = maps_.find(b.id); it != maps_.end()) return it->second;
     req.seq = next_seq_++;
@@ -90,10 +89,10 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(const BufferD
   req.addr = b.addr;
   absl::Status sent = shm_internal::SendMessage(fd_, req);
   {
-    absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (sent.ok() && !waiter.done && !dead_) {
-      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+      if (cv_.WaitUntil(&mu_, deadline)) break;
     }
     waiters_.erase(req.seq);
   }
@@ -121,13 +120,13 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(const BufferD
   m->base = static_cast<uint8_t*>(p);
   m->length = r.length;
   m->remote_addr = r.addr;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = maps_.emplace(b.id, m);  // A concurrent requester may have won.
   return it->second;
 }
 
 void ShmPeer::OnMessage(const ShmMessage& msg, int fd) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (msg.op == ShmOp::kRevoke) {
     maps_.erase(msg.id);
   } else if (msg.op == ShmOp::kReply) {
@@ -149,7 +148,7 @@ class ShmTransport final : public Transport {
   ~ShmTransport() override {
     if (monitor_.joinable()) {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         stop_ = true;
       }
       Wake();
@@ -182,7 +181,7 @@ class ShmTransport final : public Transport {
                       absl::Span<const TransferTask> tasks) override;
   void ForgetPeer(const SegmentDescriptor& peer) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       peers_.erase(peer.instance);
     }
     Wake();
@@ -202,7 +201,7 @@ class ShmTransport final : public Transport {
   TransportStats stats_;
   std::unique_ptr<shm_internal::ShmServer> server_;
   int wake_fd_ = -1;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ShmPeer>> peers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread monitor_;
@@ -221,7 +220,7 @@ absl::Status ShmTransport::Start(const TransportContext& context) {
 
 absl::StatusOr<std::shared_ptr<ShmPeer>> ShmTransport::GetPeer(const SegmentDescriptor& desc) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = peers_.find(desc.instance);
     if (it != peers_.end() && !it->second->dead()) return it->second;
   }
@@ -232,8 +231,12 @@ absl::StatusOr<std::shared_ptr<ShmPeer>> ShmTransport::GetPeer(const SegmentDesc
   }
   auto peer = std::make_shared<ShmPeer>(*fd, desc.name);
   {
-    absl::MutexLock lock(&mu_);
-    peers_[desc.instance] = peer;
+    MutexLock lock(&mu_);
+    auto& slot = peers_[desc.instance];
+    // Another thread may have connected meanwhile: keep one connection per peer (the monitor
+    // only reads sockets in the map).
+    if (slot != nullptr && !slot->dead()) return slot;
+    slot = peer;
   }
   Wake();  // The monitor starts reading the new socket.
   return peer;
@@ -245,7 +248,7 @@ absl::Status ShmTransport::Submit(const SegmentDescriptorPtr& peer,
   if (!p.ok()) return p.status();
   // Map everything first: an error here leaves every task unstarted, for the next transport.
   std::vector<std::shared_ptr<const Mapping>> maps(tasks.size());
-  const absl::Duration timeout = absl::Milliseconds(params_.connect_timeout_ms);
+  const auto timeout = std::chrono::milliseconds(params_.connect_timeout_ms);
   for (size_t i = 0; i < tasks.size(); ++i) {
     auto m = (*p)->MappingFor(*tasks[i].remote_buffer, timeout);
     if (!m.ok()) return m.status();
@@ -273,7 +276,7 @@ void ShmTransport::Monitor() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       for (const auto& [instance, peer] : peers_) {
         if (peer->dead()) continue;

@@ -385,7 +385,7 @@ void TcpPeer::Dispatch(SliceList slices) {
   std::vector<SliceList> per(n);
   std::vector<std::shared_ptr<TcpConnection>> targets(n);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shut_down_) {
       for (Slice& s : slices.items) {
         FailSlice(s, *info_, absl::StatusCode::kUnavailable, "segment closed", stats_);
@@ -435,7 +435,7 @@ void TcpPeer::Retry(std::deque<Slice> slices, const absl::Status& why) {
 void TcpPeer::Shutdown(const absl::Status& why) {
   std::vector<std::shared_ptr<TcpConnection>> connections;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     shut_down_ = true;
     connections.swap(connections_);
   }
@@ -459,7 +459,7 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override {
     std::vector<std::shared_ptr<TcpPeer>> peers;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (auto& [instance, peer] : peers_) peers.push_back(peer);
       peers_.clear();
     }
@@ -510,7 +510,7 @@ class TcpTransport final : public Transport {
   void ForgetPeer(const SegmentDescriptor& peer) override {
     std::shared_ptr<TcpPeer> p;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = peers_.find(peer.instance);
       if (it == peers_.end()) return;
       p = std::move(it->second);
@@ -534,12 +534,12 @@ class TcpTransport final : public Transport {
   net::executor_work_guard<net::io_context::executor_type> work_{io_.get_executor()};
   std::unique_ptr<TcpServer> server_;
   std::vector<std::thread> threads_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TcpPeer>> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::shared_ptr<TcpPeer>> TcpTransport::GetPeer(const SegmentDescriptor& desc) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = peers_.find(desc.instance);
   if (it != peers_.end()) return it->second;
   auto hp = common::ParseHostPort(desc.tcp_endpoint);
