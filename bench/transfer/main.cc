@@ -58,6 +58,7 @@ struct Args {
   uint64_t slice = 64 << 10;
   bool crc = false;
   std::string local_location = "cpu:0";
+  bool corrupt_for_test = false;  // Flip one byte before verifying (tests the check itself).
   bool serve = false;
   std::string name, metadata;
   uint64_t serve_bytes = 0;
@@ -96,7 +97,8 @@ Args Parse(int argc, char** argv) {
     if (k == "--transport") {
       a.transport = value();
     } else if (k == "--sizes") {
-      for (const std::string& s : absl::StrSplit(value(), ',')) {
+      const std::vector<std::string> parts = absl::StrSplit(value(), ',');
+      for (const std::string& s : parts) {
         if (!ParseSize(s, &n)) Usage("bad size '" + s + "'");
         a.sizes.emplace_back(s, n);
       }
@@ -116,7 +118,8 @@ Args Parse(int argc, char** argv) {
     } else if (k == "--latency") {
       a.latency = true;
     } else if (k == "--batch-sweep") {
-      for (const std::string& s : absl::StrSplit(value(), ',')) {
+      const std::vector<std::string> parts = absl::StrSplit(value(), ',');
+      for (const std::string& s : parts) {
         if (!common::ParseUint64(s, &n) || n == 0 || n > 65536) Usage("bad batch '" + s + "'");
         a.batch_sweep.push_back(static_cast<uint32_t>(n));
       }
@@ -128,6 +131,8 @@ Args Parse(int argc, char** argv) {
       a.crc = true;
     } else if (k == "--local-location") {
       a.local_location = value();
+    } else if (k == "--corrupt-for-test") {
+      a.corrupt_for_test = true;
     } else if (k == "--serve") {
       a.serve = true;
     } else if (k == "--name") {
@@ -461,6 +466,7 @@ int Main(int argc, char** argv) {
     } else {
       std::memcpy(host.data(), got, span);
     }
+    if (a.corrupt_for_test) host[span / 2] ^= 1;
     for (uint64_t i = 0; i < span; ++i) {
       if (host[i] != Pattern(i)) {
         std::printf("MISMATCH at byte %llu: got %u, expected %u\n",
