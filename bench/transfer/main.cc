@@ -55,6 +55,11 @@ struct Args {
   std::vector<uint32_t> batch_sweep;
   bool memcpy_baseline = false;
   uint32_t connections = 4;
+  uint32_t inflight = 0;
+  uint64_t sockbuf = 0;
+  uint64_t region = 0;  // Cap on the memory requests cycle through (0: batch x depth x size).  //
+                        // tcp: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning).  // tcp: slices in
+                        // flight per connection (0: the default).
   uint64_t slice = 64 << 10;
   bool crc = false;
   std::string local_location = "cpu:0";
@@ -81,7 +86,7 @@ bool ParseSize(std::string_view s, uint64_t* out) {
             << "\nusage: kvgate-transfer-bench --transport local|shm|tcp|rdma --sizes 4K,1M,64M "
                "[--verify] [--op read|write] [--batch N] [--depth N] [--seconds S] [--latency] "
                "[--iters N] [--batch-sweep 1,8,64] [--memcpy] [--connections N] [--slice 64K] "
-               "[--crc] [--local-location cuda:0]\n";
+               "[--inflight N] [--sockbuf 4M] [--region 1M] [--crc] [--local-location cuda:0]\n";
   std::exit(2);
 }
 
@@ -107,12 +112,14 @@ Args Parse(int argc, char** argv) {
     } else if (k == "--op") {
       a.op = value();
       if (a.op != "read" && a.op != "write") Usage("--op is read or write");
-    } else if (k == "--batch" || k == "--depth" || k == "--iters" || k == "--connections") {
+    } else if (k == "--batch" || k == "--depth" || k == "--iters" || k == "--connections" ||
+               k == "--inflight") {
       if (!common::ParseUint64(value(), &n) || n == 0 || n > 65536) Usage("bad " + k);
-      (k == "--batch"   ? a.batch
-       : k == "--depth" ? a.depth
-       : k == "--iters" ? a.iters
-                        : a.connections) = static_cast<uint32_t>(n);
+      (k == "--batch"         ? a.batch
+       : k == "--depth"       ? a.depth
+       : k == "--iters"       ? a.iters
+       : k == "--connections" ? a.connections
+                              : a.inflight) = static_cast<uint32_t>(n);
     } else if (k == "--seconds") {
       if (!common::ParseDouble(value(), &a.seconds) || a.seconds <= 0) Usage("bad --seconds");
     } else if (k == "--latency") {
@@ -127,6 +134,11 @@ Args Parse(int argc, char** argv) {
       a.memcpy_baseline = true;
     } else if (k == "--slice") {
       if (!ParseSize(value(), &a.slice)) Usage("bad --slice");
+    } else if (k == "--region") {
+      if (!ParseSize(value(), &a.region)) Usage("bad --region");
+    } else if (k == "--sockbuf") {
+      const std::string v = value();
+      if (v != "0" && !ParseSize(v, &a.sockbuf)) Usage("bad --sockbuf");
     } else if (k == "--crc") {
       a.crc = true;
     } else if (k == "--local-location") {
@@ -165,6 +177,8 @@ TransferEngineOptions EngineOptions(const Args& a, const std::string& name,
   o.tcp.listen_address = "127.0.0.1";
   o.tcp.connections_per_peer = a.connections;
   o.tcp.slice_bytes = static_cast<uint32_t>(a.slice);
+  if (a.inflight > 0) o.tcp.max_inflight_slices_per_connection = a.inflight;
+  o.tcp.socket_buffer_bytes = static_cast<uint32_t>(a.sockbuf);
   o.rdma.slice_bytes = static_cast<uint32_t>(a.slice);
   o.load_gpu_runtimes = a.local_location != "cpu:0";
   return o;
@@ -223,7 +237,8 @@ bool SpawnServer(const Args& a, const std::string& metadata, uint64_t bytes, Ser
                                    "--metadata",     metadata,
                                    "--serve-bytes",  std::to_string(bytes),
                                    "--connections",  std::to_string(a.connections),
-                                   "--slice",        std::to_string(a.slice)};
+                                   "--slice",        std::to_string(a.slice),
+                                   "--sockbuf",      std::to_string(a.sockbuf)};
   if (a.crc) args.push_back("--crc");
   std::vector<char*> argv;
   for (auto& x : args) argv.push_back(x.data());
@@ -369,7 +384,8 @@ int Main(int argc, char** argv) {
   uint64_t max_size = 0;
   for (const auto& s : a.sizes) max_size = std::max(max_size, s.second);
   const uint64_t want = max_size * max_batch * a.depth;
-  const uint64_t region = std::min<uint64_t>(std::max<uint64_t>(want, 4096), kMaxServerBytes);
+  uint64_t region = std::min<uint64_t>(std::max<uint64_t>(want, 4096), kMaxServerBytes);
+  if (a.region > 0) region = std::max(a.region, max_size);  // Cache-resident runs.
 
   auto engine = TransferEngine::Create(EngineOptions(a, "bench-client", metadata));
   if (!engine.ok()) {

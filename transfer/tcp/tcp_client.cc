@@ -55,6 +55,7 @@ TcpConnection::TcpConnection(net::io_context& io, std::shared_ptr<const PeerInfo
     : strand_(net::make_strand(io)),
       socket_(strand_),
       wake_(strand_),
+      rwake_(strand_),
       watch_(strand_),
       info_(std::move(info)),
       peer_(std::move(peer)),
@@ -117,6 +118,7 @@ void TcpConnection::Fail(absl::Status why, bool retry) {
   // After close() no read or write on this socket touches slice memory again.
   socket_.close(ignored);
   wake_.cancel();
+  rwake_.cancel();
   watch_.cancel();
   std::deque<Slice> all = std::move(inflight_);
   for (Slice& s : queue_) all.push_back(std::move(s));
@@ -156,7 +158,7 @@ net::awaitable<absl::Status> TcpConnection::Handshake() {
   auto [ec2, n2] =
       co_await net::async_read(socket_, net::buffer(&response_, sizeof(response_)), kNoThrow);
   if (ec2) co_return Unavailable(*info_, common::StrCat("hello: ", ec2.message()));
-  if (response_.magic != kWireMagic || !ResponseIntact()) {
+  if (response_.magic != kWireMagic || !Intact(response_)) {
     co_return Unavailable(*info_, "not a kvgate transfer port, or a corrupted answer");
   }
   if (response_.status == WireStatus::kWrongPeer) {
@@ -240,16 +242,97 @@ net::awaitable<void> TcpConnection::Run() {
       }
     }
     if (bufs.empty()) continue;
+    rwake_.cancel();  // The reader has something to wait for now.
     auto [ec3, n3] = co_await net::async_write(socket_, bufs, kNoThrow);
     if (closed_) co_return;
     if (ec3) co_return Fail(Unavailable(*info_, common::StrCat("write: ", ec3.message())), true);
   }
 }
 
+bool TcpConnection::FinishFront() {
+  Slice& s = inflight_.front();
+  const ResponseHeader& r = s.response;
+  WireStatus status = r.status;
+  if (status == WireStatus::kOk && s.op == TransferOp::kRead && info_->crc32c) {
+    const uint8_t* got = s.local_runtime != nullptr ? s.bounce.data() : s.local;
+    if (!(r.flags & kFlagCrc32c) || Crc32c(0, got, s.length) != r.crc) {
+      // Corrupted on the way: the bytes already landed, a resend overwrites them.
+      status = WireStatus::kCrcMismatch;
+    }
+  }
+  if (status == WireStatus::kOk && s.op == TransferOp::kRead && s.local_runtime != nullptr) {
+    if (auto st = s.local_runtime->Copy(s.local, s.bounce.data(), s.length); !st.ok()) {
+      FailSlice(s, *info_, absl::StatusCode::kInternal, st.message(), stats_);
+      inflight_.pop_front();
+      return true;
+    }
+  }
+  switch (status) {
+    case WireStatus::kOk:
+      stats_->CountBytes(s.op, s.length);
+      s.bounce = BouncePool::Chunk();
+      s.task->SliceDone(s.length);
+      break;
+    case WireStatus::kOutOfRange:
+      FailSlice(s, *info_, absl::StatusCode::kOutOfRange,
+                "outside every buffer the owner registered", stats_);
+      break;
+    case WireStatus::kCrcMismatch: {
+      std::deque<Slice> again;
+      again.push_back(std::move(s));
+      if (auto peer = peer_.lock()) {
+        peer->Retry(std::move(again), Unavailable(*info_, "CRC32C mismatch"));
+      } else {
+        FailSlice(again.front(), *info_, absl::StatusCode::kDataLoss, "CRC32C mismatch", stats_);
+      }
+      break;
+    }
+    case WireStatus::kDeviceError:
+      FailSlice(s, *info_, absl::StatusCode::kInternal, "the owner's GPU copy failed", stats_);
+      break;
+    default:
+      Fail(Unavailable(*info_, "the owner refused the request"), true);
+      return false;
+  }
+  inflight_.pop_front();
+  return true;
+}
+
+// Responses arrive in request order with sizes known in advance (Slice::response_bytes), so
+// one scatter read takes many of them at once: headers into their slices, READ payloads
+// straight into the caller's registered memory (or its bounce chunk).
 net::awaitable<void> TcpConnection::Reader() {
+  constexpr size_t kMaxSlicesPerRead = 64;
+  std::vector<net::mutable_buffer> bufs;
   while (!closed_) {
-    auto [ec, n] =
-        co_await net::async_read(socket_, net::buffer(&response_, sizeof(response_)), kNoThrow);
+    if (inflight_.empty()) {
+      rwake_.expires_at(Clock::time_point::max());
+      co_await rwake_.async_wait(kNoThrow);
+      continue;
+    }
+    bufs.clear();
+    uint64_t skip = front_received_;
+    size_t k = 0;
+    for (auto it = inflight_.begin(); it != inflight_.end() && k < kMaxSlicesPerRead; ++it, ++k) {
+      Slice& s = *it;
+      if (s.op == TransferOp::kRead && s.local_runtime != nullptr && !s.bounce) {
+        BouncePool* pool =
+            s.local_runtime->kind() == MemoryKind::kCuda ? cuda_bounce_ : hip_bounce_;
+        s.bounce = pool->Acquire();
+      }
+      if (skip < sizeof(ResponseHeader)) {
+        bufs.push_back(net::buffer(reinterpret_cast<uint8_t*>(&s.response) + skip,
+                                   sizeof(ResponseHeader) - skip));
+        skip = sizeof(ResponseHeader);
+      }
+      if (s.op == TransferOp::kRead) {
+        uint8_t* dst = s.local_runtime != nullptr ? s.bounce.data() : s.local;
+        const uint64_t done = skip - sizeof(ResponseHeader);
+        bufs.push_back(net::buffer(dst + done, s.length - done));
+      }
+      skip = 0;
+    }
+    auto [ec, n] = co_await socket_.async_read_some(bufs, kNoThrow);
     if (closed_) co_return;
     if (ec) {
       co_return Fail(
@@ -257,80 +340,27 @@ net::awaitable<void> TcpConnection::Reader() {
                                                     : common::StrCat("read: ", ec.message())),
           true);
     }
-    if (response_.magic != kWireMagic || !ResponseIntact() || inflight_.empty() ||
-        response_.seq != inflight_.front().header.seq) {
-      co_return Fail(Unavailable(*info_, "protocol error: unexpected response"), true);
-    }
-    Slice& s = inflight_.front();
-    if (response_.status != WireStatus::kOk) {
-      switch (response_.status) {
-        case WireStatus::kOutOfRange:
-          FailSlice(s, *info_, absl::StatusCode::kOutOfRange,
-                    "outside every buffer the owner registered", stats_);
-          break;
-        case WireStatus::kCrcMismatch:
-          if (auto peer = peer_.lock()) {
-            std::deque<Slice> again;
-            again.push_back(std::move(s));
-            peer->Retry(std::move(again), Unavailable(*info_, "CRC32C mismatch at the owner"));
-          } else {
-            FailSlice(s, *info_, absl::StatusCode::kDataLoss, "CRC32C mismatch", stats_);
-          }
-          break;
-        case WireStatus::kDeviceError:
-          FailSlice(s, *info_, absl::StatusCode::kInternal, "the owner's GPU copy failed", stats_);
-          break;
-        default:
-          co_return Fail(Unavailable(*info_, "the owner refused the request"), true);
-      }
-      inflight_.pop_front();
-      Wake();
-      continue;
-    }
-    if (s.op == TransferOp::kRead) {
-      if (response_.length != s.length) {
-        co_return Fail(Unavailable(*info_, "protocol error: wrong READ length"), true);
-      }
-      uint8_t* dst = s.local;
-      if (s.local_runtime != nullptr) {
-        BouncePool* pool =
-            s.local_runtime->kind() == MemoryKind::kCuda ? cuda_bounce_ : hip_bounce_;
-        s.bounce = pool->Acquire();
-        dst = s.bounce.data();
-      }
-      // Straight into the caller's registered memory (or the bounce chunk).
-      auto [ec2, n2] = co_await net::async_read(socket_, net::buffer(dst, s.length), kNoThrow);
-      if (closed_) co_return;
-      if (ec2) co_return Fail(Unavailable(*info_, common::StrCat("read: ", ec2.message())), true);
-      const bool want_crc = info_->crc32c;
-      if (want_crc &&
-          (!(response_.flags & kFlagCrc32c) || Crc32c(0, dst, s.length) != response_.crc)) {
-        // Corrupted on the way: the bytes already landed, a resend overwrites them.
-        std::deque<Slice> again;
-        again.push_back(std::move(s));
-        inflight_.pop_front();
-        if (auto peer = peer_.lock()) {
-          peer->Retry(std::move(again), Unavailable(*info_, "CRC32C mismatch on READ"));
-        } else {
-          FailSlice(again.front(), *info_, absl::StatusCode::kDataLoss, "CRC32C mismatch", stats_);
-        }
-        Wake();
-        continue;
-      }
-      if (s.local_runtime != nullptr) {
-        if (auto st = s.local_runtime->Copy(s.local, dst, s.length); !st.ok()) {
-          FailSlice(s, *info_, absl::StatusCode::kInternal, st.message(), stats_);
-          inflight_.pop_front();
-          Wake();
-          continue;
+    // Walk the slices the bytes covered.
+    while (n > 0 && !inflight_.empty()) {
+      Slice& s = inflight_.front();
+      const uint64_t before = front_received_;
+      const uint64_t take = std::min<uint64_t>(n, s.response_bytes() - before);
+      front_received_ += take;
+      n -= take;
+      if (before < sizeof(ResponseHeader) && front_received_ >= sizeof(ResponseHeader)) {
+        const ResponseHeader& r = s.response;
+        // Payload bytes may already sit in the caller's buffer; a failed stream fails (and
+        // resends) every slice in flight, so none of them is reported completed.
+        if (r.magic != kWireMagic || !Intact(r) || r.seq != s.header.seq ||
+            (s.op == TransferOp::kRead && r.length != s.length)) {
+          co_return Fail(Unavailable(*info_, "protocol error: unexpected response"), true);
         }
       }
+      if (front_received_ < s.response_bytes()) break;
+      front_received_ = 0;
+      if (!FinishFront()) co_return;
+      if (ReadyToSend()) Wake();
     }
-    stats_->CountBytes(s.op, s.length);
-    s.bounce = BouncePool::Chunk();
-    s.task->SliceDone(s.length);
-    inflight_.pop_front();
-    Wake();
   }
 }
 

@@ -67,7 +67,14 @@ struct Slice {
   uint32_t attempts = 0;
   Clock::time_point deadline;
   RequestHeader header;      // Filled when sent.
+  ResponseHeader response;   // Received straight into here (scatter read).
   BouncePool::Chunk bounce;  // Staging for device memory.
+
+  /// Bytes of this slice's response: the header, and for READ `length` payload bytes (sent by
+  /// the owner even when it refuses, so responses can be scattered without parsing first).
+  uint64_t response_bytes() const {
+    return sizeof(ResponseHeader) + (op == TransferOp::kRead ? length : 0);
+  }
 };
 
 /// Slices that fail themselves if dropped unhandled (e.g. a posted handler destroyed at
@@ -119,19 +126,27 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // Strand only.
   void Fail(absl::Status why, bool retry);
   void Wake();
-  /// In crc mode, whether response_ carries the flag and a matching header CRC.
-  bool ResponseIntact() const {
-    return !info_->crc32c ||
-           ((response_.flags & kFlagCrc32c) && HeaderCrc(response_) == response_.header_crc);
+  /// In crc mode, whether `r` carries the flag and a matching header CRC.
+  bool Intact(const ResponseHeader& r) const {
+    return !info_->crc32c || ((r.flags & kFlagCrc32c) && HeaderCrc(r) == r.header_crc);
   }
+  /// The front slice's response is complete: check and finish it. False when the stream can
+  /// no longer be trusted (the connection was failed).
+  bool FinishFront();
+  /// Bulk queues are sent in rounds of half the window: each request write is one small packet
+  /// through the whole TCP stack on both sides, so refilling one slot per answer would double
+  /// the packet count. A queue that fits the free room goes at once (latency).
   bool ReadyToSend() const {
-    return connected_ && !queue_.empty() &&
-           inflight_.size() < params_.max_inflight_slices_per_connection;
+    const size_t window = std::max<uint32_t>(1, params_.max_inflight_slices_per_connection);
+    const size_t room = window - std::min(window, inflight_.size());
+    return connected_ && !queue_.empty() && room > 0 &&
+           (inflight_.size() <= window / 2 || queue_.size() <= room);
   }
 
   Strand strand_;
   tcp::socket socket_;
   net::steady_timer wake_;   // Writer waits here for work or room.
+  net::steady_timer rwake_;  // Reader waits here while nothing is in flight.
   net::steady_timer watch_;  // Watchdog period, or idle wait.
   const std::shared_ptr<const PeerInfo> info_;
   const std::weak_ptr<TcpPeer> peer_;
@@ -145,9 +160,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   bool closed_ = false;
   Clock::time_point connect_deadline_;
   uint64_t next_seq_ = 1;
-  std::deque<Slice> queue_;     // Not yet sent.
-  std::deque<Slice> inflight_;  // Sent, oldest first; answers come in this order.
-  ResponseHeader response_;
+  std::deque<Slice> queue_;      // Not yet sent.
+  std::deque<Slice> inflight_;   // Sent, oldest first; answers come in this order.
+  uint64_t front_received_ = 0;  // Bytes of inflight_.front()'s response already read.
+  ResponseHeader response_;      // The hello's.
 };
 
 /// The connections to one owner, striped slice by slice. Thread-safe.
