@@ -45,17 +45,21 @@ for conns in 1 4; do
     "$conns" "$t" "$conns" "$i" "$(echo "100*$t/$i" | bc -l)"
 done
 
+# shm twice: with the default two copy workers (Submit returns at once) and with copies inline
+# in Submit (--copy-threads 0).
 IFS=, read -r -a sizes <<<"$SIZES"
 for size in "${sizes[@]}"; do
-  mc=() sh=()
+  mc=() sh=() si=()
   for _ in $(seq "$REPS"); do
     mc+=("$("$BIN" --memcpy --sizes "$size" --seconds "$SECS" | gbps)")
     sh+=("$("$BIN" --transport shm --sizes "$size" --seconds "$SECS" | gbps)")
+    si+=("$("$BIN" --transport shm --sizes "$size" --seconds "$SECS" --copy-threads 0 | gbps)")
   done
   m=$(printf '%s\n' "${mc[@]}" | median)
   s=$(printf '%s\n' "${sh[@]}" | median)
-  printf 'shm %-4s READ: %6.2f GB/s   memcpy (1 thread): %6.2f GB/s   ratio %5.1f%%\n' \
-    "$size" "$s" "$m" "$(echo "100*$s/$m" | bc -l)"
+  i=$(printf '%s\n' "${si[@]}" | median)
+  printf 'shm %-4s READ: %6.2f GB/s (%5.1f%%), inline copies %6.2f GB/s (%5.1f%%); memcpy (1 thread) %6.2f GB/s\n' \
+    "$size" "$s" "$(echo "100*$s/$m" | bc -l)" "$i" "$(echo "100*$i/$m" | bc -l)" "$m"
 done
 
 for t in shm tcp; do

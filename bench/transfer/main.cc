@@ -57,7 +57,8 @@ struct Args {
   uint32_t connections = 4;
   uint32_t inflight = 0;
   uint64_t sockbuf = 0;
-  uint64_t region = 0;  // Cap on the memory requests cycle through (0: batch x depth x size).  //
+  uint64_t region = 0;
+  int copy_threads = -1;  // local/shm copy workers (-1: the default).  // Cap on the memory requests cycle through (0: batch x depth x size).  //
                         // tcp: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning).  // tcp: slices in
                         // flight per connection (0: the default).
   uint64_t slice = 64 << 10;
@@ -86,7 +87,7 @@ bool ParseSize(std::string_view s, uint64_t* out) {
             << "\nusage: kvgate-transfer-bench --transport local|shm|tcp|rdma --sizes 4K,1M,64M "
                "[--verify] [--op read|write] [--batch N] [--depth N] [--seconds S] [--latency] "
                "[--iters N] [--batch-sweep 1,8,64] [--memcpy] [--connections N] [--slice 64K] "
-               "[--inflight N] [--sockbuf 4M] [--region 1M] [--crc] [--local-location cuda:0]\n";
+               "[--inflight N] [--sockbuf 4M] [--region 1M] [--copy-threads N] [--crc] [--local-location cuda:0]\n";
   std::exit(2);
 }
 
@@ -134,6 +135,9 @@ Args Parse(int argc, char** argv) {
       a.memcpy_baseline = true;
     } else if (k == "--slice") {
       if (!ParseSize(value(), &a.slice)) Usage("bad --slice");
+    } else if (k == "--copy-threads") {
+      if (!common::ParseUint64(value(), &n) || n > 64) Usage("bad --copy-threads");
+      a.copy_threads = static_cast<int>(n);
     } else if (k == "--region") {
       if (!ParseSize(value(), &a.region)) Usage("bad --region");
     } else if (k == "--sockbuf") {
@@ -179,6 +183,7 @@ TransferEngineOptions EngineOptions(const Args& a, const std::string& name,
   o.tcp.slice_bytes = static_cast<uint32_t>(a.slice);
   if (a.inflight > 0) o.tcp.max_inflight_slices_per_connection = a.inflight;
   o.tcp.socket_buffer_bytes = static_cast<uint32_t>(a.sockbuf);
+  if (a.copy_threads >= 0) o.copy.threads = static_cast<uint32_t>(a.copy_threads);
   o.rdma.slice_bytes = static_cast<uint32_t>(a.slice);
   o.load_gpu_runtimes = a.local_location != "cpu:0";
   return o;
