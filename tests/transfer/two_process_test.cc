@@ -250,6 +250,19 @@ TEST_P(TwoProcessTest, StoppedOrKilledPeerFailsPendingTasksAndOthersKeepWorking)
   auto ost = engine->Wait(ok, Clock::now() + kWait);
   EXPECT_EQ(ost->state, TaskState::kCompleted) << ost->first_error;
   EXPECT_EQ(FindPatternMismatch(local.data(), 8 << 20, 2), -1);
+
+  // The victim comes back under the same name (a new instance, port and buffers): the open
+  // segment follows it without being reopened.
+  victim = StartPeer("victim", 3);
+  bool back = false;
+  const auto until = Clock::now() + std::chrono::seconds(15);
+  while (!back && Clock::now() < until) {
+    auto b3 = read_all(*vseg, victim->buffer_addr(), std::chrono::seconds(5));
+    back = engine->Wait(b3, Clock::now() + kWait)->state == TaskState::kCompleted;
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(back) << "the restarted peer was never reached";
+  EXPECT_EQ(FindPatternMismatch(local.data(), 8 << 20, 3), -1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TwoProcessTest, ::testing::Values("shm", "tcp"),

@@ -181,7 +181,10 @@ net::awaitable<void> TcpConnection::Run() {
   if (ec) co_return Fail(Unavailable(*info_, common::StrCat("resolve: ", ec.message())), true);
   auto [ec2, ep] = co_await net::async_connect(socket_, endpoints, kNoThrow);
   if (closed_) co_return;
-  if (ec2) co_return Fail(Unavailable(*info_, common::StrCat("connect: ", ec2.message())), true);
+  if (ec2) {
+    if (auto peer = peer_.lock()) peer->MarkStale();
+    co_return Fail(Unavailable(*info_, common::StrCat("connect: ", ec2.message())), true);
+  }
   boost::system::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
   if (params_.socket_buffer_bytes > 0) {
@@ -191,6 +194,9 @@ net::awaitable<void> TcpConnection::Run() {
   absl::Status hs = co_await Handshake();
   if (closed_) co_return;
   // A different instance on the port is final: resending there would reach the wrong process.
+  if (absl::IsFailedPrecondition(hs)) {
+    if (auto peer = peer_.lock()) peer->MarkStale();
+  }
   if (!hs.ok()) co_return Fail(hs, /*retry=*/!absl::IsFailedPrecondition(hs));
   connected_ = true;
   net::co_spawn(
@@ -594,6 +600,19 @@ absl::Status TcpTransport::Submit(const SegmentDescriptorPtr& peer,
                                   absl::Span<const TransferTask> tasks) {
   auto p = GetPeer(*peer);
   if (!p.ok()) return p.status();
+  if ((*p)->stale()) {
+    // Hand the tasks back: the engine re-reads the descriptor (a restarted owner publishes a
+    // new instance and endpoint) and the next request gets a fresh peer.
+    {
+      MutexLock lock(&mu_);
+      auto it = peers_.find(peer->instance);
+      if (it != peers_.end() && it->second == *p) peers_.erase(it);
+    }
+    (*p)->Shutdown(absl::UnavailableError("tcp: peer replaced"));
+    return absl::UnavailableError(common::StrCat("tcp: segment '", peer->name, "' (",
+                                                 peer->tcp_endpoint,
+                                                 ") refused connections or restarted"));
+  }
   SliceList list;
   const uint64_t slice = params_.slice_bytes;
   for (const TransferTask& t : tasks) {

@@ -180,6 +180,10 @@ class TcpPeer : public std::enable_shared_from_this<TcpPeer> {
   void Retry(std::deque<Slice> slices, const absl::Status& why);
   /// Closes every connection, failing their slices with `why`.
   void Shutdown(const absl::Status& why);
+  /// The owner refused connections or another instance answered: its descriptor is probably
+  /// out of date. Thread-safe.
+  void MarkStale() { stale_.store(true, std::memory_order_release); }
+  bool stale() const { return stale_.load(std::memory_order_acquire); }
 
  private:
   net::io_context& io_;
@@ -192,6 +196,7 @@ class TcpPeer : public std::enable_shared_from_this<TcpPeer> {
   std::vector<std::shared_ptr<TcpConnection>> connections_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stale_{false};
 };
 
 /// "tcp: READ of N bytes at offset 0x.. of segment 'x' (host:port): reason".
