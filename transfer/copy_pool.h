@@ -23,9 +23,10 @@ class Task;
 struct TransportStats;
 
 struct CopyPoolParams {
-  uint32_t threads = 2;                  // 0: every copy inline in Submit().
-  uint64_t inline_max_bytes = 64 << 10;  // Copies up to this size run in the caller.
-  uint64_t chunk_bytes = 4 << 20;        // Larger copies are cut into chunks of this size.
+  uint32_t threads = 2;                 // 0: every copy inline in Submit().
+  uint64_t inline_max_bytes = 1 << 20;  // Copies up to this size run in the caller: a thread
+                                        // hop costs more than ~100 us of copying.
+  uint64_t chunk_bytes = 4 << 20;       // Larger copies are cut into chunks of this size.
 };
 
 /// One side of a copy: host memory, or device memory through `runtime`.
