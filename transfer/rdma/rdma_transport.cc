@@ -12,13 +12,6 @@ absl::StatusOr<TransportPtr> CreateRdmaTransport(const RdmaParams&) {
 
 #else
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +28,7 @@ absl::StatusOr<TransportPtr> CreateRdmaTransport(const RdmaParams&) {
 #include "transfer/gpu/gpu_runtime.h"
 #include "transfer/memory_registry.h"
 #include "transfer/rdma/rdma_context.h"
+#include "transfer/rdma/rdma_handshake.h"
 #include "transfer/sync.h"
 #include "transfer/task.h"
 
@@ -42,75 +36,6 @@ namespace kvgate::transfer {
 namespace {
 
 using namespace rdma_internal;  // NOLINT: this transport's own plumbing.
-
-// --- Blocking socket helpers for the handshake (control plane only). ---
-
-bool WaitFd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, std::max<int>(0, static_cast<int>(left.count())));
-    if (r > 0) return (p.revents & (POLLERR | POLLNVAL)) == 0;
-    if (r == 0 || errno != EINTR) return false;
-  }
-}
-
-bool ReadExact(int fd, void* buf, size_t n, Clock::time_point deadline) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (n > 0) {
-    if (!WaitFd(fd, POLLIN, deadline)) return false;
-    const ssize_t r = recv(fd, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteExact(int fd, const void* buf, size_t n, Clock::time_point deadline) {
-  const auto* p = static_cast<const uint8_t*>(buf);
-  while (n > 0) {
-    if (!WaitFd(fd, POLLOUT, deadline)) return false;
-    const ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-absl::StatusOr<int> ConnectTcp(const std::string& host, uint16_t port, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
-    return absl::UnavailableError(common::StrCat("cannot resolve ", host));
-  }
-  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int rc = fd < 0 ? -1 : connect(fd, res->ai_addr, res->ai_addrlen);
-  const int err = errno;
-  freeaddrinfo(res);
-  if (fd < 0) return absl::UnavailableError("socket failed");
-  if (rc != 0 && (err != EINPROGRESS || !WaitFd(fd, POLLOUT, deadline))) {
-    close(fd);
-    return absl::UnavailableError(common::StrCat("connect to ", host, ":", port, " failed"));
-  }
-  int so_error = 0;
-  socklen_t len = sizeof(so_error);
-  getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-  if (so_error != 0) {
-    close(fd);
-    return absl::UnavailableError(
-        common::StrCat("connect to ", host, ":", port, ": ", std::strerror(so_error)));
-  }
-  return fd;
-}
-
-uint32_t RandomPsn() {
-  static thread_local std::mt19937 rng(std::random_device{}());
-  return rng() & 0xFFFFFF;
-}
 
 // --- Data path state. ---
 
@@ -159,12 +84,6 @@ struct Endpoint {
 struct MrEntry {
   uint64_t length = 0;
   std::vector<ibv_mr*> mrs;  // One per device.
-};
-
-// An owner-side QP set, alive while its client keeps the handshake socket open.
-struct ServedClient {
-  int fd = -1;
-  std::vector<ibv_qp*> qps;
 };
 
 class RdmaTransport final : public Transport {
@@ -225,8 +144,6 @@ class RdmaTransport final : public Transport {
   void Complete(RdmaSlice* s, absl::Status st);
   void Poll(size_t dev_index);
   void ScanDeadlines(size_t dev_index);
-  void ServeHandshakes();
-  void Accept();
 
   const RdmaParams params_;
   TransportContext context_;
@@ -242,24 +159,12 @@ class RdmaTransport final : public Transport {
   absl::flat_hash_map<std::string, std::shared_ptr<Endpoint> > endpoints_ ABSL_GUARDED_BY(ep_mu_);
   uint64_t next_pair_ ABSL_GUARDED_BY(ep_mu_) = 0;
 
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;
-  std::string endpoint_;
-  std::vector<ServedClient> served_;  // Handshake thread only.
-  std::thread handshake_thread_;
+  std::unique_ptr<HandshakeServer> handshake_;
 };
 
 RdmaTransport::~RdmaTransport() {
   stop_ = true;
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
-  if (handshake_thread_.joinable()) handshake_thread_.join();
-  for (ServedClient& c : served_) {
-    for (ibv_qp* qp : c.qps) ibv_destroy_qp(qp);
-    close(c.fd);
-  }
+  handshake_.reset();  // Peers' QPs on this side go first.
   {
     std::vector<std::shared_ptr<Endpoint> > eps;
     {
@@ -295,54 +200,25 @@ RdmaTransport::~RdmaTransport() {
   for (auto& [addr, e] : mrs_) {
     for (ibv_mr* mr : e.mrs) ibv_dereg_mr(mr);
   }
-  if (listen_fd_ >= 0) close(listen_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 absl::Status RdmaTransport::Start(const TransportContext& context) {
   context_ = context;
-  // Handshake listener.
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(params_.handshake_port);
-  if (inet_pton(AF_INET, params_.listen_address.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        common::StrCat("rdma: listen_address '", params_.listen_address, "' is not IPv4"));
-  }
-  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(listen_fd_, 64) != 0) {
-    return absl::UnavailableError(
-        common::StrCat("rdma: cannot listen for handshakes: ", std::strerror(errno)));
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::string host = params_.advertise_host;
-  if (host.empty()) {
-    char name[256] = {};
-    if (params_.listen_address == "0.0.0.0") {
-      gethostname(name, sizeof(name) - 1);
-      host = name;
-    } else {
-      host = params_.listen_address;
-    }
-  }
-  endpoint_ = common::StrCat(host, ":", ntohs(addr.sin_port));
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  handshake_thread_ = std::thread([this] { ServeHandshakes(); });
+  auto server = HandshakeServer::Start(params_, context.instance, &devices_);
+  if (!server.ok()) return server.status();
+  handshake_ = std::move(*server);
   for (size_t i = 0; i < devices_.size(); ++i) {
     pollers_[i].thread = std::thread([this, i] { Poll(i); });
   }
   std::vector<std::string> names;
   for (const auto& d : devices_) names.push_back(d->name);
-  spdlog::info("transfer: rdma on {} (handshake {})", common::StrJoin(names, ", "), endpoint_);
+  spdlog::info("transfer: rdma on {} (handshake {})", common::StrJoin(names, ", "),
+               handshake_->endpoint());
   return absl::OkStatus();
 }
 
 void RdmaTransport::Describe(SegmentDescriptor& desc) const {
-  desc.rdma_endpoint = endpoint_;
+  desc.rdma_endpoint = handshake_->endpoint();
   desc.rdma_devices.clear();
   for (const auto& d : devices_) {
     desc.rdma_devices.push_back({d->name, d->lid, GidToHex(d->gid)});
@@ -422,9 +298,6 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
                                                                   size_t remote_dev) {
   RdmaDevice& dev = *devices_[local_dev];
   const auto deadline = Clock::now() + std::chrono::milliseconds(params_.connect_timeout_ms);
-  auto hp = common::ParseHostPort(peer.rdma_endpoint);
-  if (!hp.ok())
-    return absl::UnavailableError(common::StrCat("rdma: bad endpoint ", peer.rdma_endpoint));
   auto ep = std::make_shared<Endpoint>();
   ep->dev = &dev;
   ep->dev_index = local_dev;
@@ -447,16 +320,15 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
       hello.qpn[i] = (*qp)->qp_num;
     }
   }
-  auto fd = ConnectTcp(hp->first, hp->second, deadline);
-  if (!fd.ok()) return fd.status();
-  ep->handshake_fd = *fd;
   RdmaHelloReply reply;
-  if (!WriteExact(*fd, &hello, sizeof(hello), deadline) ||
-      !ReadExact(*fd, &reply, sizeof(reply), deadline) || reply.magic != kRdmaHelloMagic ||
-      reply.status != 0 || reply.qp_count != n) {
-    return absl::UnavailableError(common::StrCat("rdma: handshake with segment '", peer.name, "' (",
-                                                 peer.rdma_endpoint, ") failed"));
+  auto fd = ExchangeHello(peer.rdma_endpoint, hello, &reply, deadline);
+  if (!fd.ok() || reply.qp_count != n) {
+    if (fd.ok()) close(*fd);
+    return absl::UnavailableError(
+        common::StrCat("rdma: handshake with segment '", peer.name,
+                       "': ", fd.ok() ? "wrong QP count" : fd.status().message()));
   }
+  ep->handshake_fd = *fd;
   QpEndpointInfo local{0, hello.psn, dev.lid, dev.gid, dev.mtu};
   QpEndpointInfo remote;
   remote.psn = reply.psn;
@@ -721,81 +593,6 @@ void RdmaTransport::Poll(size_t dev_index) {
       ScanDeadlines(dev_index);
       next_scan = now + std::chrono::milliseconds(10);
     }
-  }
-}
-
-void RdmaTransport::Accept() {
-  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(params_.connect_timeout_ms);
-  RdmaHello hello;
-  RdmaHelloReply reply;
-  ServedClient client;
-  client.fd = fd;
-  if (!ReadExact(fd, &hello, sizeof(hello), deadline) || hello.magic != kRdmaHelloMagic) {
-    close(fd);
-    return;
-  }
-  hello.instance[sizeof(hello.instance) - 1] = '\0';
-  if (context_.instance != hello.instance) {
-    reply.status = 1;
-  } else if (hello.remote_device >= devices_.size() || hello.qp_count == 0 ||
-             hello.qp_count > kMaxQpsPerEndpoint) {
-    reply.status = 2;
-  } else {
-    RdmaDevice& dev = *devices_[hello.remote_device];
-    QpEndpointInfo local{0, RandomPsn(), dev.lid, dev.gid, dev.mtu};
-    QpEndpointInfo remote;
-    remote.psn = hello.psn;
-    remote.lid = static_cast<uint16_t>(hello.lid);
-    std::memcpy(remote.gid.raw, hello.gid, 16);
-    remote.mtu = static_cast<ibv_mtu>(hello.mtu);
-    reply.qp_count = hello.qp_count;
-    reply.psn = local.psn;
-    reply.lid = dev.lid;
-    reply.mtu = dev.mtu;
-    std::memcpy(reply.gid, dev.gid.raw, 16);
-    for (uint32_t i = 0; i < hello.qp_count && reply.status == 0; ++i) {
-      auto qp = CreateQp(dev, 16);  // Responder only: one-sided ops post nothing here.
-      if (!qp.ok()) {
-        reply.status = 3;
-        break;
-      }
-      client.qps.push_back(*qp);
-      local.qpn = (*qp)->qp_num;
-      remote.qpn = hello.qpn[i];
-      reply.qpn[i] = local.qpn;
-      if (!ConnectQp(*qp, dev, local, remote, params_).ok()) reply.status = 3;
-    }
-  }
-  if (!WriteExact(fd, &reply, sizeof(reply), deadline) || reply.status != 0) {
-    for (ibv_qp* qp : client.qps) ibv_destroy_qp(qp);
-    close(fd);
-    return;
-  }
-  served_.push_back(std::move(client));
-}
-
-void RdmaTransport::ServeHandshakes() {
-  std::vector<pollfd> fds;
-  while (!stop_.load()) {
-    fds.clear();
-    fds.push_back({listen_fd_, POLLIN, 0});
-    fds.push_back({wake_fd_, POLLIN, 0});
-    for (const ServedClient& c : served_) fds.push_back({c.fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) continue;
-    if (fds[1].revents != 0) continue;  // stop_
-    // A client closing its handshake socket (exit, endpoint rebuilt) releases its QPs.
-    for (size_t i = fds.size(); i-- > 2;) {
-      if (fds[i].revents == 0) continue;
-      char c;
-      if (recv(fds[i].fd, &c, 1, MSG_DONTWAIT) > 0) continue;  // Clients send nothing more.
-      ServedClient& sc = served_[i - 2];
-      for (ibv_qp* qp : sc.qps) ibv_destroy_qp(qp);
-      close(sc.fd);
-      served_.erase(served_.begin() + static_cast<long>(i - 2));
-    }
-    if (fds[0].revents & POLLIN) Accept();
   }
 }
 
