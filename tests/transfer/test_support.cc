@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
@@ -214,6 +216,19 @@ absl::StatusOr<uint32_t> PeerProcess::Crc(uint64_t addr, uint64_t len) {
 
 void PeerProcess::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
+}
+
+bool PeerProcess::Stop() {
+  Signal(SIGSTOP);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;  // comm is "(exe)": no spaces for this binary.
+    if (state == "T" || state == "t") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 int PeerProcess::Wait() {

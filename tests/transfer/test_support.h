@@ -72,6 +72,9 @@ class PeerProcess {
                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
   absl::StatusOr<uint32_t> Crc(uint64_t addr, uint64_t len);
   void Signal(int sig);
+  /// SIGSTOP, then waits until the kernel reports the process stopped (signals are delivered
+  /// asynchronously: without this it may still answer a request or two).
+  bool Stop();
   /// Waits for exit; the exit code, or 128 + signal.
   int Wait();
   pid_t pid() const { return pid_; }

@@ -209,7 +209,7 @@ TEST_P(TwoProcessTest, StoppedOrKilledPeerFailsPendingTasksAndOthersKeepWorking)
     ASSERT_EQ(engine->Wait(b, Clock::now() + kWait)->state, TaskState::kCompleted);
   }
   if (transport == "tcp") {
-    victim->Signal(SIGSTOP);
+    ASSERT_TRUE(victim->Stop());
     const auto start = Clock::now();
     auto b = read_all(*vseg, victim->buffer_addr(), std::chrono::milliseconds(300));
     EXPECT_EQ(engine->FreeBatch(b).code(), absl::StatusCode::kFailedPrecondition);
@@ -222,7 +222,7 @@ TEST_P(TwoProcessTest, StoppedOrKilledPeerFailsPendingTasksAndOthersKeepWorking)
     EXPECT_TRUE(engine->FreeBatch(b).ok());
   }
   // Killed while a batch is in flight (stopped first, so the batch is surely still pending).
-  victim->Signal(SIGSTOP);
+  ASSERT_TRUE(victim->Stop());
   auto b = read_all(*vseg, victim->buffer_addr(), std::chrono::seconds(20));
   victim->Signal(SIGKILL);
   EXPECT_EQ(victim->Wait(), 128 + SIGKILL);
