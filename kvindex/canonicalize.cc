@@ -107,9 +107,13 @@ class Canonicalizer::Impl {
  public:
   explicit Impl(CanonicalizeOptions options) : options_(options) {}
 
-  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, CanonicalRequest* out);
+  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, bool build_prompt,
+                   CanonicalRequest* out);
 
  private:
+  // Walks a value completely, so that malformed JSON in fields the gateway does not read is
+  // still caught (simdjson on-demand skips unread values without validating them).
+  absl::Status Validate(od::value v, int depth);
   absl::Status Message(od::value v, std::string* out);
   absl::Status ContentParts(od::array parts, std::string* out);
   absl::Status PartPayloadHash(od::value v, uint64_t* hash);
@@ -144,10 +148,13 @@ class Canonicalizer::Impl {
 // string buffer until the next document, so keeping views is safe.
 
 absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, ApiKind api,
-                                      CanonicalRequest* out) {
+                                      bool build_prompt, CanonicalRequest* out) {
   out->prompts.clear();
   out->model.clear();
   out->cache_salt.clear();
+  out->user.clear();
+  out->stream = false;
+  out->prompt_error.clear();
   if (body.size() > options_.max_body_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
@@ -164,9 +171,15 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
   od::document doc;
   KVINDEX_JSON_TRY(parser_.iterate(data, body.size(), capacity).get(doc), "document");
   od::object root;
-  KVINDEX_JSON_TRY(doc.get_object().get(root), "document (expected an object)");
+  if (auto ec = doc.get_object().get(root); ec) {
+    if (ec == simdjson::INCORRECT_TYPE) {
+      return absl::InvalidArgumentError("request body must be a JSON object");
+    }
+    return JsonError(ec, "document");
+  }
 
-  const bool chat = api == ApiKind::kChatCompletions;
+  const bool chat = build_prompt && api == ApiKind::kChatCompletions;
+  const bool completions = build_prompt && api == ApiKind::kCompletions;
   CanonicalPrompt* prompt = nullptr;
   if (chat) {
     out->prompts.emplace_back();
@@ -184,12 +197,27 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
     od::value v;
     KVINDEX_JSON_TRY(field.value().get(v), key);
     od::json_type t;
-    if (key == "model" || key == "cache_salt") {
+    if (key == "model") {
+      std::string_view s;
+      if (v.get_string().get(s)) {
+        return absl::InvalidArgumentError("'model' must be a string");
+      }
+      out->model.assign(s);
+    } else if (key == "stream") {
+      KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+      if (t == od::json_type::boolean) {
+        KVINDEX_JSON_TRY(v.get_bool().get(out->stream), key);
+      } else if (t != od::json_type::null || Validate(v, 1) != absl::OkStatus()) {
+        return absl::InvalidArgumentError("'stream' must be a boolean");
+      }
+    } else if (key == "cache_salt" || key == "user") {
       KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
       if (t == od::json_type::string) {
         std::string_view s;
         KVINDEX_JSON_TRY(v.get_string().get(s), key);
-        (key == "model" ? out->model : out->cache_salt).assign(s);
+        (key == "user" ? out->user : out->cache_salt).assign(s);
+      } else {
+        KVINDEX_STATUS_TRY(Validate(v, 1));
       }
     } else if (chat && (key == "tools" || key == "functions")) {
       std::string* section = key == "tools" ? &tools_ : &functions_;
@@ -225,13 +253,20 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         KVINDEX_JSON_TRY(element.get(m), "messages[]");
         KVINDEX_STATUS_TRY(Message(m, &prompt->bytes));
       }
-    } else if (!chat && key == "prompt") {
+    } else if (completions && key == "prompt") {
       if (seen_prompt) {
         return absl::InvalidArgumentError("duplicate 'prompt'");
       }
       seen_prompt = true;
       KVINDEX_STATUS_TRY(Completions(v, out));
+    } else {
+      KVINDEX_STATUS_TRY(Validate(v, 1));
     }
+  }
+  const char* trailing = nullptr;
+  if (!doc.current_location().get(trailing)) {
+    return absl::InvalidArgumentError(
+        "invalid request JSON: trailing content after the top-level object");
   }
   if (chat) {
     if (!seen_messages) {
@@ -249,10 +284,67 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         prompt->bytes.insert(0, tools_ + functions_);
       }
     }
-  } else if (!seen_prompt) {
+  } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }
   return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::Validate(od::value v, int depth) {
+  // As deep as the gateway ever accepted; simdjson's own limit (1024) is above it.
+  constexpr int kMaxValidateDepth = 512;
+  if (depth > kMaxValidateDepth) {
+    return absl::InvalidArgumentError("invalid request JSON: nesting too deep");
+  }
+  od::json_type t;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, "value"));
+  switch (t) {
+    case od::json_type::object: {
+      od::object obj;
+      KVINDEX_JSON_TRY(v.get_object().get(obj), "object");
+      for (auto field : obj) {
+        std::string_view key;
+        KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
+        od::value fv;
+        KVINDEX_JSON_TRY(field.value().get(fv), key);
+        KVINDEX_STATUS_TRY(Validate(fv, depth + 1));
+      }
+      return absl::OkStatus();
+    }
+    case od::json_type::array: {
+      od::array arr;
+      KVINDEX_JSON_TRY(v.get_array().get(arr), "array");
+      for (auto element : arr) {
+        od::value ev;
+        KVINDEX_JSON_TRY(element.get(ev), "array element");
+        KVINDEX_STATUS_TRY(Validate(ev, depth + 1));
+      }
+      return absl::OkStatus();
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      KVINDEX_JSON_TRY(v.get_string().get(s), "string");
+      return absl::OkStatus();
+    }
+    case od::json_type::number: {
+      double d;
+      const auto ec = v.get_double().get(d);
+      if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
+      return absl::OkStatus();
+    }
+    case od::json_type::boolean: {
+      bool b;
+      KVINDEX_JSON_TRY(v.get_bool().get(b), "boolean");
+      return absl::OkStatus();
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      KVINDEX_JSON_TRY(v.is_null().get(is_null), "null");
+      if (!is_null) return absl::InvalidArgumentError("invalid request JSON: bad literal");
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError("invalid request JSON: unknown value type");
 }
 
 namespace {
@@ -324,6 +416,8 @@ absl::Status Canonicalizer::Impl::Message(od::value v, std::string* out) {
       } else if (t != od::json_type::null) {
         return absl::InvalidArgumentError("'function_call' must be an object");
       }
+    } else {
+      KVINDEX_STATUS_TRY(Validate(fv, 3));
     }
   }
   out->push_back(canonical::kMessageBegin);
@@ -515,6 +609,8 @@ absl::Status Canonicalizer::Impl::FunctionCall(od::value v, std::string* out) {
       } else {  // Some clients send arguments as an object.
         KVINDEX_STATUS_TRY(Json(fv, &args_json, 1));
       }
+    } else {
+      KVINDEX_STATUS_TRY(Validate(fv, 5));
     }
   }
   out->push_back(canonical::kField);
@@ -561,6 +657,8 @@ absl::Status Canonicalizer::Impl::ToolCalls(od::value v, std::string* out) {
         function.clear();
         KVINDEX_STATUS_TRY(FunctionCall(fv, &function));
         has_function = true;
+      } else {
+        KVINDEX_STATUS_TRY(Validate(fv, 5));
       }
     }
     if (!has_function) {
@@ -743,19 +841,34 @@ Canonicalizer::~Canonicalizer() = default;
 
 absl::Status Canonicalizer::Canonicalize(std::string_view body, ApiKind api,
                                          CanonicalRequest* out) {
-  return impl_->Run(body, 0, api, out);
+  return impl_->Run(body, 0, api, true, out);
 }
 
 absl::Status Canonicalizer::CanonicalizePadded(std::string_view body, size_t capacity, ApiKind api,
                                                CanonicalRequest* out) {
-  return impl_->Run(body, capacity, api, out);
+  return impl_->Run(body, capacity, api, true, out);
+}
+
+absl::Status Canonicalizer::Parse(std::string_view body, size_t capacity, ApiKind api,
+                                  bool build_prompt, CanonicalRequest* out) {
+  const bool prompt = build_prompt && api != ApiKind::kOther;
+  absl::Status status = impl_->Run(body, capacity, api, prompt, out);
+  if (status.ok() || !prompt) return status;
+  // The walk stopped at the first problem. Without the prompt's schema checks a second walk
+  // tells a malformed body (an error) from a valid body whose prompt kvgate cannot
+  // canonicalise (routed without cache data; the worker judges it). Only this error path
+  // reads the body twice.
+  absl::Status json = impl_->Run(body, capacity, api, false, out);
+  if (!json.ok()) return json;
+  out->prompt_error = std::string(status.message());
+  return absl::OkStatus();
 }
 
 const size_t Canonicalizer::kPaddingBytes = simdjson::SIMDJSON_PADDING;
 
 absl::StatusOr<CanonicalRequest> Canonicalizer::Canonicalize(std::string_view body, ApiKind api) {
   CanonicalRequest out;
-  absl::Status status = impl_->Run(body, 0, api, &out);
+  absl::Status status = impl_->Run(body, 0, api, true, &out);
   if (!status.ok()) {
     return status;
   }

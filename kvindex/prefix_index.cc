@@ -588,6 +588,11 @@ absl::Status PrefixIndex::Insert(Holder holder, absl::Span<const BlockHash> chai
   return InsertAfter(holder, std::nullopt, chain, tier);
 }
 
+absl::Status PrefixIndex::InsertAfterHeld(Holder holder, absl::Span<const BlockHash> chain,
+                                          size_t held, Tier tier) {
+  return InsertAfter(holder, std::nullopt, chain, tier);
+}
+
 absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> parent,
                                       absl::Span<const BlockHash> blocks, Tier tier) {
   internal::AnnotatedLock lock(&writer_mu_);

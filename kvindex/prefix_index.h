@@ -119,6 +119,13 @@ class PrefixIndex {
   /// @return kResourceExhausted if the holder is new and kMaxHolders are registered.
   absl::Status Insert(Holder holder, absl::Span<const BlockHash> chain, Tier tier);
 
+  /// Insert() for a chain whose first `held` blocks the caller has just seen `holder` hold (a
+  /// Match before deciding). The result is Insert()'s whatever `held` says; when it is right,
+  /// only the blocks past the held prefix are added and the prefix is refreshed without
+  /// visiting each of its blocks (the router's approximate learning on every request).
+  absl::Status InsertAfterHeld(Holder holder, absl::Span<const BlockHash> chain, size_t held,
+                               Tier tier);
+
   /// Event-style insert: `blocks` follow `parent` (nullopt: they start at the root). If the
   /// holder does not hold `parent` in `tier` the blocks are orphans and the holder's Match falls
   /// back to a linear walk until it is cleared.

@@ -1,6 +1,6 @@
 // The gateway in-process against fake workers on loopback: proxying, streaming, failures,
 // limits, health, metrics, reload and drain.
-#include "router/gateway.h"
+#include "router/server/gateway.h"
 
 #include <boost/asio.hpp>
 #include <cstdio>
