@@ -405,6 +405,34 @@ void PrefixIndex::LinkAfter(List& list, uint32_t after, uint32_t node) {
   }
 }
 
+void PrefixIndex::SpliceAfter(List& list, uint32_t after, uint32_t first, uint32_t last) {
+  const uint32_t before = *PrevOf(first);
+  const uint32_t beyond = *NextOf(last);
+  if (before == kNil) {
+    list.head = beyond;
+  } else {
+    *NextOf(before) = beyond;
+  }
+  if (beyond == kNil) {
+    list.tail = before;
+  } else {
+    *PrevOf(beyond) = before;
+  }
+  const uint32_t next = after == kNil ? list.head : *NextOf(after);
+  *PrevOf(first) = after;
+  *NextOf(last) = next;
+  if (after == kNil) {
+    list.head = first;
+  } else {
+    *NextOf(after) = first;
+  }
+  if (next == kNil) {
+    list.tail = last;
+  } else {
+    *PrevOf(next) = last;
+  }
+}
+
 uint32_t PrefixIndex::FindNode(BlockHash hash, int slot, Tier tier) const {
   const int si = ShardOf(hash, shard_bits_);
   const Shard& s = *shards_[si];
@@ -588,11 +616,6 @@ absl::Status PrefixIndex::Insert(Holder holder, absl::Span<const BlockHash> chai
   return InsertAfter(holder, std::nullopt, chain, tier);
 }
 
-absl::Status PrefixIndex::InsertAfterHeld(Holder holder, absl::Span<const BlockHash> chain,
-                                          size_t held, Tier tier) {
-  return InsertAfter(holder, std::nullopt, chain, tier);
-}
-
 absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> parent,
                                       absl::Span<const BlockHash> blocks, Tier tier) {
   internal::AnnotatedLock lock(&writer_mu_);
@@ -627,11 +650,26 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
       ++list.count;
       ++list.inserted;
       ++residencies_;
-    } else {
-      Unlink(list, node);
+      LinkAfter(list, prev, node);
+      prev = node;
+      continue;
     }
-    LinkAfter(list, prev, node);
-    prev = node;
+    // A held block already in its place (a prefix this holder used last, in order) needs no
+    // relinking. One held elsewhere starts a run: the blocks that follow it in the list and in
+    // the chain move together, in one splice.
+    if ((prev == kNil ? list.head : *NextOf(prev)) == node) {
+      prev = node;
+      continue;
+    }
+    uint32_t last = node;
+    while (i + 1 < blocks.size()) {
+      const uint32_t next = FindNode(blocks[i + 1], slot, tier);
+      if (next == kNil || next == prev || *NextOf(last) != next) break;
+      last = next;
+      ++i;
+    }
+    SpliceAfter(list, prev, node, last);
+    prev = last;
   }
   EnforceCapacity(slot, tier);
   EnforceGlobalBound();

@@ -115,16 +115,12 @@ class PrefixIndex {
   absl::Status SetCapacity(Holder holder, Tier tier, uint64_t capacity_blocks);
 
   /// Records that `holder` holds `chain` (a full chain from the root block) in `tier`, and marks
-  /// it most recently used with block 0 the most recent. Evicts over capacity.
+  /// it most recently used with block 0 the most recent. Evicts over capacity. Blocks the holder
+  /// already holds cost a lookup each but are relinked only when out of place, and then a run
+  /// at a time: re-inserting a session's grown prompt adds the new blocks and moves its held
+  /// history in a few splices.
   /// @return kResourceExhausted if the holder is new and kMaxHolders are registered.
   absl::Status Insert(Holder holder, absl::Span<const BlockHash> chain, Tier tier);
-
-  /// Insert() for a chain whose first `held` blocks the caller has just seen `holder` hold (a
-  /// Match before deciding). The result is Insert()'s whatever `held` says; when it is right,
-  /// only the blocks past the held prefix are added and the prefix is refreshed without
-  /// visiting each of its blocks (the router's approximate learning on every request).
-  absl::Status InsertAfterHeld(Holder holder, absl::Span<const BlockHash> chain, size_t held,
-                               Tier tier);
 
   /// Event-style insert: `blocks` follow `parent` (nullopt: they start at the root). If the
   /// holder does not hold `parent` in `tier` the blocks are orphans and the holder's Match falls
@@ -173,6 +169,9 @@ class PrefixIndex {
   void DropResidency(uint32_t node, int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void Unlink(List& list, uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void LinkAfter(List& list, uint32_t after, uint32_t node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Moves the linked run [first..last] to right after `after` (kNil: the head).
+  void SpliceAfter(List& list, uint32_t after, uint32_t first, uint32_t last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void EvictTail(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void EnforceCapacity(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);

@@ -35,7 +35,9 @@ body = json.dumps({"model": "fake-model", "stream": stream,
                    "messages": [{"role": "user", "content": content}]})
 headers = {"Content-Type": "application/json",
            "x-fake-chunks": str(events if stream else 8),
-           "x-fake-chunk-bytes": "0" if stream else "512"}
+           "x-fake-chunk-bytes": "0" if stream else "512",
+           # The same prompt every time: an engine would report it all cached.
+           "x-fake-cached-tokens": str(len(body) // 4)}
 conn = http.client.HTTPConnection("127.0.0.1", port)
 for i in range(count):
     conn.request("POST", "/v1/chat/completions", body, headers)

@@ -48,3 +48,5 @@ wrk.body = agentic and agentic_body() or plain_body()
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["x-fake-chunks"] = chunks
 wrk.headers["x-fake-chunk-bytes"] = chunk_bytes
+-- The same prompt every time: an engine would report it all cached (a token per 4 bytes).
+wrk.headers["x-fake-cached-tokens"] = tostring(math.floor(#wrk.body / 4))

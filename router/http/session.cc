@@ -77,47 +77,33 @@ net::awaitable<error_code> ReadLengthBody(ThreadContext& tc, ClientConnection& c
   co_return error_code{};
 }
 
+// Reads the rest of a request whose first bytes are in `conn.in`.
 net::awaitable<ReadResult> ReadRequest(ThreadContext& tc, ClientConnection& conn, Exchange& ex) {
   // Copies: the config may be replaced while this waits.
   const config::LimitsConfig limits = tc.config().limits;
   const http1::ParseLimits parse_limits{.max_head_bytes = limits.max_header_bytes,
                                         .max_headers = 128};
-  if (conn.in.empty()) {
-    conn.idle = true;
-    conn.SetDeadline(DeadlineKind::kIdle, milliseconds(limits.idle_timeout_ms));
-  } else {
-    conn.idle = false;
-    conn.SetDeadline(DeadlineKind::kClientRead, milliseconds(limits.read_timeout_ms));
-  }
-  // The head. Once its first byte arrived, the whole request must come within the read
-  // timeout: a head that trickles in is not given the idle timeout again and again.
+  // Once its first byte arrived, the whole request must come within the read timeout: a head
+  // that trickles in is not given the idle timeout again and again.
+  conn.idle = false;
+  conn.SetDeadline(DeadlineKind::kClientRead, milliseconds(limits.read_timeout_ms));
   http1::ParseResult head;
   for (;;) {
-    if (!conn.in.empty()) {
-      head = http1::ParseRequestHead(conn.in.data(), parse_limits, &ex.head);
-      if (head.status == http1::ParseStatus::kComplete) break;
-      if (head.status == http1::ParseStatus::kError) {
-        ex.endpoint = EndpointLabelOf(ex.head.path);
-        co_return co_await Refuse(tc, ex, head.error_status,
-                                  common::StrCat("malformed HTTP request: ", head.error),
-                                  head.error_status != 505);
-      }
+    head = http1::ParseRequestHead(conn.in.data(), parse_limits, &ex.head);
+    if (head.status == http1::ParseStatus::kComplete) break;
+    if (head.status == http1::ParseStatus::kError) {
+      ex.endpoint = EndpointLabelOf(ex.head.path);
+      co_return co_await Refuse(tc, ex, head.error_status,
+                                common::StrCat("malformed HTTP request: ", head.error),
+                                head.error_status != 505);
     }
-    if (conn.in.empty() && tc.state.draining.load(std::memory_order_relaxed)) {
-      co_return ReadResult::kClosed;
-    }
-    const bool first = conn.in.empty();
     const error_code ec = co_await ReadMore(tc, conn, limits.max_header_bytes + 1);
     if (ec) {
-      if (!first && conn.deadline_expired) {
+      if (conn.deadline_expired) {
         ex.endpoint = EndpointLabelOf(ex.head.path);  // the request line may have arrived
         co_return co_await Refuse(tc, ex, 408, "timed out reading the request header", false);
       }
-      co_return ReadResult::kClosed;  // EOF, reset, idle timeout, drain
-    }
-    if (first) {
-      conn.idle = false;
-      conn.SetDeadline(DeadlineKind::kClientRead, milliseconds(limits.read_timeout_ms));
+      co_return ReadResult::kClosed;  // the client gave up on its request
     }
   }
   ex.snapshot = tc.Lease();
@@ -245,16 +231,36 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
   }
 }
 
+namespace {
+
+// One request on the connection, from its first byte to its recorded end. Its state lives in
+// this coroutine's frame, which exists only while a request is served: an idle connection
+// holds none of it. @return whether the connection stays open.
+net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes,
+                              ClientConnection& conn) {
+  Exchange ex(conn);
+  const ReadResult r = co_await ReadRequest(tc, conn, ex);
+  if (r == ReadResult::kClosed) co_return false;
+  if (r == ReadResult::kRequest) co_await routes.Serve(tc, ex);
+  RecordExchange(tc, ex);
+  if (!ex.keep_alive || !conn.socket.is_open()) co_return false;
+  conn.in.Consume(ex.request_bytes, tc.buffers);
+  co_return true;
+}
+
+}  // namespace
+
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn) {
   for (;;) {
-    Exchange ex(*conn);
-    const ReadResult r = co_await ReadRequest(tc, *conn, ex);
-    if (r == ReadResult::kClosed) break;
-    if (r == ReadResult::kRequest) co_await routes.Serve(tc, ex);
-    RecordExchange(tc, ex);
-    if (!ex.keep_alive || !conn->socket.is_open()) break;
-    conn->in.Consume(ex.request_bytes, tc.buffers);
+    if (conn->in.empty()) {
+      // Between requests: wait for the next one's first byte, holding no buffer.
+      if (tc.state.draining.load(std::memory_order_relaxed)) break;
+      conn->idle = true;
+      conn->SetDeadline(DeadlineKind::kIdle, milliseconds(tc.config().limits.idle_timeout_ms));
+      if (co_await ReadMore(tc, *conn, 16 * 1024)) break;  // EOF, reset, idle timeout, drain
+    }
+    if (!co_await ServeOne(tc, routes, *conn)) break;
   }
   error_code ignored;
   conn->socket.shutdown(tcp::socket::shutdown_send, ignored);

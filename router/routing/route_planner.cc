@@ -172,9 +172,6 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   }
   uint32_t deepest = 0;  // In the approximate chain, whose blocks the fork tracking records.
   for (const auto& c : d.candidates) deepest = std::max(deepest, c.cached_any_blocks);
-  // What the approximate index holds of the prompt, before precise mode overrides the view.
-  absl::InlinedVector<uint32_t, 16> approx_gpu(workers.size());
-  for (size_t i = 0; i < workers.size(); ++i) approx_gpu[i] = d.candidates[i].cached_blocks[0];
   if (policy.UsesPrefixCache() && precise_ != nullptr && !plan.tokens.empty()) {
     MatchPrecise(plan, now, workers, d);
   }
@@ -222,11 +219,8 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   plan.tried.push_back(d.worker->id());
   d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
   if (prefix) {
-    // Approximate learning: the worker will hold this prompt once it has prefilled it. Only
-    // the blocks past what it already holds are new; the held prefix is refreshed in the LRU.
-    if (auto s = index_.InsertAfterHeld(HolderOf(*d.worker), plan.chain, approx_gpu[d.index],
-                                        kvindex::Tier::kGpu);
-        !s.ok()) {
+    // Approximate learning: the worker will hold this prompt once it has prefilled it.
+    if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
       IndexError(s, *d.worker);
     }
   }
