@@ -5,6 +5,10 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "simdjson.h"
@@ -83,6 +87,17 @@ void AppendEscaped(std::string_view text, std::string* out) {
   const char* end = p + text.size();
   const char* run = p;  // Start of the pending unescaped run.
   while (p < end) {
+#if defined(__SSE2__)
+    // 16 bytes at a time: a byte is a framing byte when min(byte, kMaxFramingByte) == byte.
+    if (end - p >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i limit = _mm_set1_epi8(static_cast<char>(canonical::kMaxFramingByte));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(v, limit), v)) == 0) {
+        p += 16;
+        continue;
+      }
+    }
+#endif
     if (end - p >= 8) {
       uint64_t w;
       std::memcpy(&w, p, 8);

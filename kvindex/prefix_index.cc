@@ -440,6 +440,11 @@ uint32_t PrefixIndex::FindNode(BlockHash hash, int slot, Tier tier) const {
   if (id == kNil) {
     return kNil;
   }
+  return NodeOf(si, id, slot, tier);
+}
+
+uint32_t PrefixIndex::NodeOf(int si, uint32_t id, int slot, Tier tier) const {
+  const Shard& s = *shards_[si];
   const Record& r = s.Rec(id);
   const uint8_t t = static_cast<uint8_t>(tier);
   if ((r.mask[t] & (uint64_t{1} << slot)) == 0) {
@@ -464,7 +469,7 @@ uint32_t PrefixIndex::AddResidency(BlockHash hash, int slot, Tier tier, bool* ad
   uint32_t id = s.table.Find(hash, s);
   if (id != kNil && (s.Rec(id).mask[t] & bit) != 0) {
     *added = false;
-    return FindNode(hash, slot, tier);
+    return NodeOf(si, id, slot, tier);
   }
   *added = true;
   if (id == kNil) {

@@ -164,6 +164,9 @@ class PrefixIndex {
   List& ListOf(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   uint32_t FindNode(BlockHash hash, int slot, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // The residency node of (slot, tier) in record `id` of shard `si`, which must hold it.
+  uint32_t NodeOf(int si, uint32_t id, int slot, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   uint32_t AddResidency(BlockHash hash, int slot, Tier tier, bool* added)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void DropResidency(uint32_t node, int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);

@@ -1,5 +1,6 @@
 #include "router/http/http1.h"
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -10,29 +11,16 @@ namespace {
 
 constexpr size_t kMaxLeadingEmptyLines = 4;
 
-bool IsTchar(unsigned char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
+// token characters (RFC 9110 §5.6.2), as a table: header names are checked byte by byte.
+constexpr std::array<bool, 256> kTchar = [] {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = t[c - 32] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool IsTchar(unsigned char c) { return kTchar[c]; }
 
 bool IsToken(std::string_view s) {
   if (s.empty()) return false;

@@ -1,5 +1,6 @@
 #include "router/upstream/usage_scanner.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvgate::router {
@@ -7,7 +8,6 @@ namespace {
 
 constexpr std::string_view kCached = "\"cached_tokens\"";
 constexpr std::string_view kPrompt = "\"prompt_tokens\"";
-constexpr size_t kCarry = 40;  // longer than a key, its colon, spaces and a 20-digit value
 
 // Parses `: 123` after a key; false when the value is not (yet) a complete integer.
 bool ReadValue(std::string_view text, size_t pos, int64_t* out) {
@@ -39,16 +39,17 @@ void FindAll(std::string_view text, std::string_view key, int64_t* out) {
 
 void UsageScanner::Feed(std::string_view chunk) {
   if (chunk.empty()) return;
-  // Cheap reject: usage keys contain "_tokens"; most content chunks do not.
-  if (carry_.empty()) {
-    Scan(chunk);
-  } else {
-    std::string joined = carry_;
-    joined.append(chunk.substr(0, std::min(chunk.size(), kCarry)));
-    Scan(joined);  // keys straddling the boundary
-    Scan(chunk);
+  if (carry_size_ > 0) {
+    // Keys straddling the previous piece and this one.
+    char joined[2 * kCarry];
+    const size_t head = std::min(chunk.size(), kCarry);
+    std::memcpy(joined, carry_, carry_size_);
+    std::memcpy(joined + carry_size_, chunk.data(), head);
+    Scan(std::string_view(joined, carry_size_ + head));
   }
-  carry_.assign(chunk.substr(chunk.size() > kCarry ? chunk.size() - kCarry : 0));
+  Scan(chunk);
+  carry_size_ = std::min(chunk.size(), kCarry);
+  std::memcpy(carry_, chunk.data() + chunk.size() - carry_size_, carry_size_);
 }
 
 void UsageScanner::Scan(std::string_view text) {

@@ -21,8 +21,11 @@ class UsageScanner {
  private:
   void Scan(std::string_view text);
 
-  // The tail of the previous chunk, so that a key split across two chunks is still found.
-  std::string carry_;
+  // The tail of the previous chunk, so that a key split across two chunks is still found:
+  // longer than a key, its colon, spaces and a 20-digit value.
+  static constexpr size_t kCarry = 40;
+  char carry_[kCarry];
+  size_t carry_size_ = 0;
   int64_t cached_tokens_ = -1;
   int64_t prompt_tokens_ = -1;
 };
