@@ -4,6 +4,8 @@
 #include <limits>
 #include <map>
 
+#include "common/assert.h"
+
 namespace kvgate::router {
 namespace {
 
@@ -51,6 +53,7 @@ ShardedFamily::ShardedFamily(std::string name, std::string help, Type type,
 }
 
 ShardedFamily::Series* ShardedFamily::Get(size_t shard, absl::Span<const std::string_view> values) {
+  KVGATE_ASSERT(shard < shards_.size(), "metric shard out of range");
   Shard& s = *shards_[shard % shards_.size()];
   std::string key = KeyOf(values);
   if (auto it = s.series.find(key); it != s.series.end()) return it->second.series.get();
@@ -103,6 +106,7 @@ prometheus::MetricFamily ShardedFamily::Collect(
       // The counts were read bucket by bucket while the owner kept writing: make them
       // cumulative and consistent with the total (a scrape must never see a bucket above
       // +Inf's count).
+      KVGATE_ASSERT(m.buckets.size() == bounds_.size() + 1, "histogram series without buckets");
       uint64_t cumulative = 0;
       for (size_t i = 0; i <= bounds_.size(); ++i) {
         cumulative += m.buckets[i];

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "common/assert.h"
 #include "router/server/buffer_pool.h"
 
 namespace kvgate::router {
@@ -45,9 +46,13 @@ class InputBuffer {
     }
     return {storage_.get() + end_, capacity_ - end_};
   }
-  void Commit(size_t n) { end_ += n; }
+  void Commit(size_t n) {
+    KVGATE_ASSERT(end_ + n <= capacity_, "committed past the prepared room");
+    end_ += n;
+  }
   /// Drops `n` bytes from the front; gives the storage back once nothing is left.
   void Consume(size_t n, BufferPool& pool) {
+    KVGATE_ASSERT(n <= size(), "consumed more than was read");
     begin_ += n;
     if (begin_ >= end_) Release(pool);
   }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "router/dispatch/proxy_handler.h"
 #include "router/fleet/health_checker.h"
@@ -68,8 +69,8 @@ struct Gateway::Impl {
       identities.push_back(reuse->identity());
       workers.push_back(std::move(reuse));
     }
-    auto policies = MakePolicySet(cfg->routing, identities);
-    if (!policies.ok()) return policies.status();
+    KVGATE_ASSIGN_OR_RETURN(PolicySetConstSharedPtr policies,
+                            MakePolicySet(cfg->routing, identities));
     // The index forgets removed workers before new ones take holder slots.
     for (const auto& w : old->workers) {
       bool kept = false;
@@ -82,7 +83,7 @@ struct Gateway::Impl {
       }
     }
     return std::make_shared<const Snapshot>(
-        Snapshot{std::move(cfg), std::move(workers), *std::move(policies)});
+        Snapshot{std::move(cfg), std::move(workers), std::move(policies)});
   }
 
   // Accepts on `acc` (owned by thread `tc`) forever; connections stay on that thread.
@@ -166,12 +167,11 @@ Gateway::~Gateway() { Stop(); }
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
   auto cfg = std::make_shared<const config::Config>(std::move(config));
   auto impl = std::make_unique<Impl>(cfg);
-  auto snapshot = impl->BuildSnapshot(cfg);
-  if (!snapshot.ok()) return snapshot.status();
+  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, impl->BuildSnapshot(cfg));
   if (cfg->access_log.enabled) {
-    if (auto s = impl->state.access_log.Open(cfg->access_log.path); !s.ok()) return s;
+    KVGATE_RETURN_IF_ERROR(impl->state.access_log.Open(cfg->access_log.path));
   }
-  impl->state.Publish(*std::move(snapshot));
+  impl->state.Publish(std::move(snapshot));
   HealthChecker::RefreshModelsJson(impl->state);
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
@@ -188,22 +188,20 @@ absl::Status Gateway::Start() {
   // and each stays on the thread that accepted it.
   uint16_t port = cfg->listen_port;
   for (uint32_t i = 0; i < n; ++i) {
-    auto acc = s.Listen(*s.threads[i], cfg->listen_host, port, /*reuse_port=*/true);
-    if (!acc.ok()) return acc.status();
-    if (i == 0) port = (*acc)->local_endpoint().port();
-    s.acceptors.push_back(*std::move(acc));
+    KVGATE_ASSIGN_OR_RETURN(auto acc,
+                            s.Listen(*s.threads[i], cfg->listen_host, port, /*reuse_port=*/true));
+    if (i == 0) port = acc->local_endpoint().port();
+    s.acceptors.push_back(std::move(acc));
   }
   s.port = port;
   for (uint32_t i = 0; i < n; ++i) s.Accept(*s.acceptors[i], *s.threads[i], false);
   if (!cfg->admin.listen.empty()) {
-    auto hp = common::ParseHostPort(cfg->admin.listen);
-    if (!hp.ok()) return hp.status();
-    auto admin = s.Listen(*s.threads[0], hp->first, hp->second, /*reuse_port=*/false);
-    if (!admin.ok()) return admin.status();
-    s.admin_acceptor = *std::move(admin);
+    KVGATE_ASSIGN_OR_RETURN(const auto hp, common::ParseHostPort(cfg->admin.listen));
+    KVGATE_ASSIGN_OR_RETURN(s.admin_acceptor,
+                            s.Listen(*s.threads[0], hp.first, hp.second, /*reuse_port=*/false));
     s.admin_port = s.admin_acceptor->local_endpoint().port();
     s.Accept(*s.admin_acceptor, *s.threads[0], true);
-    spdlog::info("admin API listening on {}:{}", hp->first, s.admin_port);
+    spdlog::info("admin API listening on {}:{}", hp.first, s.admin_port);
   }
 
   s.health = std::make_unique<HealthChecker>(s.control, s.state);

@@ -1,5 +1,6 @@
 #include "router/server/thread_context.h"
 
+#include "common/assert.h"
 #include "router/dispatch/retry_dispatcher.h"
 #include "router/upstream/http1_upstream.h"
 
@@ -49,6 +50,7 @@ SnapshotLease ThreadContext::Lease() {
 }
 
 void ThreadContext::ReleaseEntry(SnapshotLease::Entry* e) {
+  KVGATE_ASSERT(e->users > 0, "a snapshot lease ended twice");
   --e->users;
   while (snapshots_.size() > 1 && snapshots_.front().users == 0) snapshots_.pop_front();
 }
