@@ -200,6 +200,8 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
     out->prompts.emplace_back();
     prompt = &out->prompts.back();
     prompt->kind = PromptKind::kChat;
+    // The canonical stream is about as long as the body: grow it once, not by doublings.
+    prompt->bytes.reserve(body.size());
   }
   tools_.clear();
   functions_.clear();
