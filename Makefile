@@ -34,25 +34,30 @@ test-asan: setup
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --preset asan-ubsan -j2
 
-# ThreadSanitizer on the concurrent parts: the kvindex stress test, the gateway, and the KV-event
-# subscriber (its events thread against status readers).
+# ThreadSanitizer on the concurrent parts: the kvindex stress test, the gateway (sessions,
+# relay, framing, reload and drain against the control thread and metric scrapes), and the
+# KV-event subscriber (its events thread against status readers).
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
 	  kvgate_kv_subscriber_tests
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Subscriber"
+	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Relay|Framing|Subscriber"
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup
 	@if [ -x tests/fuzz/run_fuzzers.sh ] || [ -f tests/fuzz/run_fuzzers.sh ]; then \
 	  bash tests/fuzz/run_fuzzers.sh $${FUZZ_SECONDS:-30}; fi
 
-# `make demo` on the debug build, shortened: it must still show kvaware beating round_robin.
-test-demo: debug
-	@KVGATE_BIN_DIR=build/debug/bin KVGATE_DEMO_SECONDS=$${DEMO_SECONDS:-15} bash scripts/demo.sh
+# `make demo` on the ASan/UBSan build, shortened: it must still show kvaware beating
+# round_robin (and no binary may leak or trip a sanitizer on the way).
+test-demo: test-asan
+	@KVGATE_BIN_DIR=build/asan-ubsan/bin KVGATE_DEMO_SECONDS=$${DEMO_SECONDS:-15} \
+	  ASAN_OPTIONS=detect_leaks=1 bash scripts/demo.sh
 
-test: test-debug test-asan test-tsan test-fuzz test-demo
+# One sanitized pass (ASan+UBSan is a Debug build: asserts on) covers what a plain debug pass
+# would; `make test-debug` is still there for a quick local run.
+test: test-asan test-tsan test-fuzz test-demo
 	@echo "make test: all suites passed"
 
 demo: build

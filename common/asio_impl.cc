@@ -1,3 +1,2 @@
-// The one translation unit that compiles Asio and Beast (BOOST_*_SEPARATE_COMPILATION).
+// The one translation unit that compiles Asio (BOOST_ASIO_SEPARATE_COMPILATION).
 #include <boost/asio/impl/src.hpp>
-#include <boost/beast/src.hpp>

@@ -59,6 +59,9 @@ std::string StrJoin(const Range& range, std::string_view sep) {
 }
 
 /// Whole-string decimal parses; false on any stray character or overflow.
+/// An absl::string_view (e.g. absl::Status::message()) as a std::string_view.
+inline std::string_view Sv(absl::string_view s) { return {s.data(), s.size()}; }
+
 bool ParseUint64(std::string_view s, uint64_t* out);
 bool ParseDouble(std::string_view s, double* out);
 

@@ -20,6 +20,8 @@ struct HttpUrl {
   std::string Authority() const;
   /// "http://host:port[/base]", the canonical spelling used in logs, metrics and headers.
   std::string ToString() const;
+
+  friend bool operator==(const HttpUrl&, const HttpUrl&) = default;
 };
 
 /// Parses an absolute http URL. Errors are kInvalidArgument with a human-readable reason.

@@ -39,6 +39,9 @@ struct WorkerConfig {
   double weight = 1.0;
   uint64_t kv_capacity_tokens = 0;  // 0: from the worker's vllm:cache_config_info, else a default
   std::optional<KvEventsConfig> kv_events;  // set: precise mode for this worker
+
+  // A reload keeps a live worker (its health, load and index) only when every field is equal.
+  friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
 };
 
 struct LimitsConfig {

@@ -6,15 +6,13 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "kvindex/prefix_index.h"
 #include "kvindex/tokenizer.h"
+#include "router/routing/policy_registry.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kvgate::config {
 namespace {
-
-constexpr std::string_view kPolicies[] = {"round_robin",  "random",          "least_request",
-                                          "power_of_two", "consistent_hash", "cache_aware",
-                                          "cost",         "weighted",        "kvaware"};
 
 // Collects every problem of one document; each message names the source, line and key path.
 class Reader {
@@ -273,11 +271,10 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
 }
 
 bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const std::string& name) {
-  if (IsKnownPolicy(name)) return true;
-  std::vector<std::string_view> names(std::begin(kPolicies), std::end(kPolicies));
-  r.Error(n, path,
-          common::StrCat("unknown policy '", name,
-                         "' (expected one of: ", common::StrJoin(names, ", "), ")"));
+  if (router::FindPolicy(name) != nullptr) return true;
+  r.Error(
+      n, path,
+      common::StrCat("unknown policy '", name, "' (expected one of: ", router::PolicyNames(), ")"));
   return false;
 }
 
@@ -379,13 +376,6 @@ const char* WorkerRoleName(WorkerRole role) {
       break;
   }
   return "mixed";
-}
-
-bool IsKnownPolicy(std::string_view name) {
-  for (std::string_view p : kPolicies) {
-    if (p == name) return true;
-  }
-  return false;
 }
 
 absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_view source) {
@@ -537,8 +527,27 @@ absl::Status ValidateConfig(const Config& c) {
                                       c.workers[i].url.ToString(), "'"));
     }
   }
-  if (!IsKnownPolicy(c.routing.policy)) {
-    errors.push_back(common::StrCat("routing.policy: unknown policy '", c.routing.policy, "'"));
+  if (router::FindPolicy(c.routing.policy) == nullptr) {
+    errors.push_back(common::StrCat("routing.policy: unknown policy '", c.routing.policy,
+                                    "' (expected one of: ", router::PolicyNames(), ")"));
+  }
+  // The prefix indexes have a fixed number of holders: a worker beyond them would be routed
+  // without cache data, so it is refused here rather than discovered in production.
+  const size_t max_holders = kvindex::PrefixIndex::kMaxHolders;
+  size_t ranks = 0;
+  for (const auto& w : c.workers) {
+    if (w.kv_events) ranks += w.dp_size;
+  }
+  if (c.workers.size() > max_holders) {
+    errors.push_back(common::StrCat("workers: ", c.workers.size(),
+                                    " workers configured; the "
+                                    "prefix index holds at most ",
+                                    max_holders));
+  }
+  if (ranks > max_holders) {
+    errors.push_back(common::StrCat("workers: the workers with kv_events have ", ranks,
+                                    " DP ranks in all; the precise index holds at most ",
+                                    max_holders));
   }
   if (!common::IsValidLogLevel(c.log_level)) {
     errors.push_back(common::StrCat("log_level: unknown level '", c.log_level, "'"));

@@ -19,11 +19,8 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
 /// Reads and parses a file. @return kNotFound when it cannot be read.
 absl::StatusOr<Config> LoadConfigFromFile(const std::string& path);
 
-/// Checks cross-field rules (duplicates, policy names, thresholds) of an assembled Config, for
-/// configs built from the command line too.
+/// Checks cross-field rules (duplicates, policy names, thresholds, the prefix index's holder
+/// limit) of an assembled Config, for configs built from the command line too.
 absl::Status ValidateConfig(const Config& config);
-
-/// The routing policy names this build knows.
-bool IsKnownPolicy(std::string_view name);
 
 }  // namespace kvgate::config

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "simdjson.h"
@@ -83,6 +87,17 @@ void AppendEscaped(std::string_view text, std::string* out) {
   const char* end = p + text.size();
   const char* run = p;  // Start of the pending unescaped run.
   while (p < end) {
+#if defined(__SSE2__)
+    // 16 bytes at a time: a byte is a framing byte when min(byte, kMaxFramingByte) == byte.
+    if (end - p >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i limit = _mm_set1_epi8(static_cast<char>(canonical::kMaxFramingByte));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(v, limit), v)) == 0) {
+        p += 16;
+        continue;
+      }
+    }
+#endif
     if (end - p >= 8) {
       uint64_t w;
       std::memcpy(&w, p, 8);
@@ -107,9 +122,13 @@ class Canonicalizer::Impl {
  public:
   explicit Impl(CanonicalizeOptions options) : options_(options) {}
 
-  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, CanonicalRequest* out);
+  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, bool build_prompt,
+                   CanonicalRequest* out);
 
  private:
+  // Walks a value completely, so that malformed JSON in fields the gateway does not read is
+  // still caught (simdjson on-demand skips unread values without validating them).
+  absl::Status Validate(od::value v, int depth);
   absl::Status Message(od::value v, std::string* out);
   absl::Status ContentParts(od::array parts, std::string* out);
   absl::Status PartPayloadHash(od::value v, uint64_t* hash);
@@ -118,8 +137,8 @@ class Canonicalizer::Impl {
   absl::Status Completions(od::value prompt, CanonicalRequest* out);
   absl::Status Tokens(od::array arr, std::vector<uint32_t>* tokens);
   // Appends the canonical form of any JSON value: objects with sorted keys, normalised numbers
-  // and decoded strings.
-  absl::Status Json(od::value v, std::string* out, int depth);
+  // and decoded strings; with a null `out`, only validates it.
+  absl::Status Json(od::value v, std::string* out, int depth, int max_depth);
 
   static void Field(char tag, std::string_view content, std::string* out) {
     out->push_back(canonical::kField);
@@ -144,10 +163,13 @@ class Canonicalizer::Impl {
 // string buffer until the next document, so keeping views is safe.
 
 absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, ApiKind api,
-                                      CanonicalRequest* out) {
+                                      bool build_prompt, CanonicalRequest* out) {
   out->prompts.clear();
   out->model.clear();
   out->cache_salt.clear();
+  out->user.clear();
+  out->stream = false;
+  out->prompt_error.clear();
   if (body.size() > options_.max_body_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
@@ -164,14 +186,22 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
   od::document doc;
   KVINDEX_JSON_TRY(parser_.iterate(data, body.size(), capacity).get(doc), "document");
   od::object root;
-  KVINDEX_JSON_TRY(doc.get_object().get(root), "document (expected an object)");
+  if (auto ec = doc.get_object().get(root); ec) {
+    if (ec == simdjson::INCORRECT_TYPE) {
+      return absl::InvalidArgumentError("request body must be a JSON object");
+    }
+    return JsonError(ec, "document");
+  }
 
-  const bool chat = api == ApiKind::kChatCompletions;
+  const bool chat = build_prompt && api == ApiKind::kChatCompletions;
+  const bool completions = build_prompt && api == ApiKind::kCompletions;
   CanonicalPrompt* prompt = nullptr;
   if (chat) {
     out->prompts.emplace_back();
     prompt = &out->prompts.back();
     prompt->kind = PromptKind::kChat;
+    // The canonical stream is about as long as the body: grow it once, not by doublings.
+    prompt->bytes.reserve(body.size());
   }
   tools_.clear();
   functions_.clear();
@@ -184,12 +214,27 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
     od::value v;
     KVINDEX_JSON_TRY(field.value().get(v), key);
     od::json_type t;
-    if (key == "model" || key == "cache_salt") {
+    if (key == "model") {
+      std::string_view s;
+      if (v.get_string().get(s)) {
+        return absl::InvalidArgumentError("'model' must be a string");
+      }
+      out->model.assign(s);
+    } else if (key == "stream") {
+      KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+      if (t == od::json_type::boolean) {
+        KVINDEX_JSON_TRY(v.get_bool().get(out->stream), key);
+      } else if (t != od::json_type::null || Validate(v, 1) != absl::OkStatus()) {
+        return absl::InvalidArgumentError("'stream' must be a boolean");
+      }
+    } else if (key == "cache_salt" || key == "user") {
       KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
       if (t == od::json_type::string) {
         std::string_view s;
         KVINDEX_JSON_TRY(v.get_string().get(s), key);
-        (key == "model" ? out->model : out->cache_salt).assign(s);
+        (key == "user" ? out->user : out->cache_salt).assign(s);
+      } else {
+        KVINDEX_STATUS_TRY(Validate(v, 1));
       }
     } else if (chat && (key == "tools" || key == "functions")) {
       std::string* section = key == "tools" ? &tools_ : &functions_;
@@ -203,7 +248,7 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
       }
       section->push_back(canonical::kMessageBegin);
       section->push_back(key == "tools" ? kTagTools : kTagFunctions);
-      KVINDEX_STATUS_TRY(Json(v, section, 0));
+      KVINDEX_STATUS_TRY(Json(v, section, 0, options_.max_nesting_depth));
       section->push_back(canonical::kMessageEnd);
     } else if (chat && key == "messages") {
       if (seen_messages) {
@@ -225,13 +270,20 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         KVINDEX_JSON_TRY(element.get(m), "messages[]");
         KVINDEX_STATUS_TRY(Message(m, &prompt->bytes));
       }
-    } else if (!chat && key == "prompt") {
+    } else if (completions && key == "prompt") {
       if (seen_prompt) {
         return absl::InvalidArgumentError("duplicate 'prompt'");
       }
       seen_prompt = true;
       KVINDEX_STATUS_TRY(Completions(v, out));
+    } else {
+      KVINDEX_STATUS_TRY(Validate(v, 1));
     }
+  }
+  const char* trailing = nullptr;
+  if (!doc.current_location().get(trailing)) {
+    return absl::InvalidArgumentError(
+        "invalid request JSON: trailing content after the top-level object");
   }
   if (chat) {
     if (!seen_messages) {
@@ -249,10 +301,16 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         prompt->bytes.insert(0, tools_ + functions_);
       }
     }
-  } else if (!seen_prompt) {
+  } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }
   return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::Validate(od::value v, int depth) {
+  // As deep as the gateway ever accepted; simdjson's own limit (1024) is above it.
+  constexpr int kMaxValidateDepth = 512;
+  return Json(v, nullptr, depth, kMaxValidateDepth);
 }
 
 namespace {
@@ -324,6 +382,8 @@ absl::Status Canonicalizer::Impl::Message(od::value v, std::string* out) {
       } else if (t != od::json_type::null) {
         return absl::InvalidArgumentError("'function_call' must be an object");
       }
+    } else {
+      KVINDEX_STATUS_TRY(Validate(fv, 3));
     }
   }
   out->push_back(canonical::kMessageBegin);
@@ -370,7 +430,7 @@ absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
   }
   if (t != od::json_type::object) {
     scratch_.clear();
-    KVINDEX_STATUS_TRY(Json(v, &scratch_, 1));
+    KVINDEX_STATUS_TRY(Json(v, &scratch_, 1, options_.max_nesting_depth));
     *hash = XXH3_64bits(scratch_.data(), scratch_.size());
     return absl::OkStatus();
   }
@@ -394,7 +454,7 @@ absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
       has_data = true;
     } else {
       std::string value;
-      KVINDEX_STATUS_TRY(Json(fv, &value, 2));
+      KVINDEX_STATUS_TRY(Json(fv, &value, 2, options_.max_nesting_depth));
       rest.emplace_back(key, std::move(value));
     }
   }
@@ -513,8 +573,10 @@ absl::Status Canonicalizer::Impl::FunctionCall(od::value v, std::string* out) {
         KVINDEX_JSON_TRY(fv.get_string().get(args), key);
         has_args = true;
       } else {  // Some clients send arguments as an object.
-        KVINDEX_STATUS_TRY(Json(fv, &args_json, 1));
+        KVINDEX_STATUS_TRY(Json(fv, &args_json, 1, options_.max_nesting_depth));
       }
+    } else {
+      KVINDEX_STATUS_TRY(Validate(fv, 5));
     }
   }
   out->push_back(canonical::kField);
@@ -561,6 +623,8 @@ absl::Status Canonicalizer::Impl::ToolCalls(od::value v, std::string* out) {
         function.clear();
         KVINDEX_STATUS_TRY(FunctionCall(fv, &function));
         has_function = true;
+      } else {
+        KVINDEX_STATUS_TRY(Validate(fv, 5));
       }
     }
     if (!has_function) {
@@ -576,8 +640,8 @@ absl::Status Canonicalizer::Impl::ToolCalls(od::value v, std::string* out) {
   return absl::OkStatus();
 }
 
-absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth) {
-  if (depth > options_.max_nesting_depth) {
+absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth, int max_depth) {
+  if (depth > max_depth) {
     return absl::InvalidArgumentError("JSON nesting too deep");
   }
   od::json_type t;
@@ -592,10 +656,15 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
         KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
         od::value fv;
         KVINDEX_JSON_TRY(field.value().get(fv), "object value");
+        if (out == nullptr) {
+          KVINDEX_STATUS_TRY(Json(fv, nullptr, depth + 1, max_depth));
+          continue;
+        }
         std::string value;
-        KVINDEX_STATUS_TRY(Json(fv, &value, depth + 1));
+        KVINDEX_STATUS_TRY(Json(fv, &value, depth + 1, max_depth));
         entries.emplace_back(key, std::move(value));
       }
+      if (out == nullptr) return absl::OkStatus();
       std::stable_sort(entries.begin(), entries.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
       out->push_back(canonical::kObjectBegin);
@@ -610,24 +679,31 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
     case od::json_type::array: {
       od::array arr;
       KVINDEX_JSON_TRY(v.get_array().get(arr), "array");
-      out->push_back(canonical::kArrayBegin);
+      if (out != nullptr) out->push_back(canonical::kArrayBegin);
       for (auto element : arr) {
         od::value ev;
         KVINDEX_JSON_TRY(element.get(ev), "array element");
-        KVINDEX_STATUS_TRY(Json(ev, out, depth + 1));
+        KVINDEX_STATUS_TRY(Json(ev, out, depth + 1, max_depth));
       }
-      out->push_back(canonical::kArrayEnd);
+      if (out != nullptr) out->push_back(canonical::kArrayEnd);
       return absl::OkStatus();
     }
     case od::json_type::string: {
       std::string_view s;
       KVINDEX_JSON_TRY(v.get_string().get(s), "string");
+      if (out == nullptr) return absl::OkStatus();
       out->push_back('s');
       AppendEscaped(s, out);
       out->push_back(canonical::kStringEnd);
       return absl::OkStatus();
     }
     case od::json_type::number: {
+      if (out == nullptr) {
+        double d;
+        const auto ec = v.get_double().get(d);
+        if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
+        return absl::OkStatus();
+      }
       out->push_back('#');
       od::number n;
       char buf[64];
@@ -655,7 +731,7 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
     case od::json_type::boolean: {
       bool b = false;
       KVINDEX_JSON_TRY(v.get_bool().get(b), "boolean");
-      out->push_back(b ? 'T' : 'F');
+      if (out != nullptr) out->push_back(b ? 'T' : 'F');
       return absl::OkStatus();
     }
     case od::json_type::null: {
@@ -664,7 +740,7 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
       if (!is_null) {
         return absl::InvalidArgumentError("invalid JSON literal");
       }
-      out->push_back('N');
+      if (out != nullptr) out->push_back('N');
       return absl::OkStatus();
     }
   }
@@ -743,19 +819,34 @@ Canonicalizer::~Canonicalizer() = default;
 
 absl::Status Canonicalizer::Canonicalize(std::string_view body, ApiKind api,
                                          CanonicalRequest* out) {
-  return impl_->Run(body, 0, api, out);
+  return impl_->Run(body, 0, api, true, out);
 }
 
 absl::Status Canonicalizer::CanonicalizePadded(std::string_view body, size_t capacity, ApiKind api,
                                                CanonicalRequest* out) {
-  return impl_->Run(body, capacity, api, out);
+  return impl_->Run(body, capacity, api, true, out);
+}
+
+absl::Status Canonicalizer::Parse(std::string_view body, size_t capacity, ApiKind api,
+                                  bool build_prompt, CanonicalRequest* out) {
+  const bool prompt = build_prompt && api != ApiKind::kOther;
+  absl::Status status = impl_->Run(body, capacity, api, prompt, out);
+  if (status.ok() || !prompt) return status;
+  // The walk stopped at the first problem. Without the prompt's schema checks a second walk
+  // tells a malformed body (an error) from a valid body whose prompt kvgate cannot
+  // canonicalise (routed without cache data; the worker judges it). Only this error path
+  // reads the body twice.
+  absl::Status json = impl_->Run(body, capacity, api, false, out);
+  if (!json.ok()) return json;
+  out->prompt_error = std::string(status.message());
+  return absl::OkStatus();
 }
 
 const size_t Canonicalizer::kPaddingBytes = simdjson::SIMDJSON_PADDING;
 
 absl::StatusOr<CanonicalRequest> Canonicalizer::Canonicalize(std::string_view body, ApiKind api) {
   CanonicalRequest out;
-  absl::Status status = impl_->Run(body, 0, api, &out);
+  absl::Status status = impl_->Run(body, 0, api, true, &out);
   if (!status.ok()) {
     return status;
   }

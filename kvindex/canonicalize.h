@@ -29,15 +29,22 @@ struct CanonicalPrompt {
   std::vector<uint32_t> tokens;  // kTokens.
 };
 
-/// The canonical form of one request. A value type; thread-compatible.
+/// The canonical form of one request, with the top-level fields routing needs. A value type;
+/// thread-compatible.
 struct CanonicalRequest {
   /// One prompt for chat; one per element for a completions batch (`prompt: [..., ...]`).
   std::vector<CanonicalPrompt> prompts;
-  std::string model;       // Top-level "model", if a string.
+  std::string model;       // Top-level "model" (a string when present).
   std::string cache_salt;  // Top-level "cache_salt", if a string.
+  std::string user;        // Top-level "user", if a string.
+  bool stream = false;     // Top-level "stream" (true, false or null).
+  /// Parse() only: why the prompt could not be canonicalised although the body is valid JSON
+  /// (no `messages`, a malformed content part, ...); `prompts` is then empty.
+  std::string prompt_error;
 };
 
-enum class ApiKind : uint8_t { kChatCompletions, kCompletions };
+/// kOther: any other JSON body (embeddings, ...): top-level fields only, no prompt.
+enum class ApiKind : uint8_t { kChatCompletions, kCompletions, kOther };
 
 /// Limits applied while canonicalising; exceeding one is kInvalidArgument.
 struct CanonicalizeOptions {
@@ -82,6 +89,16 @@ class Canonicalizer {
   /// copied into an internal padded buffer, as the overloads above always do.
   absl::Status CanonicalizePadded(std::string_view body, size_t capacity, ApiKind api,
                                   CanonicalRequest* out);
+
+  /// The gateway's one pass over a request body: validates all of it (malformed JSON anywhere
+  /// is an error), reads the top-level fields and, with `build_prompt`, the canonical prompt.
+  /// `capacity` as for CanonicalizePadded (0: copy into a padded buffer).
+  /// @return kInvalidArgument when the body is not one JSON object, is malformed anywhere, or
+  ///         a top-level field has the wrong type ('model' not a string, 'stream' not a
+  ///         boolean). A prompt that cannot be canonicalised is not an error here: see
+  ///         CanonicalRequest::prompt_error.
+  absl::Status Parse(std::string_view body, size_t capacity, ApiKind api, bool build_prompt,
+                     CanonicalRequest* out);
 
   /// Bytes simdjson may read past the end of the body (SIMDJSON_PADDING).
   static const size_t kPaddingBytes;

@@ -115,7 +115,10 @@ class PrefixIndex {
   absl::Status SetCapacity(Holder holder, Tier tier, uint64_t capacity_blocks);
 
   /// Records that `holder` holds `chain` (a full chain from the root block) in `tier`, and marks
-  /// it most recently used with block 0 the most recent. Evicts over capacity.
+  /// it most recently used with block 0 the most recent. Evicts over capacity. Blocks the holder
+  /// already holds cost a lookup each but are relinked only when out of place, and then a run
+  /// at a time: re-inserting a session's grown prompt adds the new blocks and moves its held
+  /// history in a few splices.
   /// @return kResourceExhausted if the holder is new and kMaxHolders are registered.
   absl::Status Insert(Holder holder, absl::Span<const BlockHash> chain, Tier tier);
 
@@ -161,11 +164,17 @@ class PrefixIndex {
   List& ListOf(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   uint32_t FindNode(BlockHash hash, int slot, Tier tier) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // The residency node of (slot, tier) in record `id` of shard `si`, which must hold it.
+  uint32_t NodeOf(int si, uint32_t id, int slot, Tier tier) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   uint32_t AddResidency(BlockHash hash, int slot, Tier tier, bool* added)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void DropResidency(uint32_t node, int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void Unlink(List& list, uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void LinkAfter(List& list, uint32_t after, uint32_t node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Moves the linked run [first..last] to right after `after` (kNil: the head).
+  void SpliceAfter(List& list, uint32_t after, uint32_t first, uint32_t last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void EvictTail(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void EnforceCapacity(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);

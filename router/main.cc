@@ -1,4 +1,5 @@
 // kvgate: the gateway binary. Wires the CLI, signals and the Gateway together.
+#include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -6,8 +7,8 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "router/cli.h"
-#include "router/gateway.h"
 #include "router/internal/asio.h"
+#include "router/server/gateway.h"
 #include "spdlog/spdlog.h"
 
 #ifndef KVGATE_VERSION

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Proxy overhead benchmark: wrk against (a) the fake worker directly, (b) nginx with upstream
-# keepalive, (c) kvgate; 1 and 2 proxy threads; a 4 KiB non-streamed chat request and a streamed
-# 100-event response. Prints a markdown table and kvgate's router-overhead histogram quantiles.
-# Usage: bench/proxy/run.sh [seconds-per-run] (needs `make build`).
+# Proxy overhead benchmark: wrk against (a) the fake worker directly, (b) nginx and (c) HAProxy
+# with upstream keep-alive, (d) kvgate; 1 and 2 proxy threads; three requests:
+#   4k      a 4 KiB non-streamed chat POST answered with ~4 KiB of content
+#   sse     a streamed answer of 100 SSE events (~150 bytes each)
+#   agentic a 400 KB coding-agent chat POST (tool calls and escaped source listings)
+# Prints a markdown table, then kvgate's own router-overhead quantiles per request kind.
+# Usage: bench/proxy/run.sh [seconds-per-run]   (needs `make build`)
+# Env: THREADS="1 2", TARGETS="direct nginx haproxy kvgate", KINDS="4k sse agentic",
+#      CONNS=32, POLICY=kvaware, KVGATE_ARGS="..." (extra kvgate flags).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DUR=${1:-10}
-CONNS=${CONNS:-64}
-BIN=build
+CONNS=${CONNS:-32}
+THREADS=${THREADS:-"1 2"}
+TARGETS=${TARGETS:-"direct nginx haproxy kvgate"}
+KINDS=${KINDS:-"4k sse agentic"}
+POLICY=${POLICY:-kvaware}
+BIN=${BIN:-build}
 tmp=$(mktemp -d)
+chmod 755 "$tmp"  # nginx workers (user nobody) write request bodies under it
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -19,12 +29,18 @@ for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
 UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do curl -s -o /dev/null "127.0.0.1:$1/" && return 0; sleep 0.05; done; }
 
-# wrk_run NAME PORT THREADS STREAM CHUNKS -> "req/s p50 p99"
+# wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"
 wrk_run() {
-  local port=$2 threads=$3
-  STREAM=$4 CHUNKS=$5 BODY_BYTES=4096 wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency \
-    -s bench/proxy/post.lua "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+  local port=$1 threads=$2 kind=$3 env
+  case $kind in
+    4k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
+    sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
+    agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 PROMPT=agentic" ;;
+  esac
+  env $env wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency -s bench/proxy/post.lua \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
   local rps p50 p99 errs
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")
   p50=$(awk '$1=="50%" {print $2}' "$tmp/wrk.txt")
@@ -53,35 +69,71 @@ def q(p):
 print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
 }
 
-echo "| threads | target | 4 KiB chat req/s | p50 | p99 | streamed 100-event req/s | TTLB p50 | TTLB p99 |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-for T in 1 2; do
-  read -r a_rps a50 a99 aerr < <(wrk_run direct "$UP" "$T" 0 8)
-  read -r as_rps as50 as99 aserr < <(wrk_run direct "$UP" "$T" 1 100)
-  echo "| $T | fake worker directly | $a_rps | $a50 | $a99 | $as_rps | $as50 | $as99 |"
+start_target() {  # start_target NAME THREADS -> sets TPORT, TPID
+  local name=$1 t=$2
+  TPID=""
+  case $name in
+    direct) TPORT=$UP; return ;;
+    nginx)
+      TPORT=$(free_port); mkdir -p "$tmp/nginx"
+      sed -e "s#@WORKERS@#$t#; s#@DIR@#$tmp/nginx#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
+      nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
+      TPID=$! ;;
+    haproxy)
+      TPORT=$(free_port); mkdir -p "$tmp/haproxy"
+      sed -e "s#@THREADS@#$t#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
+      haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
+      TPID=$! ;;
+    kvgate)
+      TPORT=$(free_port)
+      # shellcheck disable=SC2086
+      "$BIN/kvgate" --listen "127.0.0.1:$TPORT" --worker "http://127.0.0.1:$UP" --threads "$t" \
+        --policy "$POLICY" --log-level warn ${KVGATE_ARGS:-} >"$tmp/kvgate.log" 2>&1 &
+      TPID=$! ;;
+  esac
+  pids+=("$TPID")
+  wait_port "$TPORT"
+}
 
-  NP=$(free_port)
-  mkdir -p "$tmp/nginx"
-  sed -e "s#@WORKERS@#$T#; s#@DIR@#$tmp/nginx#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$NP#" \
-    bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
-  nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
-  npid=$!
-  for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$NP/health" && break; sleep 0.05; done
-  read -r n_rps n50 n99 nerr < <(wrk_run nginx "$NP" "$T" 0 8)
-  read -r ns_rps ns50 ns99 nserr < <(wrk_run nginx "$NP" "$T" 1 100)
-  kill "$npid"; wait "$npid" 2>/dev/null || true
-  echo "| $T | nginx (keepalive upstream) | $n_rps | $n50 | $n99 | $ns_rps | $ns50 | $ns99 |"
+stop_target() {
+  if [ -n "$TPID" ]; then kill "$TPID" 2>/dev/null || true; wait "$TPID" 2>/dev/null || true; fi
+}
 
-  KP=$(free_port)
-  "$BIN/kvgate" --listen "127.0.0.1:$KP" --worker "http://127.0.0.1:$UP" --threads "$T" \
-    --log-level warn >"$tmp/kvgate.log" 2>&1 &
-  kpid=$!
-  for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$KP/health" && break; sleep 0.05; done
-  read -r k_rps k50 k99 kerr < <(wrk_run kvgate "$KP" "$T" 0 8)
-  read -r o50 o99 on < <(overhead "$KP")
-  read -r ks_rps ks50 ks99 kserr < <(wrk_run kvgate "$KP" "$T" 1 100)
-  kill "$kpid"; wait "$kpid" 2>/dev/null || true
-  echo "| $T | kvgate | $k_rps | $k50 | $k99 | $ks_rps | $ks50 | $ks99 |"
-  echo "| $T | kvgate router overhead (4 KiB run, $on requests) | | p50 ${o50} us | p99 ${o99} us | | | |"
-  for e in "$aerr" "$nerr" "$kerr" "$aserr" "$nserr" "$kserr"; do [ -n "$e" ] && echo "  errors: $e" >&2; done
+header="| threads | target |"; sep="| --- | --- |"
+for k in $KINDS; do header+=" $k req/s | p50 | p99 |"; sep+=" --- | --- | --- |"; done
+echo "$header"; echo "$sep"
+overheads=()
+for T in $THREADS; do
+  for name in $TARGETS; do
+    start_target "$name" "$T"
+    row="| $T | $name |"
+    for k in $KINDS; do
+      read -r rps p50 p99 errs < <(wrk_run "$TPORT" "$T" "$k")
+      row+=" $rps | $p50 | $p99 |"
+      if [ -n "${errs:-}" ]; then
+        echo "  $name $k errors: $errs" >&2
+        case $name in
+          nginx) grep -v "buffered to a temporary" "$tmp/nginx/error.log" | tail -3 >&2 || true ;;
+          haproxy) tail -3 "$tmp/haproxy.log" >&2 || true ;;
+          kvgate) tail -3 "$tmp/kvgate.log" >&2 || true ;;
+        esac
+      fi
+      if [ "$name" = kvgate ]; then
+        # The histogram is cumulative: restart kvgate per kind so each row is its own.
+        read -r o50 o99 on < <(overhead "$TPORT")
+        overheads+=("| $T | $k | $on | ${o50} us | ${o99} us |")
+        stop_target; start_target kvgate "$T"
+      fi
+    done
+    stop_target
+    echo "$row"
+  done
 done
+if [ ${#overheads[@]} -gt 0 ]; then
+  echo
+  echo "| threads | request | kvgate requests | router overhead p50 | p99 |"
+  echo "| --- | --- | --- | --- | --- |"
+  printf '%s\n' "${overheads[@]}"
+fi

@@ -44,12 +44,14 @@ std::string Event(uint32_t i, uint32_t chunk_bytes, const std::string& model,
                         EventContent(i, chunk_bytes), "\"},\"finish_reason\":null}]}\n\n");
 }
 
-std::string FinalEvents(uint32_t chunks, const std::string& model, const std::string& id) {
+std::string FinalEvents(uint32_t chunks, const std::string& model, const std::string& id,
+                        uint32_t cached = 64) {
   return common::StrCat("data: {\"id\":\"chatcmpl-", id,
                         "\",\"object\":\"chat.completion.chunk\",\"model\":\"", model,
                         "\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
                         "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
-                        ",\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\ndata: [DONE]\n\n");
+                        ",\"prompt_tokens_details\":{\"cached_tokens\":", cached,
+                        "}}}\n\ndata: [DONE]\n\n");
 }
 
 bool PeerClosed(tcp::socket& s) {
@@ -157,6 +159,7 @@ struct FakeUpstream::Impl {
     const uint32_t chunks = HeaderUint(req, "x-fake-chunks", options.chunks);
     const uint32_t delay = HeaderUint(req, "x-fake-delay-ms", options.delay_ms);
     const uint32_t chunk_bytes = HeaderUint(req, "x-fake-chunk-bytes", 0);
+    const uint32_t cached = HeaderUint(req, "x-fake-cached-tokens", 64);
     const bool streaming = req.body().find("\"stream\":true") != std::string::npos ||
                            req.body().find("\"stream\": true") != std::string::npos;
     if (!streaming) {
@@ -170,7 +173,7 @@ struct FakeUpstream::Impl {
                          "\"content\":\"", text, "\"},\"finish_reason\":\"stop\"}],",
                          "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
                          ",\"total_tokens\":", 100 + chunks,
-                         ",\"prompt_tokens_details\":{\"cached_tokens\":64}}}"),
+                         ",\"prompt_tokens_details\":{\"cached_tokens\":", cached, "}}}"),
           req);
     }
 
@@ -215,6 +218,7 @@ struct FakeUpstream::Impl {
         cancelled_count.fetch_add(1);
         co_return false;
       }
+      streamed_bytes.fetch_add(ev.size());
     }
     if (mode == "close-mid") {
       beast::error_code ignored;
@@ -222,7 +226,7 @@ struct FakeUpstream::Impl {
       stream.socket().close(ignored);
       co_return false;
     }
-    const std::string fin = FinalEvents(chunks, options.model, id);
+    const std::string fin = FinalEvents(chunks, options.model, id, cached);
     auto [ec1, n1] =
         co_await net::async_write(stream, http::make_chunk(net::buffer(fin)), kNoThrow);
     auto [ec2, n2] = co_await net::async_write(stream, http::make_chunk_last(), kNoThrow);
@@ -257,6 +261,7 @@ struct FakeUpstream::Impl {
   std::atomic<uint64_t> health_checks{0};
   std::atomic<uint64_t> cancelled_count{0};
   std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> streamed_bytes{0};
   std::atomic<int64_t> active_count{0};
   mutable std::mutex mu;
   std::string last_request_id;
@@ -315,6 +320,7 @@ uint64_t FakeUpstream::requests() const { return impl_->requests_count.load(); }
 uint64_t FakeUpstream::health_checks() const { return impl_->health_checks.load(); }
 uint64_t FakeUpstream::cancelled() const { return impl_->cancelled_count.load(); }
 uint64_t FakeUpstream::completed_streams() const { return impl_->completed.load(); }
+uint64_t FakeUpstream::streamed_bytes() const { return impl_->streamed_bytes.load(); }
 int64_t FakeUpstream::active() const { return impl_->active_count.load(); }
 std::string FakeUpstream::last_request_id() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

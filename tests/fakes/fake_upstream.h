@@ -7,6 +7,7 @@
 //   x-fake-chunks: N          stream N content events (default Options::chunks)
 //   x-fake-delay-ms: D        wait D ms before each event (default Options::delay_ms)
 //   x-fake-chunk-bytes: B     pad each event's content to B bytes
+//   x-fake-cached-tokens: N   usage.prompt_tokens_details.cached_tokens (default 64)
 //   x-fake-mode: hang         read the request, never answer
 //   x-fake-mode: close-mid    stream half the events, then close the connection
 //   x-fake-mode: lockstep     send event i only after ReleaseChunk() was called i times
@@ -56,6 +57,7 @@ class FakeUpstream {
   uint64_t health_checks() const;  // GET /health received
   uint64_t cancelled() const;      // streams whose client (the gateway) went away early
   uint64_t completed_streams() const;
+  uint64_t streamed_bytes() const;  // bytes of SSE events written so far
   int64_t active() const;  // requests being answered now
   std::string last_request_id() const;
   std::string last_body() const;

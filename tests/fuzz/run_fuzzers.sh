@@ -19,7 +19,9 @@ fi
 KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
 KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
+HTTP1_SRCS="router/http/http1.cc router/http/body_framing.cc common/strings.cc"
 TARGETS=(
+  "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
 )

@@ -73,6 +73,10 @@ bool ChildProcess::Exited(int* code) {
   return true;
 }
 
+uint64_t ChildProcess::RssBytes() const {
+  return ProcessRssBytes(pid_);
+}
+
 std::string ChildProcess::Log() const {
   std::ifstream in(log_);
   std::stringstream ss;

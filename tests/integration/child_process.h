@@ -28,6 +28,9 @@ class ChildProcess {
   /// Non-blocking: true and `*code` once the process exited.
   bool Exited(int* code);
   std::string Log() const;
+  pid_t pid() const { return pid_; }
+  /// Resident set size of the process in bytes (VmRSS), 0 when unknown.
+  uint64_t RssBytes() const;
 
  private:
   pid_t pid_ = -1;

@@ -5,7 +5,7 @@
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
-#include "router/gateway.h"
+#include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"

@@ -1,6 +1,6 @@
 // The gateway in-process against fake workers on loopback: proxying, streaming, failures,
 // limits, health, metrics, reload and drain.
-#include "router/gateway.h"
+#include "router/server/gateway.h"
 
 #include <boost/asio.hpp>
 #include <cstdio>
@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 #include <thread>
+
+#include <unistd.h>
 
 #include "common/strings.h"
 #include "gmock/gmock.h"
@@ -611,6 +613,51 @@ TEST_F(KvAwareGatewayTest, EveryPolicyServesTraffic) {
       EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(i, 0)).status, 200) << p;
     }
   }
+}
+
+}  // namespace
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+// A client that stops reading a 1 GiB stream: the relay reads from the worker only as fast as
+// the client drains, so the gateway's memory stays bounded while others keep being served.
+TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
+  FakeUpstream& f = StartWithOneFake(FakeUpstream::Options{.threads = 2});
+  const uint64_t rss_before = ProcessRssBytes(::getpid());
+  StreamingRequest slow(port_, "/v1/chat/completions", ChatBody(true),
+                        {{"x-fake-chunks", "131072"}, {"x-fake-chunk-bytes", "8192"}});  // 1 GiB
+  ASSERT_TRUE(slow.ReadHeader());
+  // Let the stream run into backpressure: the worker's bytes stop growing once the socket
+  // buffers on both sides are full.
+  uint64_t last = 0;
+  int stable = 0;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (stable < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(100ms);
+    const uint64_t now = f.streamed_bytes();
+    stable = now == last && now > 0 ? stable + 1 : 0;
+    last = now;
+  }
+  ASSERT_EQ(stable, 3) << "the worker never stopped: " << f.streamed_bytes() << " bytes";
+  const uint64_t rss_stalled = ProcessRssBytes(::getpid());
+  // What left the worker is what the kernel's socket buffers hold, not the stream.
+  EXPECT_LT(f.streamed_bytes(), 64ull << 20) << f.streamed_bytes();
+  EXPECT_LT(rss_stalled, rss_before + (48ull << 20))
+      << "RSS grew from " << rss_before << " to " << rss_stalled;
+  std::printf("1 GiB stream, client not reading: worker stopped after %llu MiB; RSS %+lld KiB\n",
+              static_cast<unsigned long long>(f.streamed_bytes() >> 20),
+              static_cast<long long>(rss_stalled - rss_before) / 1024);
+  // Other clients on the same gateway thread keep flowing.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false), {}, 5s).status, 200);
+    StreamingRequest s(port_, "/v1/chat/completions", ChatBody(true), {{"x-fake-chunks", "3"}});
+    ASSERT_TRUE(s.ReadHeader(5s));
+    EXPECT_THAT(s.ReadAll(5s), HasSubstr("[DONE]"));
+  }
+  slow.Close();
+  EXPECT_TRUE(WaitFor([&] { return f.cancelled() >= 1; }, 10s));
 }
 
 }  // namespace

@@ -32,6 +32,15 @@ uint16_t UnusedPort() {
   return ntohs(addr.sin_port);
 }
 
+uint64_t ProcessRssBytes(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // kB
+  }
+  return 0;
+}
+
 std::string WriteTempFile(const std::string& name, const std::string& content) {
   char tmpl[] = "/tmp/kvgate-test-XXXXXX";
   const char* dir = ::mkdtemp(tmpl);

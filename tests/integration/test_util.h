@@ -17,6 +17,9 @@ bool WaitFor(const std::function<bool()>& pred,
 /// A loopback port that was free a moment ago and has no listener (a "dead worker").
 uint16_t UnusedPort();
 
+/// Resident set size of process `pid` (VmRSS in /proc/<pid>/status) in bytes; 0 if unknown.
+uint64_t ProcessRssBytes(int pid);
+
 /// Writes `content` to a new file in a fresh temp dir; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& content);
 

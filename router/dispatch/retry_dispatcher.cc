@@ -1,0 +1,114 @@
+#include "router/dispatch/retry_dispatcher.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/cleanup/cleanup.h"
+#include "common/strings.h"
+#include "router/http/response_writer.h"
+#include "router/server/thread_context.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+net::awaitable<void> Backoff(ThreadContext& tc, const config::RetryConfig& retry,
+                             uint32_t attempt) {
+  double ms = static_cast<double>(retry.backoff_base_ms) *
+              static_cast<double>(1u << std::min(attempt, 10u));
+  ms = std::min(ms, static_cast<double>(retry.backoff_max_ms));
+  std::uniform_real_distribution<double> jitter(1.0 - retry.jitter, 1.0 + retry.jitter);
+  ms *= jitter(tc.rng);
+  if (ms < 1) co_return;
+  net::steady_timer timer(tc.ioc);
+  timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+  co_await timer.async_wait(kNoThrow);
+}
+
+// The prediction metrics of one completed attempt, in this thread's shard.
+void RecordPrediction(const WorkerSeries& s, const Prediction& p) {
+  if (!p.compared) return;
+  s.predicted->Increment(static_cast<double>(p.predicted_tokens));
+  s.actual->Increment(static_cast<double>(p.actual_tokens));
+  if (p.predicted_tokens > p.actual_tokens) {
+    s.over->Increment(static_cast<double>(p.predicted_tokens - p.actual_tokens));
+  } else if (p.actual_tokens > p.predicted_tokens) {
+    s.under->Increment(static_cast<double>(p.actual_tokens - p.predicted_tokens));
+  }
+}
+
+}  // namespace
+
+net::awaitable<void> RetryDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) {
+  const config::Config& cfg = *ex.snapshot->config;
+  RoutePlanner& planner = tc.state.planner;
+  ArmDisconnectWatch(ex.conn);
+  absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
+
+  std::string last_error;
+  const uint32_t max_attempts = std::max(1u, cfg.retry.max_attempts);
+  for (uint32_t attempt = 0; attempt < max_attempts; ++attempt) {
+    const size_t untried = plan.available.size() - plan.tried.size();
+    if (untried == 0) break;
+    if (attempt > 0) co_await Backoff(tc, cfg.retry, attempt - 1);
+    if (ex.conn.client_gone) break;
+    Decision d = planner.Decide(plan, attempt, /*commit=*/true, SteadyClock::now());
+    Worker& worker = *d.worker;
+    const UpstreamAttempt a{&worker, d.dp_rank, attempt + 1 == max_attempts || untried == 1};
+    ex.attempts = attempt + 1;
+    const AttemptResult r = co_await upstream_.Send(tc, ex, a);
+
+    const WorkerSeries& series = tc.ForWorker(worker.id(), worker.name());
+    if (r.ttfb_seconds >= 0) {
+      ex.ttfb_seconds = r.ttfb_seconds;
+      series.ttfb->Observe(r.ttfb_seconds);
+    }
+    ex.cached_tokens = r.cached_tokens;
+    ex.prompt_tokens = r.prompt_tokens;
+    RouteOutcome outcome;
+    outcome.success = r.outcome == AttemptOutcome::kRelayed;
+    outcome.cached_tokens = r.cached_tokens;
+    outcome.ttfb_seconds = r.ttfb_seconds;
+    RecordPrediction(series, planner.Complete(plan, d, outcome));
+
+    switch (r.outcome) {
+      case AttemptOutcome::kRelayed:
+        co_return;
+      case AttemptOutcome::kClientGone:
+        ex.status = 499;  // nginx's "client closed request"
+        CloseAfterResponse(ex);
+        spdlog::info("request {}: {}", ex.request_id, r.reason);
+        co_return;
+      case AttemptOutcome::kTimeout:
+        ex.worker = worker.name();
+        ex.worker_id = worker.id();
+        co_await WriteError(tc, ex, 504, r.reason, "timeout", "upstream_timeout");
+        co_return;
+      case AttemptOutcome::kBadResponse:
+        ex.worker = worker.name();
+        ex.worker_id = worker.id();
+        spdlog::warn("request {}: {}", ex.request_id, r.reason);
+        co_await WriteError(tc, ex, 502, r.reason, "upstream_error", "bad_upstream_response");
+        co_return;
+      case AttemptOutcome::kRetry:
+        break;
+    }
+    last_error = r.reason;
+    spdlog::warn("request {}: attempt {} on {} failed: {}", ex.request_id, attempt + 1,
+                 worker.name(), r.reason);
+    if (attempt + 1 < max_attempts && plan.tried.size() < plan.available.size()) {
+      tc.state.metrics.Retries(r.metric_reason).Increment();
+    }
+  }
+  if (ex.conn.client_gone) {
+    ex.status = 499;
+    CloseAfterResponse(ex);
+    co_return;
+  }
+  co_await WriteError(tc, ex, 503,
+                      common::StrCat("no worker could serve the request after ", ex.attempts,
+                                     " attempt(s); last error: ", last_error),
+                      "service_unavailable", "upstream_unavailable");
+}
+
+}  // namespace kvgate::router

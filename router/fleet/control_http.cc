@@ -1,0 +1,115 @@
+#include "router/fleet/control_http.h"
+
+#include <optional>
+
+#include "common/strings.h"
+#include "router/http/body_framing.h"
+#include "router/http/http1.h"
+#include "router/upstream/upstream_pool.h"
+
+namespace kvgate::router {
+namespace {
+
+constexpr size_t kMaxResponseBytes = 4u << 20;
+
+}  // namespace
+
+net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
+    net::io_context& ioc, const common::HttpUrl& url, std::string_view method, std::string path,
+    std::string body, std::chrono::milliseconds timeout,
+    std::vector<std::pair<std::string, std::string>> headers) {
+  // The socket is shared with the timer's handler, which may run after this returns.
+  auto socket_ptr = std::make_shared<tcp::socket>(ioc);
+  tcp::socket& socket = *socket_ptr;
+  // One timer for the whole call: it closes the socket, failing whatever is pending.
+  auto expired = std::make_shared<bool>(false);
+  net::steady_timer timer(ioc);
+  timer.expires_after(timeout);
+  timer.async_wait([socket_ptr, expired](const error_code& ec) {
+    if (ec) return;
+    *expired = true;
+    error_code ignored;
+    socket_ptr->close(ignored);
+  });
+  auto fail = [&](std::string_view what, const error_code& ec) -> absl::Status {
+    if (*expired) return absl::DeadlineExceededError(common::StrCat(what, ": no answer in time"));
+    return absl::UnavailableError(common::StrCat(what, ": ", ec.message()));
+  };
+  struct CancelTimer {
+    net::steady_timer& t;
+    ~CancelTimer() { t.cancel(); }
+  } cancel{timer};
+
+  if (const absl::Status c = co_await ConnectTo(ioc, url, socket); !c.ok()) {
+    if (*expired) {
+      co_return absl::DeadlineExceededError(common::StrCat(c.message(), ": no answer in time"));
+    }
+    co_return c;
+  }
+
+  std::string request =
+      common::StrCat(method, " ", url.base_path, path, " HTTP/1.1\r\nhost: ", url.Authority(),
+                     "\r\nuser-agent: kvgate-control\r\nconnection: close\r\n");
+  for (const auto& [name, value] : headers) common::StrAppend(&request, name, ": ", value, "\r\n");
+  if (!body.empty()) request += "content-type: application/json\r\n";
+  common::StrAppend(&request, "content-length: ", body.size(), "\r\n\r\n", body);
+  auto [wec, wn] = co_await net::async_write(socket, net::buffer(request), kNoThrow);
+  if (wec) co_return fail(common::StrCat("writing to ", url.Authority()), wec);
+
+  std::string in;
+  HttpResult result;
+  http1::ResponseHead head;
+  std::optional<http1::BodyFraming> framing;
+  size_t fed = 0;
+  char buf[16384];
+  for (;;) {
+    auto [rec, n] = co_await socket.async_read_some(net::buffer(buf), kNoThrow);
+    if (rec && rec != net::error::eof)
+      co_return fail(common::StrCat("reading from ", url.Authority()), rec);
+    if (n > 0) in.append(buf, n);
+    if (in.size() > kMaxResponseBytes) {
+      co_return absl::UnavailableError(
+          common::StrCat(url.Authority(), ": response larger than ", kMaxResponseBytes, " bytes"));
+    }
+    if (!framing) {
+      const auto pr = http1::ParseResponseHead(
+          in, method == "HEAD" ? http1::Method::kHead : http1::Method::kGet, {}, &head);
+      if (pr.status == http1::ParseStatus::kError) {
+        co_return absl::UnavailableError(
+            common::StrCat(url.Authority(), ": malformed response: ", pr.error));
+      }
+      if (pr.status == http1::ParseStatus::kIncomplete) {
+        if (rec == net::error::eof) {
+          co_return absl::UnavailableError(
+              common::StrCat(url.Authority(), ": connection closed before a response"));
+        }
+        continue;
+      }
+      if (head.status < 200) {  // informational: the real head follows
+        in.erase(0, pr.head_bytes);
+        continue;
+      }
+      result.status = head.status;
+      framing.emplace(head.body, head.content_length);
+      fed = pr.head_bytes;
+    }
+    size_t consumed = 0;
+    const auto status = framing->Feed(std::string_view(in).substr(fed), &consumed,
+                                      [&](std::string_view d) { result.body.append(d); });
+    fed += consumed;
+    if (status == http1::BodyFraming::Status::kError) {
+      co_return absl::UnavailableError(
+          common::StrCat(url.Authority(), ": malformed response body: ", framing->error()));
+    }
+    if (status == http1::BodyFraming::Status::kDone) break;
+    if (rec == net::error::eof) {
+      if (framing->OnEof() == http1::BodyFraming::Status::kDone) break;
+      co_return absl::UnavailableError(common::StrCat(url.Authority(), ": ", framing->error()));
+    }
+  }
+  error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  co_return result;
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,33 @@
+// File: router/fleet/control_http.h
+// One HTTP request on a fresh connection, for the control plane (health checks, model
+// discovery, metric scrapes, precise-mode probes): not on the request path, so no pooling.
+// Speaks HTTP/1.1 with the gateway's own parser. Include only from .cc files (Asio).
+// Thread-compatible: runs on the caller's io_context.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/url.h"
+#include "router/internal/asio.h"
+
+namespace kvgate::router {
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+/// Sends `method path` (with `body` as application/json when non-empty) to `url` and reads the
+/// whole response (at most 4 MiB) within `timeout`.
+/// @return kUnavailable on transport errors, kDeadlineExceeded on timeout.
+net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
+    net::io_context& ioc, const common::HttpUrl& url, std::string_view method, std::string path,
+    std::string body, std::chrono::milliseconds timeout,
+    std::vector<std::pair<std::string, std::string>> headers = {});
+
+}  // namespace kvgate::router

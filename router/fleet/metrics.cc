@@ -1,0 +1,162 @@
+#include "router/fleet/metrics.h"
+
+#include <sstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/assert.h"
+#include "common/strings.h"
+#include "prometheus/text_serializer.h"
+
+namespace kvgate::router {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Type = ShardedFamily::Type;
+
+// Latency buckets from 1 ms to 10 min: LLM requests span prefill of a few tokens to long
+// generations.
+std::vector<double> LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+          1,     2.5,    5,     10,   30,    60,   120, 300,  600};
+}
+
+// The gateway's own cost per request is microseconds: 5 us to 100 ms.
+std::vector<double> OverheadBuckets() {
+  return {0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+          0.001,    0.0025,  0.005,    0.01,    0.025,  0.1};
+}
+
+MetricFamily PerWorker(std::string name, std::string help, MetricType type,
+                       const WorkerList& workers, double (*value)(const Worker&)) {
+  MetricFamily f{std::move(name), std::move(help), type, {}};
+  for (const auto& w : workers) {
+    ClientMetric m;
+    m.label.push_back({"worker", w->name()});
+    if (type == MetricType::Counter) {
+      m.counter.value = value(*w);
+    } else {
+      m.gauge.value = value(*w);
+    }
+    f.metric.push_back(std::move(m));
+  }
+  return f;
+}
+
+MetricFamily Single(std::string name, std::string help, MetricType type, double v) {
+  MetricFamily f{std::move(name), std::move(help), type, {}};
+  ClientMetric m;
+  if (type == MetricType::Counter) {
+    m.counter.value = v;
+  } else {
+    m.gauge.value = v;
+  }
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+}  // namespace
+
+RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
+    : requests("kvgate_http_requests_total",
+               "Requests answered by the gateway, by endpoint, status code and worker",
+               Type::kCounter, {"endpoint", "code", "worker"}, {}, shards),
+      request_duration("kvgate_http_request_duration_seconds",
+                       "End-to-end latency: request fully read to last byte written",
+                       Type::kHistogram, {"endpoint"}, LatencyBuckets(), shards),
+      router_overhead("kvgate_router_overhead_seconds",
+                      "Request fully read until its first byte is written upstream",
+                      Type::kHistogram, {}, OverheadBuckets(), shards),
+      ttfb("kvgate_upstream_time_to_first_byte_seconds",
+           "Request written to a worker until its first response byte", Type::kHistogram,
+           {"worker"}, LatencyBuckets(), shards),
+      predicted_tokens("kvgate_prefix_prediction_predicted_tokens_total",
+                       "Prompt tokens the prefix index predicted cached on the chosen worker",
+                       Type::kCounter, {"worker"}, {}, shards),
+      actual_tokens("kvgate_prefix_prediction_actual_tokens_total",
+                    "Cached prompt tokens the worker reported (usage.prompt_tokens_details)",
+                    Type::kCounter, {"worker"}, {}, shards),
+      overestimated_tokens("kvgate_prefix_prediction_overestimated_tokens_total",
+                           "Predicted cached tokens the worker did not have", Type::kCounter,
+                           {"worker"}, {}, shards),
+      underestimated_tokens("kvgate_prefix_prediction_underestimated_tokens_total",
+                            "Cached tokens the worker had beyond the prediction", Type::kCounter,
+                            {"worker"}, {}, shards),
+      retries_(BuildCounter()
+                   .Name("kvgate_upstream_retries_total")
+                   .Help("Requests retried on another worker, by reason")
+                   .Register(r)),
+      reloads_(BuildCounter()
+                   .Name("kvgate_config_reloads_total")
+                   .Help("Configuration reloads, by result")
+                   .Register(r)) {}
+
+prometheus::Counter& RouterMetrics::Retries(std::string_view reason) {
+  return retries_.Add({{"reason", std::string(reason)}});
+}
+
+prometheus::Counter& RouterMetrics::ConfigReloads(bool ok) {
+  return reloads_.Add({{"result", ok ? "success" : "failure"}});
+}
+
+std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerList& workers,
+                                  const ProcessGauges& process) const {
+  std::vector<MetricFamily> families = registry.Collect();
+  absl::flat_hash_set<std::string> names;
+  for (const auto& w : workers) names.insert(w->name());
+  // Per-worker series of a worker a reload removed disappear, as Prometheus expects.
+  auto current_worker = [&](size_t label) {
+    return [&names, label](absl::Span<const std::string> v) {
+      return v[label].empty() || names.contains(v[label]);
+    };
+  };
+  families.push_back(requests.Collect(current_worker(2)));
+  families.push_back(request_duration.Collect());
+  families.push_back(router_overhead.Collect());
+  for (const ShardedFamily* f :
+       {&ttfb, &predicted_tokens, &actual_tokens, &overestimated_tokens, &underestimated_tokens}) {
+    families.push_back(f->Collect(current_worker(0)));
+  }
+  families.push_back(PerWorker("kvgate_worker_in_flight_requests",
+                               "Requests the gateway has outstanding on each worker",
+                               MetricType::Gauge, workers,
+                               [](const Worker& w) { return static_cast<double>(w.in_flight()); }));
+  families.push_back(PerWorker(
+      "kvgate_worker_healthy", "1 when the worker passes active health checks, else 0",
+      MetricType::Gauge, workers, [](const Worker& w) { return w.healthy() ? 1.0 : 0.0; }));
+  families.push_back(
+      PerWorker("kvgate_upstream_connect_errors_total",
+                "Failed connections or resets before a response, by worker", MetricType::Counter,
+                workers, [](const Worker& w) { return static_cast<double>(w.connect_errors()); }));
+  families.push_back(PerWorker("kvgate_upstream_timeouts_total",
+                               "Upstream requests that timed out, by worker", MetricType::Counter,
+                               workers,
+                               [](const Worker& w) { return static_cast<double>(w.timeouts()); }));
+  families.push_back(PerWorker("kvgate_prefix_prediction_accuracy_ratio",
+                               "Moving average of min(predicted, actual) / max(predicted, actual)",
+                               MetricType::Gauge, workers,
+                               [](const Worker& w) { return w.prediction_accuracy(); }));
+  families.push_back(PerWorker("kvgate_worker_engine_waiting_requests",
+                               "Waiting queue scraped from the worker's own metrics",
+                               MetricType::Gauge, workers,
+                               [](const Worker& w) { return w.engine_stats().waiting; }));
+  families.push_back(PerWorker("kvgate_worker_engine_kv_usage_ratio",
+                               "KV cache usage (0-1) scraped from the worker's own metrics",
+                               MetricType::Gauge, workers,
+                               [](const Worker& w) { return w.engine_stats().kv_usage; }));
+  families.push_back(Single("kvgate_http_connections", "Client connections currently open",
+                            MetricType::Gauge, static_cast<double>(process.open_connections)));
+  families.push_back(Single("kvgate_index_errors_total",
+                            "Prefix-index updates refused (e.g. more workers than index holders)",
+                            MetricType::Counter, static_cast<double>(process.index_errors)));
+  families.push_back(Single("kvgate_bug_total",
+                            "Invariant violations caught by KVGATE_BUG (each is also logged)",
+                            MetricType::Counter, static_cast<double>(common::BugCounter().load())));
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,59 @@
+// File: router/fleet/metrics.h
+// The gateway's Prometheus metrics (kvgate_* names with units). Three kinds, by how often they
+// change:
+//  - request-path counters and histograms: sharded by gateway thread (ShardedFamily), written
+//    without locks, merged at scrape;
+//  - per-worker state (in flight, health, errors, engine signals, prediction accuracy): read
+//    from the workers at scrape time, so nothing on the request path calls Prometheus;
+//  - rare events (retries, reloads) and other subsystems' families: the injected registry.
+// There is no global registry. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/registry.h"
+#include "router/fleet/sharded_metrics.h"
+#include "router/fleet/worker.h"
+
+namespace kvgate::router {
+
+/// Process-wide values rendered with the metrics.
+struct ProcessGauges {
+  int64_t open_connections = 0;
+  uint64_t index_errors = 0;  // prefix-index updates refused
+};
+
+class RouterMetrics {
+ public:
+  /// `shards`: the number of gateway threads (each writes its own shard).
+  RouterMetrics(prometheus::Registry& registry, size_t shards);
+
+  // Request path, sharded. Label order as listed.
+  ShardedFamily requests;               // kvgate_http_requests_total{endpoint,code,worker}
+  ShardedFamily request_duration;       // kvgate_http_request_duration_seconds{endpoint}
+  ShardedFamily router_overhead;        // kvgate_router_overhead_seconds
+  ShardedFamily ttfb;                   // kvgate_upstream_time_to_first_byte_seconds{worker}
+  ShardedFamily predicted_tokens;       // kvgate_prefix_prediction_predicted_tokens_total{worker}
+  ShardedFamily actual_tokens;          // kvgate_prefix_prediction_actual_tokens_total{worker}
+  ShardedFamily overestimated_tokens;   // ..._overestimated_tokens_total{worker}
+  ShardedFamily underestimated_tokens;  // ..._underestimated_tokens_total{worker}
+
+  prometheus::Counter& Retries(std::string_view reason);
+  prometheus::Counter& ConfigReloads(bool ok);
+
+  /// The text exposition of everything: `registry` (this object's and other subsystems'
+  /// families), the sharded families and the per-worker gauges of `workers` (series of workers
+  /// no longer configured are left out).
+  std::string Render(prometheus::Registry& registry, const WorkerList& workers,
+                     const ProcessGauges& process) const;
+
+ private:
+  prometheus::Family<prometheus::Counter>& retries_;
+  prometheus::Family<prometheus::Counter>& reloads_;
+};
+
+}  // namespace kvgate::router

@@ -1,0 +1,196 @@
+#include "router/fleet/worker.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+int64_t ToNs(SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+const char* PreciseStateName(PreciseState state) {
+  switch (state) {
+    case PreciseState::kOff:
+      return "off";
+    case PreciseState::kPending:
+      return "pending";
+    case PreciseState::kProbing:
+      return "probing";
+    case PreciseState::kVerified:
+      return "verified";
+    case PreciseState::kUnverified:
+      return "unverified";
+  }
+  return "unknown";
+}
+
+Worker::Worker(config::WorkerConfig config, uint32_t id)
+    : config_(std::move(config)),
+      name_(config_.url.ToString()),
+      authority_(config_.url.Authority()),
+      id_(id),
+      precise_state_(config_.kv_events ? PreciseState::kPending : PreciseState::kOff) {}
+
+bool Worker::IsAvailable(SteadyClock::time_point now) const {
+  return healthy() && !BreakerOpen(now);
+}
+
+bool Worker::BreakerOpen(SteadyClock::time_point now) const {
+  return ToNs(now) < breaker_open_until_ns_.load(std::memory_order_relaxed);
+}
+
+bool Worker::RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg) {
+  bool changed = false;
+  if (ok) {
+    check_failures_.store(0, std::memory_order_relaxed);
+    const uint32_t s = check_successes_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (!healthy() && s >= cfg.healthy_threshold) {
+      healthy_.store(true, std::memory_order_relaxed);
+      passive_failures_.store(0, std::memory_order_relaxed);
+      breaker_open_until_ns_.store(0, std::memory_order_relaxed);
+      changed = true;
+      spdlog::info("worker {} readmitted after {} good health checks", name_, s);
+    }
+  } else {
+    check_successes_.store(0, std::memory_order_relaxed);
+    const uint32_t f = check_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (healthy() && f >= cfg.unhealthy_threshold) {
+      healthy_.store(false, std::memory_order_relaxed);
+      changed = true;
+      spdlog::warn("worker {} ejected after {} failed health checks", name_, f);
+    }
+  }
+  return changed;
+}
+
+void Worker::RecordConnectionFailure(SteadyClock::time_point now,
+                                     const config::CircuitBreakerConfig& cb) {
+  connect_errors_.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t f = passive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (f >= cb.consecutive_failures && !BreakerOpen(now)) {
+    breaker_open_until_ns_.store(ToNs(now + std::chrono::milliseconds(cb.open_ms)),
+                                 std::memory_order_relaxed);
+    passive_failures_.store(0, std::memory_order_relaxed);
+    spdlog::warn("worker {}: circuit breaker open for {} ms after {} connection failures", name_,
+                 cb.open_ms, f);
+  }
+}
+
+void Worker::RecordSuccess() { passive_failures_.store(0, std::memory_order_relaxed); }
+
+void Worker::ObservePrediction(int64_t predicted, int64_t actual) {
+  const double hi = static_cast<double>(std::max(predicted, actual));
+  const double ratio = hi > 0 ? static_cast<double>(std::min(predicted, actual)) / hi : 1.0;
+  // Racing threads may lose one another's update: an average of many, so that is harmless.
+  accuracy_.store(0.9 * accuracy_.load(std::memory_order_relaxed) + 0.1 * ratio,
+                  std::memory_order_relaxed);
+}
+
+void Worker::SetDiscoveredModels(std::vector<std::string> models) {
+  std::sort(models.begin(), models.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  discovered_models_ = std::move(models);
+}
+
+std::vector<std::string> Worker::Models() const {
+  std::vector<std::string> out = config_.models;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.insert(out.end(), discovered_models_.begin(), discovered_models_.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool Worker::ServesModel(std::string_view model) const {
+  if (model.empty()) return true;
+  for (const auto& m : config_.models) {
+    if (m == model) return true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (config_.models.empty() && discovered_models_.empty()) return true;
+  return std::binary_search(discovered_models_.begin(), discovered_models_.end(), model);
+}
+
+LoadSnapshot Worker::load() const {
+  LoadSnapshot s;
+  s.in_flight = in_flight_.load(std::memory_order_relaxed);
+  s.pending_prefill_tokens = pending_prefill_.load(std::memory_order_relaxed);
+  s.active_decode = active_decode_.load(std::memory_order_relaxed);
+  s.active_kv_blocks = active_blocks_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) {
+  r.prefill_tokens = prefill_tokens;
+  r.kv_blocks = kv_blocks;
+  r.prefill_released = false;
+  r.released = false;
+  routed_.fetch_add(1, std::memory_order_relaxed);
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  pending_prefill_.fetch_add(prefill_tokens, std::memory_order_relaxed);
+  active_decode_.fetch_add(1, std::memory_order_relaxed);
+  active_blocks_.fetch_add(kv_blocks, std::memory_order_relaxed);
+}
+
+void Worker::ReleasePrefill(Reservation& r) {
+  if (r.released || r.prefill_released) return;
+  r.prefill_released = true;
+  pending_prefill_.fetch_sub(r.prefill_tokens, std::memory_order_relaxed);
+}
+
+void Worker::Release(Reservation& r) {
+  if (r.released) return;
+  ReleasePrefill(r);
+  r.released = true;
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  active_decode_.fetch_sub(1, std::memory_order_relaxed);
+  active_blocks_.fetch_sub(r.kv_blocks, std::memory_order_relaxed);
+}
+
+double Worker::PrefillRate(double fallback) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return prefill_rate_ > 0 ? prefill_rate_ : fallback;
+}
+
+void Worker::ObservePrefill(double tokens, double seconds) {
+  // Short prompts and TTFTs under 10 ms measure network and scheduling, not prefill.
+  if (tokens < 1024 || seconds < 0.01) return;
+  const double sample = tokens / seconds;
+  std::lock_guard<std::mutex> lock(mu_);
+  // EWMA; the first observation replaces the configured guess outright.
+  prefill_rate_ = prefill_rate_ > 0 ? 0.8 * prefill_rate_ + 0.2 * sample : sample;
+}
+
+double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double dt = std::chrono::duration<double>(now - recent_at_).count();
+  return dt <= 0 ? recent_work_ : recent_work_ * std::exp2(-dt / half_life_s);
+}
+
+void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double dt = std::chrono::duration<double>(now - recent_at_).count();
+  if (dt > 0) recent_work_ *= std::exp2(-dt / half_life_s);
+  recent_work_ += tokens;
+  if (now > recent_at_) recent_at_ = now;
+}
+
+EngineStats Worker::engine_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_;
+}
+
+void Worker::SetEngineStats(const EngineStats& stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = stats;
+}
+
+}  // namespace kvgate::router

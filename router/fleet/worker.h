@@ -1,0 +1,151 @@
+// File: router/fleet/worker.h
+// Runtime state of one inference worker (a vLLM/SGLang server): health, circuit breaker, load,
+// learned prefill rate, counters and the models it serves. Metrics read these values when
+// /metrics is scraped, so the request path never calls into Prometheus. Thread-safe: gateway
+// threads, the health checker and reloads touch it through atomics and one small lock (mu_,
+// taken alone: never while holding another lock). Owned by shared_ptr from snapshots, so a
+// request that picked a worker keeps it alive across a reload that removes it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "config/config.h"
+#include "router/fleet/engine_stats.h"
+#include "router/routing/routing_policy.h"
+
+namespace kvgate::router {
+
+/// Whether routing may trust a worker's KV events (precise mode, docs/precise-mode.md).
+enum class PreciseState : uint8_t {
+  kOff = 0,         // no kv_events configured: approximate mode
+  kPending = 1,     // events configured; waiting to probe (start, reconnect, engine restart)
+  kProbing = 2,     // a probe request is out; approximate mode meanwhile
+  kVerified = 3,    // the probe's blocks came back in the events: precise mode
+  kUnverified = 4,  // the probe failed or the events went silent: approximate mode
+};
+const char* PreciseStateName(PreciseState state);
+
+/// What one routing decision reserved on a worker; released in two steps.
+struct Reservation {
+  int64_t prefill_tokens = 0;
+  int64_t kv_blocks = 0;
+  bool prefill_released = false;
+  bool released = true;  // nothing reserved until Worker::Reserve
+};
+
+class Worker {
+ public:
+  /// `id` is stable for the worker's URL across reloads (it names the worker in kvindex).
+  explicit Worker(config::WorkerConfig config, uint32_t id = 0);
+
+  const config::WorkerConfig& config() const { return config_; }
+  /// The canonical URL ("http://host:port"): label, log field and X-Kvgate-Worker value.
+  const std::string& name() const { return name_; }
+  const std::string& authority() const { return authority_; }
+  WorkerIdentity identity() const { return {id_, name_, config_.weight}; }
+
+  /// True when the worker may receive traffic: actively healthy and its breaker is not open.
+  bool IsAvailable(SteadyClock::time_point now) const;
+  bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+
+  /// Feeds one active health-check result; ejects after `unhealthy_threshold` failures in a row
+  /// and readmits after `healthy_threshold` successes. @return true when health changed.
+  bool RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg);
+
+  /// Passive signal: a connection to the worker failed (refused, reset, timed out). Opens the
+  /// breaker for `open_ms` after `consecutive_failures` in a row.
+  void RecordConnectionFailure(SteadyClock::time_point now, const config::CircuitBreakerConfig& cb);
+  /// Passive signal: the worker answered; closes the breaker.
+  void RecordSuccess();
+  bool BreakerOpen(SteadyClock::time_point now) const;
+
+  uint32_t id() const { return id_; }
+
+  PreciseState precise_state() const { return precise_state_.load(std::memory_order_acquire); }
+  void set_precise_state(PreciseState s) { precise_state_.store(s, std::memory_order_release); }
+  /// Requests routed here so far (the silence check: serving, yet no events).
+  uint64_t routed() const { return routed_.load(std::memory_order_relaxed); }
+
+  /// Requests the gateway currently has outstanding on this worker.
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+  /// Counters exported as kvgate_upstream_connect_errors_total / _timeouts_total.
+  uint64_t connect_errors() const { return connect_errors_.load(std::memory_order_relaxed); }
+  uint64_t timeouts() const { return timeouts_.load(std::memory_order_relaxed); }
+  void RecordTimeout() { timeouts_.fetch_add(1, std::memory_order_relaxed); }
+
+  /// Moving average of min(predicted, actual) / max(predicted, actual) cached tokens.
+  double prediction_accuracy() const { return accuracy_.load(std::memory_order_relaxed); }
+  void ObservePrediction(int64_t predicted, int64_t actual);
+
+  LoadSnapshot load() const;
+  /// Reserves one request's load: in-flight, pending prefill, decode slot and KV blocks.
+  void Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks);
+  /// The first response byte arrived: the prefill is done.
+  void ReleasePrefill(Reservation& r);
+  /// The request ended (any way); releases whatever is still held. Idempotent.
+  void Release(Reservation& r);
+
+  /// Prefill throughput in tokens/s learned from observed TTFTs; `fallback` until observed.
+  double PrefillRate(double fallback) const;
+  /// One observation: `tokens` (queue ahead plus this prompt's uncached tokens) took `seconds`.
+  void ObservePrefill(double tokens, double seconds);
+
+  /// Exponentially decayed prompt tokens recently routed here (half-life `half_life_s`): the
+  /// work sessions bring back on their next turns.
+  double RecentWork(SteadyClock::time_point now, double half_life_s) const;
+  void AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s);
+
+  EngineStats engine_stats() const;
+  void SetEngineStats(const EngineStats& stats);
+
+  /// Models from config plus those the worker itself reports on /v1/models.
+  void SetDiscoveredModels(std::vector<std::string> models);
+  std::vector<std::string> Models() const;
+  /// True when the worker serves `model`, or when it has no known models yet (it may).
+  bool ServesModel(std::string_view model) const;
+
+ private:
+  const config::WorkerConfig config_;
+  const std::string name_;
+  const std::string authority_;
+
+  std::atomic<bool> healthy_{true};  // optimistic until the first check says otherwise
+  std::atomic<uint32_t> check_failures_{0};
+  std::atomic<uint32_t> check_successes_{0};
+  std::atomic<uint32_t> passive_failures_{0};
+  std::atomic<int64_t> breaker_open_until_ns_{0};
+  const uint32_t id_;
+  std::atomic<PreciseState> precise_state_;
+  std::atomic<uint64_t> routed_{0};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> pending_prefill_{0};
+  std::atomic<int64_t> active_decode_{0};
+  std::atomic<int64_t> active_blocks_{0};
+  std::atomic<uint64_t> connect_errors_{0};
+  std::atomic<uint64_t> timeouts_{0};
+  std::atomic<double> accuracy_{1.0};
+
+  // std::mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
+  mutable std::mutex mu_;
+  std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(mu_);
+  double prefill_rate_ ABSL_GUARDED_BY(mu_) = 0;  // 0 = not observed yet
+  double recent_work_ ABSL_GUARDED_BY(mu_) = 0;
+  SteadyClock::time_point recent_at_ ABSL_GUARDED_BY(mu_){};
+  EngineStats engine_ ABSL_GUARDED_BY(mu_);
+};
+
+using WorkerSharedPtr = std::shared_ptr<Worker>;
+
+/// The published worker list (part of a gateway snapshot).
+using WorkerList = std::vector<WorkerSharedPtr>;
+
+}  // namespace kvgate::router

@@ -1,0 +1,277 @@
+#include "router/http/admin.h"
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "router/http/response_writer.h"
+#include "router/routing/parsed_request.h"
+#include "router/server/thread_context.h"
+
+namespace kvgate::router {
+namespace {
+
+void AppendKey(std::string& out, std::string_view key) {
+  common::AppendJsonString(out, key);
+  out.push_back(':');
+}
+
+void AppendNumber(std::string& out, double v) {
+  if (!(v == v) || v > 1e300 || v < -1e300) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  out += buf;
+}
+
+void AppendLoad(std::string& out, const LoadSnapshot& l) {
+  common::StrAppend(&out, "{\"in_flight\":", l.in_flight,
+                    ",\"pending_prefill_tokens\":", l.pending_prefill_tokens,
+                    ",\"active_decode\":", l.active_decode,
+                    ",\"active_kv_blocks\":", l.active_kv_blocks, "}");
+}
+
+void AppendEngine(std::string& out, const EngineStats& e) {
+  common::StrAppend(&out, "{\"scraped\":", e.valid, ",\"running\":");
+  AppendNumber(out, e.running);
+  out += ",\"waiting\":";
+  AppendNumber(out, e.waiting);
+  out += ",\"kv_usage\":";
+  AppendNumber(out, e.kv_usage);
+  common::StrAppend(&out, ",\"num_gpu_blocks\":", e.num_gpu_blocks, "}");
+}
+
+void AppendTierCounts(std::string& out, const std::array<uint64_t, kvindex::kNumTiers>& n) {
+  out += "{";
+  for (int t = 0; t < kvindex::kNumTiers; ++t) {
+    if (t > 0) out += ",";
+    common::StrAppend(&out, "\"", kvindex::TierName(static_cast<kvindex::Tier>(t)), "\":", n[t]);
+  }
+  out += "}";
+}
+
+// Precise mode's view of one worker: its state, blocks per tier (from its events) and each DP
+// rank's event stream; with `block_ids`, the engine's ids of every block it holds.
+void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
+                   const std::vector<kvevents::SourceStatus>& sources, bool block_ids) {
+  const auto now = SteadyClock::now();
+  const PreciseMode& precise = state.precise;
+  out += "{\"state\":";
+  common::AppendJsonString(out, PreciseStateName(w.precise_state()));
+  out += ",\"reason\":";
+  common::AppendJsonString(out, precise.Reason(w));
+  std::array<uint64_t, kvindex::kNumTiers> total{};
+  std::string ranks;
+  bool complete = true;
+  for (uint32_t r = 0; r < w.config().dp_size; ++r) {
+    const kvindex::Holder holder = PreciseMode::HolderOf(w, r);
+    const auto counts = precise.applier().BlockCounts(holder);
+    for (int t = 0; t < kvindex::kNumTiers; ++t) total[t] += counts[t];
+    const kvevents::SourceStatus* st = nullptr;
+    for (const auto& s : sources) {
+      if (s.source.holder == holder) st = &s;
+    }
+    if (r > 0) ranks += ",";
+    common::StrAppend(&ranks, "{\"dp_rank\":", r, ",\"blocks\":");
+    AppendTierCounts(ranks, counts);
+    if (st == nullptr) {
+      complete = false;
+      ranks += ",\"subscribed\":false}";
+      continue;
+    }
+    complete &= st->view_complete && !st->replaying;
+    ranks += ",\"subscribed\":true,\"endpoint\":";
+    common::AppendJsonString(ranks, st->source.endpoint);
+    ranks += ",\"replay_endpoint\":";
+    common::AppendJsonString(ranks, st->source.replay_endpoint);
+    ranks += ",\"topic\":";
+    common::AppendJsonString(ranks, st->source.topic);
+    ranks += ",\"next_seq\":";
+    ranks += st->next_seq ? std::to_string(*st->next_seq) : "null";
+    common::StrAppend(&ranks, ",\"replaying\":", st->replaying,
+                      ",\"view_complete\":", st->view_complete, ",\"batches\":", st->batches,
+                      ",\"replayed_batches\":", st->replayed_batches, ",\"gaps\":", st->gaps,
+                      ",\"replays\":", st->replays, ",\"lost_batches\":", st->lost_batches,
+                      ",\"restarts\":", st->restarts, ",\"bad_messages\":", st->bad_messages,
+                      ",\"orphan_blocks\":", st->orphan_blocks, ",\"last_event_age_s\":");
+    if (st->last_message == SteadyClock::time_point{}) {
+      ranks += "null";
+    } else {
+      AppendNumber(ranks, std::chrono::duration<double>(now - st->last_message).count());
+    }
+    ranks += ",\"error\":";
+    common::AppendJsonString(ranks, st->error);
+    if (block_ids) {
+      ranks += ",\"engine_block_ids\":{";
+      for (int t = 0; t < kvindex::kNumTiers; ++t) {
+        if (t > 0) ranks += ",";
+        const auto tier = static_cast<kvindex::Tier>(t);
+        common::StrAppend(&ranks, "\"", kvindex::TierName(tier), "\":[",
+                          common::StrJoin(precise.applier().EngineBlocks(holder, tier), ","), "]");
+      }
+      ranks += "}";
+    }
+    ranks += "}";
+  }
+  out += ",\"blocks\":";
+  AppendTierCounts(out, total);
+  common::StrAppend(&out, ",\"view_complete\":", complete, ",\"ranks\":[", ranks, "]}");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& snapshot,
+                                        std::string_view body, size_t capacity,
+                                        std::string_view path, std::string_view session_header) {
+  const config::Config& cfg = *snapshot.config;
+  ParsedRequest parsed;
+  if (auto s = ParseRequest(body, capacity, EndpointOf(path),
+                            snapshot.policies->AnyUsesPrefixCache(), session_header, &parsed);
+      !s.ok()) {
+    return s;
+  }
+  auto plan = state.planner.Plan(parsed, path, snapshot.workers, *snapshot.policies, cfg.routing,
+                                 SteadyClock::now());
+  if (!plan.ok()) return plan.status();
+  Decision d = state.planner.Decide(*plan, 0, /*commit=*/false, SteadyClock::now());
+  const std::string& model = parsed.model();
+  std::string out = "{";
+  AppendKey(out, "policy");
+  common::AppendJsonString(out, plan->policy->name());
+  out += ",";
+  AppendKey(out, "model");
+  common::AppendJsonString(out, model);
+  common::StrAppend(&out, ",\"prompt_tokens\":", plan->prompt_tokens,
+                    ",\"prompt_blocks\":", plan->chain.size(),
+                    ",\"block_tokens\":", cfg.routing.block_tokens, ",");
+  AppendKey(out, "chosen");
+  common::AppendJsonString(out, d.worker->name());
+  out += ",\"candidates\":[";
+  const auto& workers = plan->available;
+  for (size_t i = 0; i < d.candidates.size(); ++i) {
+    const Candidate& c = d.candidates[i];
+    const Worker& w = *workers[i];
+    const CandidateScore s = i < d.scores.size() ? d.scores[i] : CandidateScore{};
+    if (i > 0) out += ",";
+    out += "{";
+    AppendKey(out, "worker");
+    common::AppendJsonString(out, c.name);
+    const uint32_t bt = cfg.routing.block_tokens;
+    common::StrAppend(&out, ",\"chosen\":", i == d.index,
+                      ",\"matched_tokens\":{\"gpu\":", uint64_t{c.cached_blocks[0]} * bt,
+                      ",\"host\":", uint64_t{c.cached_blocks[1]} * bt,
+                      ",\"store\":", uint64_t{c.cached_blocks[2]} * bt, "},\"load\":");
+    AppendLoad(out, c.load);
+    out += ",\"engine\":";
+    AppendEngine(out, c.engine);
+    out += ",\"prefill_tokens_per_second\":";
+    AppendNumber(out, c.prefill_rate > 0 ? c.prefill_rate
+                                         : cfg.routing.kvaware.prefill_tokens_per_second);
+    out += ",\"predicted_ttft_s\":";
+    if (s.predicted_ttft_s >= 0) {
+      AppendNumber(out, s.predicted_ttft_s);
+    } else {
+      out += "null";
+    }
+    out += ",\"score\":";
+    AppendNumber(out, s.score);
+    common::StrAppend(&out, ",\"eligible\":", s.eligible, ",\"note\":");
+    common::AppendJsonString(out, s.note);
+    common::StrAppend(&out, ",\"match_source\":\"", c.precise ? "events" : "approximate",
+                      "\",\"precise_state\":\"", PreciseStateName(w.precise_state()), "\"");
+    if (c.precise) {
+      common::StrAppend(&out, ",\"dp_rank\":", c.dp_rank,
+                        ",\"precise_blocks\":", d.precise_blocks[i]);
+    }
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string WorkersJson(const GatewayState& state, bool block_ids) {
+  const auto now = SteadyClock::now();
+  const auto sources = state.precise.Sources();
+  const kvindex::IndexStats stats = state.planner.index().Stats();
+  std::string out = "{\"workers\":[";
+  bool first = true;
+  const SnapshotConstSharedPtr snapshot = state.snapshot();
+  for (const auto& w : snapshot->workers) {
+    if (!first) out += ",";
+    first = false;
+    out += "{";
+    AppendKey(out, "url");
+    common::AppendJsonString(out, w->name());
+    common::StrAppend(&out, ",\"id\":", w->id(), ",\"role\":\"",
+                      config::WorkerRoleName(w->config().role), "\",\"healthy\":", w->healthy(),
+                      ",\"available\":", w->IsAvailable(now),
+                      ",\"breaker_open\":", w->BreakerOpen(now), ",\"weight\":");
+    AppendNumber(out, w->config().weight);
+    out += ",\"models\":[";
+    bool first_model = true;
+    for (const auto& m : w->Models()) {
+      if (!first_model) out += ",";
+      first_model = false;
+      common::AppendJsonString(out, m);
+    }
+    out += "],\"load\":";
+    AppendLoad(out, w->load());
+    out += ",\"engine\":";
+    AppendEngine(out, w->engine_stats());
+    out += ",\"prefill_tokens_per_second\":";
+    AppendNumber(out, w->PrefillRate(snapshot->config->routing.kvaware.prefill_tokens_per_second));
+    out += ",\"index\":";
+    const kvindex::Holder h = RoutePlanner::HolderOf(*w);
+    bool found = false;
+    for (const auto& hs : stats.holders) {
+      if (hs.holder.worker != h.worker || hs.holder.dp_rank != h.dp_rank) continue;
+      found = true;
+      out += "{\"blocks\":{";
+      for (int t = 0; t < kvindex::kNumTiers; ++t) {
+        if (t > 0) out += ",";
+        common::StrAppend(&out, "\"", kvindex::TierName(static_cast<kvindex::Tier>(t)),
+                          "\":", hs.tiers[t].blocks);
+      }
+      common::StrAppend(&out, "},\"capacity_blocks\":", hs.tiers[0].capacity_blocks,
+                        ",\"evicted_blocks\":", hs.tiers[0].evicted_blocks,
+                        ",\"removed_blocks\":", hs.tiers[0].removed_blocks, "}");
+    }
+    if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";
+    out += ",\"precise\":";
+    if (w->config().kv_events) {
+      AppendPrecise(out, state, *w, sources, block_ids);
+    } else {
+      out += "null";
+    }
+    out += "}";
+  }
+  common::StrAppend(&out, "],\"index\":{\"distinct_blocks\":", stats.distinct_blocks,
+                    ",\"residencies\":", stats.residencies,
+                    ",\"memory_bytes\":", stats.memory_bytes,
+                    ",\"max_residencies\":", stats.max_residencies, "}}");
+  return out;
+}
+
+net::awaitable<void> HandleAdminWorkers(ThreadContext& tc, Exchange& ex) {
+  const bool block_ids = ex.head.query.find("blocks=1") != std::string_view::npos;
+  co_await WriteResponse(tc, ex, 200, "application/json", WorkersJson(tc.state, block_ids));
+}
+
+net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
+  std::string_view path = ex.head.Find("x-kvgate-endpoint");
+  if (path.empty()) path = "/v1/chat/completions";
+  auto json = ExplainJson(tc.state, *ex.snapshot, ex.body, ex.body_capacity, path,
+                          ex.head.Find("x-session-id"));
+  if (json.ok()) {
+    co_await WriteResponse(tc, ex, 200, "application/json", *json);
+    co_return;
+  }
+  const auto code = json.status().code();
+  co_await WriteError(tc, ex,
+                      code == absl::StatusCode::kNotFound      ? 404
+                      : code == absl::StatusCode::kUnavailable ? 503
+                                                               : 400,
+                      common::Sv(json.status().message()), "invalid_request_error", "explain_failed");
+}
+
+}  // namespace kvgate::router

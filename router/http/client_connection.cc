@@ -1,0 +1,144 @@
+#include "router/http/client_connection.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "router/server/thread_context.h"
+
+namespace kvgate::router {
+
+using namespace std::chrono_literals;
+
+ClientConnection::ClientConnection(tcp::socket s, bool admin)
+    : socket(std::move(s)), admin_listener(admin) {
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  socket.non_blocking(true, ignored);
+}
+
+void ClientConnection::SetDeadline(DeadlineKind kind, std::chrono::milliseconds after) {
+  deadline = SteadyClock::now() + after;
+  deadline_kind = kind;
+  deadline_expired = false;
+}
+
+void ClientConnection::ClearDeadline() {
+  deadline = SteadyClock::time_point::max();
+  deadline_kind = DeadlineKind::kNone;
+  deadline_expired = false;
+}
+
+void ClientConnection::Expire() {
+  deadline_expired = true;
+  deadline = SteadyClock::time_point::max();
+  error_code ignored;
+  if (deadline_kind == DeadlineKind::kUpstream) {
+    if (upstream != nullptr) upstream->cancel(ignored);
+  } else if (deadline_kind != DeadlineKind::kNone) {
+    socket.cancel(ignored);
+  }
+}
+
+net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, size_t max_bytes) {
+  for (;;) {
+    if (conn.deadline_expired) co_return net::error::operation_aborted;
+    auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
+    error_code ec;
+    const size_t got = conn.socket.read_some(net::buffer(p, std::min(n, max_bytes)), ec);
+    if (!ec) {
+      conn.in.Commit(got);
+      co_return error_code{};
+    }
+    if (ec != net::error::would_block && ec != net::error::try_again) co_return ec;
+    // Nothing there: wait for readability holding no buffer. Safe against lost edge-triggered
+    // wake-ups, since the read just now drained the socket and nothing ran since.
+    if (conn.in.empty()) conn.in.Release(tc.buffers);
+    auto [wec] = co_await conn.socket.async_wait(tcp::socket::wait_read, kNoThrow);
+    if (wec) co_return wec;
+  }
+}
+
+net::awaitable<error_code> WriteAll(ClientConnection& conn,
+                                    absl::Span<const net::const_buffer> buffers,
+                                    std::chrono::milliseconds timeout) {
+  // Most writes complete at once; only a client that is not reading makes us wait.
+  error_code ec;
+  size_t total = 0;
+  for (const auto& b : buffers) total += b.size();
+  size_t written = conn.socket.write_some(buffers, ec);
+  if (!ec && written == total) co_return error_code{};
+  if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
+  if (ec) written = 0;
+  // The rest is copied: callers may pass buffers (a thread's scratch) that other requests
+  // reuse while this one waits.
+  std::string rest;
+  rest.reserve(total - written);
+  size_t skip = written;
+  for (const auto& b : buffers) {
+    if (skip >= b.size()) {
+      skip -= b.size();
+      continue;
+    }
+    rest.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
+    skip = 0;
+  }
+  conn.SetDeadline(DeadlineKind::kClientWrite, timeout);
+  auto [wec, n] = co_await net::async_write(conn.socket, net::buffer(rest), kNoThrow);
+  const bool expired = conn.deadline_expired;
+  conn.ClearDeadline();
+  if (expired) co_return net::error::timed_out;
+  co_return wec;
+}
+
+void ArmDisconnectWatch(ClientConnection& conn) {
+  if (conn.watch_armed) return;
+  conn.watch_armed = true;
+  const uint32_t generation = ++conn.watch_generation;
+  conn.socket.async_wait(
+      tcp::socket::wait_read, [c = conn.shared_from_this(), generation](const error_code& ec) {
+        if (generation != c->watch_generation) return;  // a newer watch superseded this one
+        c->watch_armed = false;
+        if (ec) return;  // cancelled: the request ended
+        char byte;
+        const ssize_t n = ::recv(c->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+          return;  // a pipelined request: the client is still there
+        }
+        c->client_gone = true;
+        if (c->upstream != nullptr) {
+          error_code ignored;
+          c->upstream->cancel(ignored);
+        }
+      });
+}
+
+void DisarmDisconnectWatch(ClientConnection& conn) {
+  if (!conn.watch_armed) return;
+  conn.watch_armed = false;
+  ++conn.watch_generation;  // the cancelled handler, when it runs, finds itself superseded
+  error_code ignored;
+  conn.socket.cancel(ignored);
+}
+
+net::awaitable<void> LingeringClose(ThreadContext& tc, ClientConnection& conn) {
+  error_code ec;
+  conn.socket.shutdown(tcp::socket::shutdown_send, ec);
+  conn.SetDeadline(DeadlineKind::kClientRead, 1s);
+  size_t total = 0;
+  while (total < (64u << 20) && !conn.deadline_expired) {
+    const size_t n =
+        conn.socket.read_some(net::buffer(tc.scratch(), ThreadContext::kScratchBytes), ec);
+    if (!ec) {
+      total += n;
+      continue;
+    }
+    if (ec != net::error::would_block && ec != net::error::try_again) break;
+    auto [wec] = co_await conn.socket.async_wait(tcp::socket::wait_read, kNoThrow);
+    if (wec) break;
+  }
+  conn.ClearDeadline();
+  conn.socket.close(ec);
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,85 @@
+// File: router/http/client_connection.h
+// One client connection and the I/O every stage does on it. Reads and writes are tried
+// synchronously first (non-blocking sockets) and wait on the reactor only when the socket is
+// not ready, so a request whose bytes are already there costs no suspension, and a connection
+// waiting for bytes holds no buffer (it waits for readability, then reads). One deadline per
+// connection covers whatever it waits on now — the client's next request, the rest of a
+// request, a write to the client, or the worker's answer — and the thread's sweep enforces it
+// (server/thread_context.h): setting it is a store, not a timer operation. Thread-compatible:
+// used only on the connection's own gateway thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "absl/types/span.h"
+#include "router/http/input_buffer.h"
+#include "router/internal/asio.h"
+#include "router/routing/routing_policy.h"  // SteadyClock
+
+namespace kvgate::router {
+
+class ThreadContext;
+
+/// What a deadline covers, and so what its expiry cancels.
+enum class DeadlineKind : uint8_t {
+  kNone,
+  kIdle,         // waiting for the next request: expiry closes silently
+  kClientRead,   // the rest of a request: expiry answers 408
+  kClientWrite,  // the client stopped reading: expiry closes
+  kUpstream,     // connect, request write, response wait, stream gap: expiry fails the attempt
+};
+
+struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
+  ClientConnection(tcp::socket socket, bool admin_listener);
+
+  tcp::socket socket;
+  const bool admin_listener;  // accepted on the separate admin listener
+  InputBuffer in;
+  bool idle = true;  // between requests (closed at once on drain)
+
+  // The deadline, checked by the thread's sweep.
+  SteadyClock::time_point deadline = SteadyClock::time_point::max();
+  DeadlineKind deadline_kind = DeadlineKind::kNone;
+  bool deadline_expired = false;    // set by the sweep; cleared by the next SetDeadline()
+  tcp::socket* upstream = nullptr;  // the worker connection a kUpstream deadline (and a
+                                    // client disconnect) cancels; null when none
+  // The disconnect watch: while a request is served, a client that closes its side cancels
+  // the worker connection, so the worker stops generating for nobody.
+  bool client_gone = false;
+  uint32_t watch_generation = 0;
+  bool watch_armed = false;
+
+  void SetDeadline(DeadlineKind kind, std::chrono::milliseconds after);
+  void ClearDeadline();
+  /// Called by the sweep when the deadline passed: cancels what the deadline covers.
+  void Expire();
+};
+
+using ClientConnectionPtr = std::shared_ptr<ClientConnection>;
+
+/// Reads at least one more byte into `conn.in` (waiting for readability when none is there;
+/// `max_bytes` bounds how much one call reads). Returns eof, an error, or operation_aborted
+/// when the deadline expired (`conn.deadline_expired`) or the connection was closed.
+net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, size_t max_bytes);
+
+/// Writes all of `buffers` to the client under a kClientWrite deadline of `timeout`. The
+/// buffers need to live only until the first suspension: what cannot be written at once is
+/// copied first.
+net::awaitable<error_code> WriteAll(ClientConnection& conn,
+                                    absl::Span<const net::const_buffer> buffers,
+                                    std::chrono::milliseconds timeout);
+
+/// Starts / stops the disconnect watch (idempotent). The watch is an async_wait on the client
+/// socket, not a coroutine; when the client closes it sets `client_gone` and cancels
+/// `conn.upstream`. A client that sends more bytes (a pipelined request) is still there.
+void ArmDisconnectWatch(ClientConnection& conn);
+void DisarmDisconnectWatch(ClientConnection& conn);
+
+/// After an error that leaves unread request bytes (an oversized body, bad framing): stops
+/// sending and discards what the client still sends for a moment, so that it reads the
+/// response instead of a connection reset; then closes.
+net::awaitable<void> LingeringClose(ThreadContext& tc, ClientConnection& conn);
+
+}  // namespace kvgate::router

@@ -1,0 +1,74 @@
+// File: router/http/exchange.h
+// One request and its response while the gateway serves it, split by who writes what:
+//  - the request, as the session stage read it (head, body, id, endpoint label, timing);
+//  - the response state, written only by the response writer (http/response_writer.h): status,
+//    whether the connection stays open, bytes sent;
+//  - the access record, filled by the stages that know each field (model, worker, attempts,
+//    time to first byte, cached tokens), and recorded by the session for every request,
+//    including the ones refused at the header stage.
+// Thread-compatible: lives on its connection's gateway thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "router/http/client_connection.h"
+#include "router/http/http1.h"
+#include "router/server/snapshot_lease.h"
+
+namespace kvgate::router {
+
+/// Bounded label values: known OpenAI paths keep their name, everything else is grouped.
+enum class EndpointLabel : uint8_t {
+  kChatCompletions,
+  kCompletions,
+  kEmbeddings,
+  kModels,
+  kTokenize,
+  kDetokenize,
+  kResponses,
+  kHealth,
+  kReady,
+  kMetrics,
+  kV1Other,
+  kOther,
+};
+inline constexpr int kNumEndpointLabels = 12;
+EndpointLabel EndpointLabelOf(std::string_view path);
+std::string_view EndpointLabelName(EndpointLabel label);
+
+struct Exchange {
+  explicit Exchange(ClientConnection& conn) : conn(conn) {}
+
+  ClientConnection& conn;
+  SnapshotLease snapshot;  // config, workers and policies this request is served with
+
+  // The request.
+  http1::RequestHead head;   // views into conn.in (or head_copy)
+  std::string_view body;     // in conn.in, or in body_storage for a chunked body
+  std::string body_storage;  // a de-chunked body, with simdjson's padding reserved
+  size_t body_capacity = 0;  // readable bytes from body.data(): body and padding
+  size_t request_bytes = 0;  // bytes of conn.in this request occupies
+  std::string request_id;
+  EndpointLabel endpoint = EndpointLabel::kOther;
+  SteadyClock::time_point read_done{};
+
+  // The response (written by the response writer only).
+  int status = 0;
+  bool keep_alive = false;        // the connection stays open after this response
+  bool response_started = false;  // bytes went to the client: no other response can follow
+  uint64_t bytes_sent = 0;        // response body bytes
+
+  // The access record.
+  std::string model;
+  std::string_view worker;  // the worker that answered (its name, kept alive by `snapshot`)
+  int64_t worker_id = -1;
+  uint32_t attempts = 0;
+  double ttfb_seconds = -1;
+  int64_t cached_tokens = -1;
+  int64_t prompt_tokens = -1;
+  bool overhead_recorded = false;  // router overhead is measured at the first upstream write
+};
+
+}  // namespace kvgate::router

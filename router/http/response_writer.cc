@@ -1,0 +1,138 @@
+#include "router/http/response_writer.h"
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "router/server/thread_context.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+
+std::string_view ReasonPhrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Content";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
+  }
+}
+
+namespace {
+
+// The client's wish, unless something forces a close.
+bool KeepAlive(ThreadContext& tc, const Exchange& ex) {
+  return ex.keep_alive && !tc.state.draining.load(std::memory_order_relaxed);
+}
+
+void AppendStatusLine(const Exchange& ex, int status, std::string_view reason, std::string* out) {
+  common::StrAppend(out, ex.head.version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ", status, " ",
+                    reason.empty() ? ReasonPhrase(status) : reason, "\r\n");
+}
+
+void AppendConnection(const Exchange& ex, std::string* out) {
+  if (!ex.keep_alive) {
+    out->append("connection: close\r\n");
+  } else if (ex.head.version_minor == 0) {
+    out->append("connection: keep-alive\r\n");
+  }
+}
+
+}  // namespace
+
+void CloseAfterResponse(Exchange& ex) { ex.keep_alive = false; }
+
+net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
+                                   std::string_view content_type, std::string_view body) {
+  ex.status = status;
+  ex.keep_alive = KeepAlive(tc, ex);
+  std::string head;
+  head.reserve(256);
+  AppendStatusLine(ex, status, {}, &head);
+  common::StrAppend(&head, "server: kvgate\r\ncontent-type: ", content_type,
+                    "\r\nx-request-id: ", ex.request_id, "\r\ncontent-length: ", body.size(),
+                    "\r\n");
+  AppendConnection(ex, &head);
+  head.append("\r\n");
+  const bool with_body = ex.head.method != http1::Method::kHead;
+  const net::const_buffer buffers[] = {net::buffer(head), net::buffer(body.data(), body.size())};
+  ex.response_started = true;
+  const auto timeout = std::chrono::milliseconds(tc.config().limits.write_timeout_ms);
+  const error_code ec =
+      co_await WriteAll(ex.conn, absl::MakeConstSpan(buffers, with_body ? 2 : 1), timeout);
+  if (ec) {
+    ex.keep_alive = false;
+    co_return false;
+  }
+  if (with_body) ex.bytes_sent += body.size();
+  co_return true;
+}
+
+net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
+                                std::string_view message, std::string_view type,
+                                std::string_view code) {
+  spdlog::info("request {}: {} {}", ex.request_id, status, message);
+  co_return co_await WriteResponse(tc, ex, status, "application/json",
+                                   common::OpenAiErrorBody(message, type, code));
+}
+
+void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_view reason,
+                      bool delimited, std::string* out) {
+  ex.status = status;
+  ex.keep_alive = KeepAlive(tc, ex) && delimited;
+  ex.response_started = true;
+  AppendStatusLine(ex, status, reason, out);
+  common::StrAppend(out, "x-request-id: ", ex.request_id, "\r\nx-kvgate-worker: ", ex.worker,
+                    "\r\n");
+  AppendConnection(ex, out);
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,44 @@
+// File: router/http/response_writer.h
+// The one place that writes response heads to clients: it sets the exchange's status and
+// decides whether the connection stays open (the client's wish, unless the gateway is
+// draining, the request's framing forces a close, or the response cannot be delimited), so
+// every other stage only says what happened. Responses the gateway makes itself (local
+// endpoints, OpenAI-style errors) are written here whole; a relayed response gets its head
+// from here and its body from the relay. HEAD requests get heads without bodies. Errors are
+// logged with the request id. Thread-compatible (the exchange's thread).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "router/http/exchange.h"
+#include "router/internal/asio.h"
+
+namespace kvgate::router {
+
+class ThreadContext;
+
+/// The reason phrase of `status` ("OK", "Bad Gateway", ...).
+std::string_view ReasonPhrase(int status);
+
+/// Marks the exchange's connection to close after this response (framing errors, a stream
+/// that broke off).
+void CloseAfterResponse(Exchange& ex);
+
+/// Writes a whole response. @return false when the client is gone.
+net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
+                                   std::string_view content_type, std::string_view body);
+
+/// Writes an OpenAI-style JSON error and logs it.
+net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
+                                std::string_view message, std::string_view type,
+                                std::string_view code);
+
+/// Starts a relayed response: records `status`, decides keep-alive (`delimited`: the body's
+/// end can be told to the client without closing), and appends the status line and the
+/// gateway's own fields (x-request-id, x-kvgate-worker, connection) to `out`. The
+/// caller appends the worker's end-to-end fields, its framing field and the empty line.
+void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_view reason,
+                      bool delimited, std::string* out);
+
+}  // namespace kvgate::router

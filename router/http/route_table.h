@@ -1,0 +1,69 @@
+// File: router/http/route_table.h
+// Which handler serves a request: routes by normalised path (exact, or a prefix) and method,
+// per listener, with a chain of pre-handlers that run before the route's handler and may
+// answer instead — the admin token check today; API keys and admission control go there too.
+// A path that matches with another method is a 405, anything else a 404, both as OpenAI
+// errors. Built once at start; thread-safe (immutable).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "router/http/exchange.h"
+#include "router/internal/asio.h"
+
+namespace kvgate::router {
+
+class ThreadContext;
+
+using RouteHandler = net::awaitable<void> (*)(ThreadContext& tc, Exchange& ex);
+
+/// Method sets, by http1::Method bit.
+constexpr uint32_t MethodBit(http1::Method m) { return 1u << static_cast<int>(m); }
+inline constexpr uint32_t kGetOrHead =
+    MethodBit(http1::Method::kGet) | MethodBit(http1::Method::kHead);
+inline constexpr uint32_t kPost = MethodBit(http1::Method::kPost);
+
+struct Route {
+  std::string_view path;  // exact, or with `prefix` every path that starts with it
+  bool prefix = false;
+  uint32_t methods = 0;
+  RouteHandler handler = nullptr;
+  bool admin = false;  // an admin endpoint (behind the admin listener and token)
+};
+
+/// Runs before a route's handler. Return true when it answered the request itself.
+class PreHandler {
+ public:
+  virtual ~PreHandler() = default;
+  virtual net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) = 0;
+};
+using PreHandlerPtr = std::unique_ptr<PreHandler>;
+
+class RouteTable {
+ public:
+  /// `routes` in match order (exact routes before the prefixes that contain them).
+  /// `separate_admin`: admin routes are served only on the admin listener, which serves only
+  /// them and the routes listed in `admin_also` (by path).
+  RouteTable(std::vector<Route> routes, std::vector<std::string_view> admin_also,
+             bool separate_admin, std::vector<PreHandlerPtr> pre_handlers);
+
+  /// Finds the route for `ex` and runs the pre-handlers and the handler (or answers 404/405).
+  net::awaitable<void> Serve(ThreadContext& tc, Exchange& ex) const;
+
+ private:
+  bool Visible(const Route& r, bool admin_listener) const;
+
+  std::vector<Route> routes_;
+  std::vector<std::string_view> admin_also_;
+  bool separate_admin_;
+  std::vector<PreHandlerPtr> pre_handlers_;
+};
+
+/// The admin token check: on admin routes, when admin.token is set, requires
+/// "Authorization: Bearer <token>" (compared in constant time), else 401.
+PreHandlerPtr MakeAdminTokenCheck();
+
+}  // namespace kvgate::router

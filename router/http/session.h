@@ -1,0 +1,24 @@
+// File: router/http/session.h
+// The session stage: serves one client connection until it closes. Reads each request with
+// its limits and its deadline (the idle timeout before the first byte, the read timeout from
+// then on), answers framing problems itself (400, 408, 413, 431, 501, 505), hands every valid
+// request to the route table, and records every request — metrics and access log — whatever
+// stage answered it. Thread-compatible (runs on the connection's gateway thread).
+#pragma once
+
+#include "router/http/client_connection.h"
+#include "router/http/exchange.h"
+#include "router/internal/asio.h"
+
+namespace kvgate::router {
+
+class ThreadContext;
+class RouteTable;
+
+net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
+                                ClientConnectionPtr conn);
+
+/// Counts the request in the metrics and writes its access-log line.
+void RecordExchange(ThreadContext& tc, const Exchange& ex);
+
+}  // namespace kvgate::router

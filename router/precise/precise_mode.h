@@ -1,0 +1,90 @@
+// File: router/precise/precise_mode.h
+// Precise mode: the fleet's KV cache as the engines report it. Owns the precise prefix index
+// (token-mode chains rebuilt from BlockStored events, holders = worker x DP rank), the events
+// thread that keeps it in sync (kvevents::KvEventSubscriber), the route-time speculative blocks,
+// and each worker's sync state and metrics. Routing reads it through RoutePlanner; the control
+// thread's PreciseProber proves each worker in sync. See docs/precise-mode.md. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "kvevents/event_applier.h"
+#include "kvevents/subscriber.h"
+#include "kvindex/prefix_index.h"
+#include "kvindex/tokenizer.h"
+#include "router/precise/speculative_blocks.h"
+#include "router/fleet/worker.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace kvgate::router {
+
+class PreciseMode {
+ public:
+  PreciseMode(prometheus::Registry& registry, const config::RoutingConfig& routing);
+  ~PreciseMode();
+  PreciseMode(const PreciseMode&) = delete;
+  PreciseMode& operator=(const PreciseMode&) = delete;
+
+  /// Starts / stops the events thread.
+  void Start();
+  void Stop();
+
+  /// Subscribes to the kv_events of `workers` (every DP rank), drops removed ones. Start, reload.
+  void Configure(const WorkerList& workers);
+
+  /// True when some worker has kv_events configured (requests are then tokenised).
+  bool enabled() const { return enabled_.load(std::memory_order_acquire); }
+
+  /// The tokenizer configured for `model` (routing.precise.model_tokenizers, else .tokenizer).
+  static const kvindex::Tokenizer* TokenizerFor(const config::PreciseConfig& config,
+                                                std::string_view model);
+  /// The token-mode chain of `tokens` for `model` in `block_size`-token blocks: what the
+  /// precise index holds for the same prompt once an engine stored it.
+  static void TokenChain(absl::Span<const uint32_t> tokens, std::string_view model,
+                         uint32_t block_size, std::vector<kvindex::BlockHash>* out);
+
+  static kvindex::Holder HolderOf(const Worker& worker, uint32_t dp_rank) {
+    return {worker.id(), static_cast<uint16_t>(dp_rank)};
+  }
+
+  const kvindex::PrefixIndex& index() const { return index_; }
+  SpeculativeBlocks& speculative() { return speculative_; }
+  const kvevents::EventApplier& applier() const { return applier_; }
+  std::vector<kvevents::SourceStatus> Sources() const { return subscriber_.Status(); }
+
+  /// Sets `worker`'s state with the reason, logging loudly when it leaves kVerified or fails.
+  void SetState(Worker& worker, PreciseState state, std::string reason);
+  /// Why the worker is in its state ("" when never set).
+  std::string Reason(const Worker& worker) const;
+  /// Bumped each time one of the worker's engines restarted (the prober re-probes on a change).
+  uint64_t Restarts(const Worker& worker) const;
+
+  /// Updates the counters and gauges from the subscriber's status (control thread, ~1 Hz).
+  void RefreshMetrics(const WorkerList& workers);
+
+ private:
+  class Observer;
+  struct Metrics;
+
+  std::atomic<bool> enabled_{false};
+  kvindex::PrefixIndex index_;
+  kvevents::EventApplier applier_;
+  std::unique_ptr<Observer> observer_;
+  std::unique_ptr<Metrics> metrics_;
+  kvevents::KvEventSubscriber subscriber_;
+  SpeculativeBlocks speculative_;
+
+  mutable std::mutex mu_;  // Guards the maps below.
+  absl::flat_hash_map<uint32_t, std::string> reasons_;
+  absl::flat_hash_map<uint32_t, uint64_t> restarts_;
+};
+
+}  // namespace kvgate::router

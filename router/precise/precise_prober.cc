@@ -1,0 +1,270 @@
+#include "router/precise/precise_prober.h"
+
+#include <atomic>
+#include <map>
+#include <random>
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "kvindex/canonicalize.h"
+#include "router/fleet/control_http.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = SteadyClock;
+
+constexpr milliseconds kTick{50};
+constexpr milliseconds kMatchPoll{20};
+constexpr std::chrono::seconds kRetryAfterFailure{30};
+constexpr std::chrono::seconds kMetricsEvery{1};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+struct PreciseProber::Impl {
+  Impl(net::io_context& ioc, GatewayState& state) : ioc(ioc), state(state) {}
+
+  // What the loop remembers per worker id between ticks.
+  struct Track {
+    bool was_available = false;
+    bool probing = false;
+    bool silenced = false;  // Unverified because its events stopped.
+    uint64_t restarts = 0;
+    uint64_t routed_at_last_event = 0;
+    Clock::time_point last_message{};
+    Clock::time_point verified_at{};
+    Clock::time_point retry_at{};
+  };
+
+  net::awaitable<void> Loop() {
+    net::steady_timer timer(ioc);
+    Clock::time_point next_metrics{};
+    while (!stopped) {
+      const auto snapshot = state.snapshot();
+      const auto& cfg = snapshot->config;
+      const WorkerList& workers = snapshot->workers;
+      Reconfigure(workers);
+      const auto now = Clock::now();
+      const auto sources = state.precise.Sources();
+      for (const auto& w : workers) {
+        if (w->config().kv_events) Tick(w, *cfg, sources, now);
+      }
+      if (now >= next_metrics) {
+        state.precise.RefreshMetrics(workers);
+        next_metrics = now + kMetricsEvery;
+      }
+      timer.expires_after(kTick);
+      co_await timer.async_wait(kNoThrow);
+    }
+  }
+
+  // Subscribes again when the workers, or the model a worker serves, changed.
+  void Reconfigure(const WorkerList& workers) {
+    std::string key;
+    for (const auto& w : workers) {
+      if (!w->config().kv_events) continue;
+      const auto models = w->Models();
+      common::StrAppend(&key, reinterpret_cast<uintptr_t>(w.get()), "=",
+                        models.empty() ? "" : models.front(), ";");
+    }
+    if (key == configured_key) return;
+    configured_key = std::move(key);
+    state.precise.Configure(workers);
+  }
+
+  void Tick(const WorkerSharedPtr& w, const config::Config& cfg,
+            const std::vector<kvevents::SourceStatus>& sources, Clock::time_point now) {
+    Track& t = tracks[w->id()];
+    PreciseMode& precise = state.precise;
+    const bool available = w->IsAvailable(now);
+    const uint64_t restarts = precise.Restarts(*w);
+    if (restarts != t.restarts) {
+      t.restarts = restarts;
+      if (!t.probing) precise.SetState(*w, PreciseState::kPending, "its engine restarted");
+    }
+    if (available && !t.was_available && !t.probing &&
+        (w->precise_state() == PreciseState::kVerified ||
+         w->precise_state() == PreciseState::kUnverified)) {
+      precise.SetState(*w, PreciseState::kPending, "it became available again");
+    }
+    t.was_available = available;
+    Clock::time_point last_message{};
+    for (const auto& s : sources) {
+      if (s.source.holder.worker == w->id()) last_message = std::max(last_message, s.last_message);
+    }
+    if (last_message > t.last_message) {
+      t.last_message = last_message;
+      t.routed_at_last_event = w->routed();
+      if (t.silenced && w->precise_state() == PreciseState::kUnverified) {
+        t.silenced = false;
+        precise.SetState(*w, PreciseState::kPending, "its events resumed");
+      }
+    }
+    const auto models = w->Models();
+    switch (w->precise_state()) {
+      case PreciseState::kPending:
+        if (!available || t.probing || models.empty() || now < t.retry_at) break;
+        if (!cfg.routing.precise.probe) {
+          precise.SetState(*w, PreciseState::kVerified,
+                           "routing.precise.probe is off: events trusted without proof");
+          t.verified_at = now;
+          break;
+        }
+        t.probing = true;
+        precise.SetState(*w, PreciseState::kProbing, "probe sent");
+        net::co_spawn(ioc, Probe(w, models.front(), cfg), net::detached);
+        break;
+      case PreciseState::kVerified: {
+        const auto quiet = now - std::max(t.last_message, t.verified_at);
+        const uint64_t routed = w->routed() - t.routed_at_last_event;
+        const auto limit = milliseconds(cfg.routing.precise.silence_timeout_ms);
+        if (limit.count() > 0 && routed > 0 && quiet > limit) {
+          t.silenced = true;
+          precise.SetState(*w, PreciseState::kUnverified,
+                           common::StrCat("no KV events for ", static_cast<int>(Seconds(quiet)),
+                                          " s while ", routed, " requests were routed to it"));
+        }
+        break;
+      }
+      case PreciseState::kUnverified:
+        if (!t.silenced && !t.probing && now >= t.retry_at) {
+          precise.SetState(*w, PreciseState::kPending, "retrying the probe");
+        }
+        break;
+      case PreciseState::kOff:
+      case PreciseState::kProbing:
+        break;
+    }
+  }
+
+  // One probe per DP rank: a completion of a fresh prompt, whose blocks the engine must then
+  // publish exactly as kvgate predicts them.
+  net::awaitable<void> Probe(WorkerSharedPtr w, std::string model, config::Config cfg) {
+    const config::KvEventsConfig& ke = *w->config().kv_events;
+    const config::PreciseConfig& pc = cfg.routing.precise;
+    PreciseMode& precise = state.precise;
+    const milliseconds timeout(pc.probe_timeout_ms);
+    auto fail = [&](std::string why) {
+      Track& t = tracks[w->id()];
+      t.probing = false;
+      t.retry_at = Clock::now() + kRetryAfterFailure;
+      precise.SetState(*w, PreciseState::kUnverified, std::move(why));
+    };
+    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(pc, model);
+    if (tokenizer == nullptr) {
+      fail("no tokenizer configured for its model");
+      co_return;
+    }
+    const auto started = Clock::now();
+    for (uint32_t rank = 0; rank < w->config().dp_size; ++rank) {
+      // Three blocks of bytes4 text; other tokenizers give other lengths, still >= 1 block.
+      std::string prompt = common::StrCat("kvgate precise-mode probe ", rng(), " rank ", rank, ":");
+      while (prompt.size() < size_t{3} * ke.block_size * 4) prompt += " the quick brown fox";
+      std::string body = "{\"model\":";
+      common::AppendJsonString(body, model);
+      body += ",\"prompt\":";
+      common::AppendJsonString(body, prompt);
+      body += ",\"max_tokens\":1,\"temperature\":0}";
+      auto canonical = canonicalizer.Canonicalize(body, kvindex::ApiKind::kCompletions);
+      std::vector<uint32_t> tokens;
+      std::vector<kvindex::BlockHash> chain;
+      if (canonical.ok() && !canonical->prompts.empty() &&
+          tokenizer->Tokenize(canonical->prompts[0], &tokens).ok()) {
+        PreciseMode::TokenChain(tokens, model, ke.block_size, &chain);
+      }
+      if (chain.empty()) {
+        fail("the probe prompt did not make a full block");
+        co_return;
+      }
+      const kvindex::Holder holder = PreciseMode::HolderOf(*w, rank);
+      const uint64_t batches_before = Batches(holder);
+      std::vector<std::pair<std::string, std::string>> headers;
+      if (w->config().dp_size > 1)
+        headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
+      auto r = co_await HttpCall(ioc, w->config().url, "POST", "/v1/completions",
+                                 std::move(body), timeout, std::move(headers));
+      if (!r.ok() || r->status != 200) {
+        fail(common::StrCat("the probe request failed: ",
+                            r.ok() ? common::StrCat("HTTP ", r->status) : r.status().ToString()));
+        co_return;
+      }
+      const auto deadline = Clock::now() + timeout;
+      net::steady_timer timer(ioc);
+      bool seen = false;
+      while (!stopped) {
+        const auto m = precise.index().Match(chain, {&holder, 1});
+        if (!m.empty() && m[0].any_tier_blocks == chain.size()) {
+          seen = true;
+          break;
+        }
+        if (Clock::now() >= deadline) break;
+        timer.expires_after(kMatchPoll);
+        co_await timer.async_wait(kNoThrow);
+      }
+      if (!seen) {
+        fail(Diagnose(holder, ke, batches_before, tokenizer->name()));
+        co_return;
+      }
+    }
+    tracks[w->id()].probing = false;
+    tracks[w->id()].verified_at = Clock::now();
+    tracks[w->id()].routed_at_last_event = w->routed();
+    precise.SetState(
+        *w, PreciseState::kVerified,
+        common::StrCat("the probe's blocks came back in its events after ",
+                       static_cast<int>(Seconds(Clock::now() - started) * 1000), " ms"));
+  }
+
+  uint64_t Batches(kvindex::Holder holder) const {
+    for (const auto& s : state.precise.Sources()) {
+      if (s.source.holder == holder) return s.batches;
+    }
+    return 0;
+  }
+
+  // Why the probe's blocks never showed up, in the words an operator needs.
+  std::string Diagnose(kvindex::Holder holder, const config::KvEventsConfig& ke,
+                       uint64_t batches_before, std::string_view tokenizer) const {
+    for (const auto& s : state.precise.Sources()) {
+      if (s.source.holder != holder) continue;
+      if (!s.error.empty())
+        return common::StrCat("cannot subscribe to ", s.source.endpoint, ": ", s.error);
+      if (s.batches == batches_before) {
+        return common::StrCat("no KV events arrived from ", s.source.endpoint,
+                              " after the probe (check the engine's --kv-events-config: "
+                              "enable_kv_cache_events, endpoint, topic \"",
+                              s.source.topic, "\")");
+      }
+    }
+    const uint32_t engine_block = state.precise.applier().LastBlockSize(holder);
+    if (engine_block != 0 && engine_block != ke.block_size) {
+      return common::StrCat("the engine stores ", engine_block,
+                            "-token blocks but kv_events.block_size is ", ke.block_size);
+    }
+    return common::StrCat("events arrived but did not carry the predicted blocks: the tokenizer (",
+                          tokenizer, ") or the model namespace differs from the engine's");
+  }
+
+  net::io_context& ioc;
+  GatewayState& state;
+  std::atomic<bool> stopped{false};  // Stop() runs on another thread
+  std::map<uint32_t, Track> tracks;
+  std::string configured_key;
+  kvindex::Canonicalizer canonicalizer;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+PreciseProber::PreciseProber(net::io_context& ioc, GatewayState& state)
+    : impl_(std::make_unique<Impl>(ioc, state)) {}
+
+PreciseProber::~PreciseProber() = default;
+
+void PreciseProber::Start() { net::co_spawn(impl_->ioc, impl_->Loop(), net::detached); }
+
+void PreciseProber::Stop() { impl_->stopped = true; }
+
+}  // namespace kvgate::router

@@ -1,0 +1,44 @@
+#include "router/precise/speculative_blocks.h"
+
+#include <algorithm>
+
+namespace kvgate::router {
+
+void SpeculativeBlocks::Insert(kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain,
+                               Clock::time_point expires) {
+  std::lock_guard lock(mu_);
+  if (expiry_.size() + chain.size() > kSweepAt) {
+    const auto now = Clock::now();
+    absl::erase_if(expiry_, [&](const auto& e) { return e.second <= now; });
+    if (expiry_.size() + chain.size() > kSweepAt) expiry_.clear();  // Guesses; events re-teach.
+  }
+  for (kvindex::BlockHash h : chain) {
+    auto& t = expiry_[Key{holder.Key(), h}];
+    t = std::max(t, expires);
+  }
+}
+
+uint32_t SpeculativeBlocks::Extend(kvindex::Holder holder,
+                                   absl::Span<const kvindex::BlockHash> chain, uint32_t confirmed,
+                                   Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  uint32_t n = confirmed;
+  while (n < chain.size()) {
+    auto it = expiry_.find(Key{holder.Key(), chain[n]});
+    if (it == expiry_.end() || it->second <= now) break;
+    ++n;
+  }
+  return n;
+}
+
+void SpeculativeBlocks::Forget(kvindex::Holder holder) {
+  std::lock_guard lock(mu_);
+  absl::erase_if(expiry_, [&](const auto& e) { return e.first.holder == holder.Key(); });
+}
+
+size_t SpeculativeBlocks::size() const {
+  std::lock_guard lock(mu_);
+  return expiry_.size();
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,34 @@
+#include "router/routing/policies/weighted_policy.h"
+
+#include <algorithm>
+
+#include "router/routing/policies/policy_util.h"
+
+namespace kvgate::router {
+
+size_t WeightedPolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
+                              std::vector<CandidateScore>* scores) {
+  double qmin = c[0].engine.waiting;
+  double qmax = c[0].engine.waiting;
+  for (const auto& x : c) {
+    qmin = std::min(qmin, x.engine.waiting);
+    qmax = std::max(qmax, x.engine.waiting);
+  }
+  const double total_blocks = static_cast<double>(request.chain.size());
+  std::vector<double> neg_total(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double prefix =
+        total_blocks > 0 ? std::clamp(c[i].cached_blocks[0] / total_blocks, 0.0, 1.0) : 0;
+    const double queue = qmax == qmin ? 1.0 : (qmax - c[i].engine.waiting) / (qmax - qmin);
+    const double kv = std::clamp(1.0 - c[i].engine.kv_usage, 0.0, 1.0);
+    neg_total[i] = -(config_.prefix_weight * prefix + config_.queue_weight * queue +
+                     config_.kv_utilization_weight * kv);
+  }
+  if (scores != nullptr) {
+    scores->assign(c.size(), {});
+    for (size_t i = 0; i < c.size(); ++i) (*scores)[i].score = -neg_total[i];
+  }
+  return policy_util::ArgMinWithTies(neg_total, request.tie_seed);
+}
+
+}  // namespace kvgate::router

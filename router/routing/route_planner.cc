@@ -1,0 +1,304 @@
+#include "router/routing/route_planner.h"
+
+#include <algorithm>
+
+#include "common/assert.h"
+#include "common/strings.h"
+#include "kvindex/block_hash.h"
+#include "router/routing/policies/policy_util.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+// Canonical bytes are ~4 per token (the bytes4 rule the simulator also uses).
+constexpr uint32_t kBytesPerToken = 4;
+constexpr kvindex::BlockHash kForked = ~kvindex::BlockHash{0};
+constexpr size_t kMaxForkEntries = 1 << 20;
+
+}  // namespace
+
+RoutePlanner::RoutePlanner(const config::RoutingConfig& config, PreciseMode* precise)
+    : index_(kvindex::PrefixIndexOptions{
+          .num_shards = 64,
+          .default_capacity_blocks = 26'000,  // 8B model on one H100 (docs/routing.md)
+          .max_memory_bytes = config.index_memory_bytes}),
+      precise_(precise) {}
+
+absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
+                                             std::string_view endpoint, const WorkerList& workers,
+                                             const PolicySet& policies,
+                                             const config::RoutingConfig& config,
+                                             SteadyClock::time_point now) const {
+  RoutePlan plan;
+  plan.request = &request;
+  plan.endpoint = endpoint;
+  plan.config = &config;
+  const std::string& model = request.model();
+  bool any_serves = false;
+  for (const auto& w : workers) {
+    if (!w->ServesModel(model)) continue;
+    any_serves = true;
+    if (w->IsAvailable(now)) plan.available.push_back(w.get());
+  }
+  if (!any_serves && !workers.empty()) {
+    return absl::NotFoundError(common::StrCat("The model `", model, "` does not exist."));
+  }
+  if (plan.available.empty()) return absl::UnavailableError("no healthy worker available");
+  plan.policy = policies.For(model);
+  plan.prompt_tokens = static_cast<uint32_t>(request.body.size() / kBytesPerToken);
+  if (!plan.policy->UsesPrefixCache() || !request.has_prompt()) return plan;
+
+  // A batch of completions routes by its first prompt.
+  const kvindex::CanonicalPrompt& prompt = request.json.prompts[0];
+  const uint64_t ns = kvindex::NamespaceSeed({model, "", request.json.cache_salt});
+  kvindex::HashOptions ho;
+  ho.text_block_bytes = config.block_tokens * kBytesPerToken;
+  ho.token_block_tokens = config.block_tokens;
+  kvindex::HashPrompt(prompt, ns, ho, &plan.chain);
+  plan.prompt_tokens =
+      prompt.kind == kvindex::PromptKind::kTokens
+          ? static_cast<uint32_t>(prompt.tokens.size())
+          : static_cast<uint32_t>((prompt.bytes.size() + kBytesPerToken - 1) / kBytesPerToken);
+  plan.hashed = true;
+  // Precise mode matches token chains; a cache_salt changes the engine's hashes in ways its
+  // events do not show, so salted requests stay approximate.
+  if (precise_ != nullptr && precise_->enabled() && request.json.cache_salt.empty()) {
+    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(config.precise, model);
+    if (tokenizer == nullptr || !tokenizer->Tokenize(prompt, &plan.tokens).ok()) {
+      plan.tokens.clear();
+    }
+  }
+  return plan;
+}
+
+void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
+                                absl::Span<Worker* const> workers, Decision& d) const {
+  const config::RoutingConfig& config = *plan.config;
+  std::vector<kvindex::Holder> holders;
+  std::vector<kvindex::MatchResult> matches;
+  for (size_t i = 0; i < d.candidates.size(); ++i) {
+    Candidate& c = d.candidates[i];
+    const Worker& w = *workers[i];
+    if (w.precise_state() != PreciseState::kVerified || !w.config().kv_events) continue;
+    const uint32_t bs = w.config().kv_events->block_size;
+    auto it = std::find_if(plan.token_chains.begin(), plan.token_chains.end(),
+                           [bs](const auto& e) { return e.first == bs; });
+    if (it == plan.token_chains.end()) {
+      plan.token_chains.emplace_back(bs, std::vector<kvindex::BlockHash>());
+      it = plan.token_chains.end() - 1;
+      PreciseMode::TokenChain(plan.tokens, plan.request->model(), bs, &it->second);
+    }
+    const auto& chain = it->second;
+    holders.clear();
+    for (uint32_t r = 0; r < w.config().dp_size; ++r) {
+      holders.push_back(PreciseMode::HolderOf(w, r));
+    }
+    precise_->index().Match(chain, holders, &matches);
+    // The rank holding the longest prefix (in GPU, or about to be, then in any tier).
+    uint32_t best_gpu = 0, best_any = 0;
+    int best_rank = -1;
+    for (size_t r = 0; r < matches.size(); ++r) {
+      const uint32_t gpu = precise_->speculative().Extend(
+          holders[r], chain, matches[r].blocks[static_cast<int>(kvindex::Tier::kGpu)], now);
+      const uint32_t any = std::max(gpu, matches[r].any_tier_blocks);
+      if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
+        best_rank = static_cast<int>(r);
+        best_gpu = gpu;
+        best_any = any;
+      }
+    }
+    if (best_any == 0 && w.config().dp_size > 1) {
+      // Spread cold prompts over the ranks.
+      best_rank = static_cast<int>(policy_util::Mix(epoch_.load() + i) % w.config().dp_size);
+    }
+    // Policies count blocks of routing.block_tokens tokens.
+    auto scaled = [&](uint32_t blocks) {
+      return static_cast<uint32_t>(uint64_t{blocks} * bs /
+                                   std::max<uint32_t>(1, config.block_tokens));
+    };
+    const kvindex::MatchResult& m = matches[static_cast<size_t>(std::max(best_rank, 0))];
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kGpu)] = scaled(best_gpu);
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kHost)] =
+        scaled(m.blocks[static_cast<int>(kvindex::Tier::kHost)]);
+    c.cached_blocks[static_cast<int>(kvindex::Tier::kStore)] =
+        scaled(m.blocks[static_cast<int>(kvindex::Tier::kStore)]);
+    c.cached_any_blocks = scaled(best_any);
+    c.precise = true;
+    c.dp_rank = best_rank;
+    d.precise_blocks[i] = best_any;
+  }
+}
+
+Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
+                              SteadyClock::time_point now) {
+  const config::RoutingConfig& config = *plan.config;
+  RoutingPolicy& policy = *plan.policy;
+  const double half_life_s = config.kvaware.balance_half_life_ms / 1000.0;
+
+  // Candidates: the plan's workers not tried yet, with every value the policy reads, taken
+  // before the decision lock.
+  Decision d;
+  absl::InlinedVector<Worker*, 16> workers;
+  for (Worker* w : plan.available) {
+    if (std::find(plan.tried.begin(), plan.tried.end(), w->id()) == plan.tried.end()) {
+      workers.push_back(w);
+    }
+  }
+  d.candidates.resize(workers.size());
+  d.precise_blocks.assign(workers.size(), 0);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const Worker& w = *workers[i];
+    Candidate& c = d.candidates[i];
+    c.worker_id = w.id();
+    c.name = w.name();
+    c.weight = w.config().weight;
+    c.engine = w.engine_stats();
+    c.prefill_rate = w.PrefillRate(0);
+    c.recent_work = w.RecentWork(now, half_life_s);
+  }
+  const bool prefix = policy.UsesPrefixCache() && !plan.chain.empty();
+  if (prefix) {
+    std::vector<kvindex::Holder> holders(workers.size());
+    for (size_t i = 0; i < workers.size(); ++i) holders[i] = HolderOf(*workers[i]);
+    std::vector<kvindex::MatchResult> matches;
+    index_.Match(plan.chain, holders, &matches);
+    for (size_t i = 0; i < matches.size() && i < d.candidates.size(); ++i) {
+      for (int t = 0; t < kvindex::kNumTiers; ++t) {
+        d.candidates[i].cached_blocks[t] = matches[i].blocks[t];
+      }
+      d.candidates[i].cached_any_blocks = matches[i].any_tier_blocks;
+    }
+  }
+  uint32_t deepest = 0;  // In the approximate chain, whose blocks the fork tracking records.
+  for (const auto& c : d.candidates) deepest = std::max(deepest, c.cached_any_blocks);
+  if (policy.UsesPrefixCache() && precise_ != nullptr && !plan.tokens.empty()) {
+    MatchPrecise(plan, now, workers, d);
+  }
+
+  const ParsedRequest& req = *plan.request;
+  RouteRequest r;
+  r.endpoint = plan.endpoint;
+  r.model = req.model();
+  r.session_key = req.session_key;
+  r.body = req.body;
+  r.attempt = attempt;
+  r.chain = plan.chain;
+  r.prompt_tokens = plan.prompt_tokens;
+  r.block_tokens = config.block_tokens;
+  r.now = now;
+  const uint64_t chain_key = plan.chain.empty() ? 0 : plan.chain.back();
+  {
+    std::unique_lock<std::mutex> lock(decision_mu_);
+    r.match_is_shared_prefix = deepest > 0 && SeenFork(plan.chain[deepest - 1]);
+    if (commit && deepest > 0 && deepest < plan.chain.size()) {
+      RecordContinuation(plan.chain[deepest - 1], plan.chain[deepest]);
+    }
+    for (size_t i = 0; i < workers.size(); ++i) d.candidates[i].load = workers[i]->load();
+    // Explain sees the tie seed the next real decision will use.
+    const uint64_t epoch = commit ? epoch_.fetch_add(1) : epoch_.load();
+    r.tie_seed = policy_util::Mix(epoch ^ policy_util::Mix(chain_key)) ^
+                 policy_util::Mix(std::hash<std::string_view>()(r.session_key));
+    d.index = policy.Choose(r, d.candidates, commit ? nullptr : &d.scores);
+    // A policy that returns an index out of range is a bug: fall back to the first candidate.
+    KVGATE_BUG(d.index < d.candidates.size(), "routing policy chose no candidate");
+    if (d.index >= d.candidates.size()) d.index = 0;
+    d.worker = workers[d.index];
+    const Candidate& chosen = d.candidates[d.index];
+    d.dp_rank = chosen.dp_rank;
+    d.predicted_cached_tokens = std::min<int64_t>(
+        static_cast<int64_t>(chosen.cached_blocks[0]) * config.block_tokens, r.prompt_tokens);
+    d.queue_tokens_at_dispatch = chosen.load.pending_prefill_tokens;
+    if (commit) {
+      const int64_t uncached = r.prompt_tokens - d.predicted_cached_tokens;
+      const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
+      d.worker->Reserve(d.reservation, uncached, blocks);
+    }
+  }
+  if (!commit) return d;
+  plan.tried.push_back(d.worker->id());
+  d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
+  if (prefix) {
+    // Approximate learning: the worker will hold this prompt once it has prefilled it.
+    if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
+      IndexError(s, *d.worker);
+    }
+  }
+  if (d.candidates[d.index].precise) {
+    // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
+    const uint32_t bs = d.worker->config().kv_events->block_size;
+    for (const auto& [size, chain] : plan.token_chains) {
+      if (size != bs) continue;
+      precise_->speculative().Insert(
+          PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0))), chain,
+          now + std::chrono::milliseconds(config.precise.speculative_ttl_ms));
+    }
+  }
+  return d;
+}
+
+Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const RouteOutcome& outcome) {
+  Worker& w = *d.worker;
+  const config::RoutingConfig& config = *plan.config;
+  w.Release(d.reservation);
+  if (outcome.success && outcome.ttfb_seconds > 0) {
+    w.ObservePrefill(static_cast<double>(d.queue_tokens_at_dispatch + d.reservation.prefill_tokens),
+                     outcome.ttfb_seconds);
+  }
+  Prediction p;
+  if (!outcome.success || outcome.cached_tokens < 0 || !plan.policy->UsesPrefixCache() ||
+      plan.chain.empty()) {
+    return p;
+  }
+  p.compared = true;
+  p.predicted_tokens = d.predicted_cached_tokens;
+  p.actual_tokens = outcome.cached_tokens;
+  w.ObservePrediction(p.predicted_tokens, p.actual_tokens);
+  if (p.predicted_tokens > p.actual_tokens && !d.candidates[d.index].precise) {
+    // The index believed blocks [actual, predicted) were cached; the engine had evicted them.
+    // (In precise mode the events correct the index instead.)
+    const size_t from = static_cast<size_t>(p.actual_tokens / config.block_tokens);
+    const size_t to =
+        std::min(plan.chain.size(), static_cast<size_t>(p.predicted_tokens / config.block_tokens));
+    if (to > from) {
+      index_.Remove(HolderOf(w), absl::MakeConstSpan(plan.chain).subspan(from, to - from),
+                    kvindex::Tier::kGpu);
+      spdlog::debug("worker {}: predicted {} cached tokens, engine reported {}; dropped {} blocks",
+                    w.name(), p.predicted_tokens, p.actual_tokens, to - from);
+    }
+  }
+  return p;
+}
+
+bool RoutePlanner::SeenFork(kvindex::BlockHash parent) const {
+  auto it = continuations_.find(parent);
+  return it != continuations_.end() && it->second == kForked;
+}
+
+void RoutePlanner::RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child) {
+  if (continuations_.size() >= kMaxForkEntries) continuations_.clear();
+  auto [it, inserted] = continuations_.emplace(parent, child);
+  if (!inserted && it->second != child) it->second = kForked;
+}
+
+void RoutePlanner::IndexError(const absl::Status& status, const Worker& worker) {
+  const uint64_t n = index_errors_.fetch_add(1, std::memory_order_relaxed);
+  // Loud but bounded: the first, then every 1000th.
+  if (n % 1000 == 0) {
+    spdlog::error("prefix index refused an update for worker {} ({} so far): {}", worker.name(),
+                  n + 1, status.message());
+  }
+}
+
+void RoutePlanner::SetCapacity(const Worker& worker, uint64_t tokens, uint32_t block_tokens) {
+  if (auto s =
+          index_.SetCapacity(HolderOf(worker), kvindex::Tier::kGpu,
+                             std::max<uint64_t>(1, tokens / std::max<uint32_t>(1, block_tokens)));
+      !s.ok()) {
+    IndexError(s, worker);
+  }
+}
+
+void RoutePlanner::RemoveWorker(const Worker& worker) { index_.RemoveHolder(HolderOf(worker)); }
+
+}  // namespace kvgate::router

@@ -1,0 +1,135 @@
+// File: router/routing/route_planner.h
+// Where a routing decision is made, in three steps that the proxy and /admin/explain share:
+//   Plan      the workers that may serve a parsed request (available, serving its model), the
+//             policy in force and the prompt's block chain — hashed once per request; token
+//             chains for precise mode once per engine block size, on first use;
+//   Decide    one attempt: match the prefix indexes, snapshot every candidate's values, then,
+//             under the decision lock, read the reserved loads, ask the policy and reserve the
+//             chosen worker (so the next decision on any thread sees it); afterwards the
+//             approximate index learns the prompt;
+//   Complete  the attempt ended: release the reservation, learn the prefill rate, reconcile
+//             the prediction with the engine's reported cached tokens.
+// Lock order: decision_mu_ is a leaf. Nothing under it takes another lock (loads are atomics,
+// policies are lock-free by contract); index shard locks and Worker::mu_ are taken only before
+// or after it. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "kvindex/prefix_index.h"
+#include "router/fleet/worker.h"
+#include "router/precise/precise_mode.h"
+#include "router/routing/parsed_request.h"
+#include "router/routing/policy_registry.h"
+#include "router/routing/routing_policy.h"
+
+namespace kvgate::router {
+
+/// One request ready to route: who may serve it and its prefix chain. The caller keeps the
+/// workers alive while the plan is used (the gateway holds its snapshot for the request).
+struct RoutePlan {
+  const ParsedRequest* request = nullptr;
+  std::string_view endpoint;  // path, for policies and explain
+  const config::RoutingConfig* config = nullptr;
+  RoutingPolicySharedPtr policy;
+  absl::InlinedVector<Worker*, 16> available;  // in snapshot order
+  std::vector<kvindex::BlockHash> chain;       // empty when not hashed
+  uint32_t prompt_tokens = 0;
+  bool hashed = false;
+  std::vector<uint32_t> tokens;  // precise mode: the prompt's token ids as engines see them
+  // Precise mode: token-mode chains per engine block size, built on first use.
+  std::vector<std::pair<uint32_t, std::vector<kvindex::BlockHash>>> token_chains;
+  std::vector<uint32_t> tried;  // worker ids already attempted (retries go elsewhere)
+};
+
+/// One decision, with what explain shows and what completion needs.
+struct Decision {
+  Worker* worker = nullptr;
+  size_t index = 0;  // into candidates
+  std::vector<Candidate> candidates;
+  std::vector<CandidateScore> scores;    // filled for explain only
+  std::vector<uint32_t> precise_blocks;  // per candidate: leading engine blocks matched
+  Reservation reservation;               // what Decide reserved (released by Complete)
+  int64_t predicted_cached_tokens = 0;
+  int64_t queue_tokens_at_dispatch = 0;
+  int dp_rank = -1;  // the DP rank to name in X-data-parallel-rank, -1 none
+};
+
+/// How an attempt ended.
+struct RouteOutcome {
+  bool success = false;        // a response was relayed to the client
+  int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
+  double ttfb_seconds = -1;    // request written -> first response byte; -1 if none
+};
+
+/// What Complete compared, for the prediction metrics (recorded by the caller's thread).
+struct Prediction {
+  bool compared = false;
+  int64_t predicted_tokens = 0;
+  int64_t actual_tokens = 0;
+};
+
+class RoutePlanner {
+ public:
+  /// `precise` (may be null: approximate only) must outlive the planner.
+  RoutePlanner(const config::RoutingConfig& config, PreciseMode* precise = nullptr);
+
+  /// The plan for `request` on `workers` under `policies`.
+  /// @return kNotFound when no worker serves the model, kUnavailable when none is available.
+  absl::StatusOr<RoutePlan> Plan(const ParsedRequest& request, std::string_view endpoint,
+                                 const WorkerList& workers, const PolicySet& policies,
+                                 const config::RoutingConfig& config,
+                                 SteadyClock::time_point now) const;
+
+  /// Decides among the plan's workers not yet tried (at least one must remain). With `commit`
+  /// the chosen worker's load is reserved and the prompt learned; without, nothing changes
+  /// (explain) and `scores` are filled.
+  Decision Decide(RoutePlan& plan, uint32_t attempt, bool commit, SteadyClock::time_point now);
+
+  /// The attempt routed by `decision` ended (any way): releases its reservation and learns.
+  Prediction Complete(const RoutePlan& plan, Decision& decision, const RouteOutcome& outcome);
+
+  /// Sets a worker's capacity in the index (tokens -> blocks).
+  void SetCapacity(const Worker& worker, uint64_t tokens, uint32_t block_tokens);
+  /// Forgets a removed worker.
+  void RemoveWorker(const Worker& worker);
+
+  const kvindex::PrefixIndex& index() const { return index_; }
+  kvindex::PrefixIndex& index() { return index_; }
+  /// Index updates refused (kvgate_index_errors_total); each is also logged.
+  uint64_t index_errors() const { return index_errors_.load(std::memory_order_relaxed); }
+
+  static kvindex::Holder HolderOf(const Worker& worker) { return {worker.id(), 0}; }
+
+ private:
+  // Records, at the point where a routed prompt leaves what the fleet has cached, which block
+  // followed; a prefix that was continued in two different ways is a shared prefix.
+  bool SeenFork(kvindex::BlockHash parent) const;
+  void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child);
+  // Overrides the approximate matches of verified precise-mode candidates with the engines'
+  // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
+  void MatchPrecise(RoutePlan& plan, SteadyClock::time_point now, absl::Span<Worker* const> workers,
+                    Decision& d) const;
+  // Counts and logs an index update the index refused (e.g. more holders than it has slots).
+  void IndexError(const absl::Status& status, const Worker& worker);
+
+  kvindex::PrefixIndex index_;
+  PreciseMode* const precise_;
+  std::atomic<uint64_t> index_errors_{0};
+  std::mutex decision_mu_;  // one decision (choose + reserve) at a time; a leaf lock
+  std::atomic<uint64_t> epoch_{0};
+  // parent block -> first child seen, or kForked once a second one was seen. Bounded: cleared
+  // when it reaches kMaxForkEntries (it relearns within a few requests per prefix).
+  absl::flat_hash_map<kvindex::BlockHash, kvindex::BlockHash> continuations_;
+};
+
+}  // namespace kvgate::router

@@ -1,0 +1,336 @@
+#include "router/server/gateway.h"
+
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "router/dispatch/proxy_handler.h"
+#include "router/fleet/health_checker.h"
+#include "router/http/admin.h"
+#include "router/http/local_endpoints.h"
+#include "router/http/route_table.h"
+#include "router/http/session.h"
+#include "router/precise/precise_prober.h"
+#include "router/server/thread_context.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+uint32_t ThreadCount(const config::Config& cfg) {
+  return cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Every route the gateway serves, in match order.
+std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
+  std::vector<Route> routes = {
+      {"/health", false, kGetOrHead, &HandleHealth},
+      {"/ready", false, kGetOrHead, &HandleReady},
+      {"/metrics", false, kGetOrHead, &HandleMetrics},
+      {"/v1/models", false, kGetOrHead, &HandleModels},
+      {"/v1/", true, kPost, &HandleProxy},
+      {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
+      {"/admin/explain", false, kPost, &HandleAdminExplain, true},
+  };
+  std::vector<PreHandlerPtr> pre;
+  pre.push_back(MakeAdminTokenCheck());
+  return std::make_unique<RouteTable>(std::move(routes),
+                                      std::vector<std::string_view>{"/health", "/metrics"},
+                                      separate_admin, std::move(pre));
+}
+
+}  // namespace
+
+struct Gateway::Impl {
+  explicit Impl(config::ConfigConstSharedPtr cfg)
+      : state(cfg, ThreadCount(*cfg)), initial(std::move(cfg)) {}
+
+  // The snapshot for `cfg`: live Worker objects (with their health and load) are kept for
+  // URLs whose settings did not change; policies are built for the new worker list.
+  absl::StatusOr<SnapshotConstSharedPtr> BuildSnapshot(config::ConfigConstSharedPtr cfg) {
+    const SnapshotConstSharedPtr old = state.snapshot();
+    WorkerList workers;
+    std::vector<WorkerIdentity> identities;
+    for (const auto& wc : cfg->workers) {
+      WorkerSharedPtr reuse;
+      for (const auto& w : old->workers) {
+        if (w->config() == wc) reuse = w;
+      }
+      if (!reuse) {
+        auto [it, inserted] = worker_ids.emplace(wc.url.ToString(), next_worker_id);
+        if (inserted) ++next_worker_id;
+        reuse = std::make_shared<Worker>(wc, it->second);
+      }
+      identities.push_back(reuse->identity());
+      workers.push_back(std::move(reuse));
+    }
+    KVGATE_ASSIGN_OR_RETURN(PolicySetConstSharedPtr policies,
+                            MakePolicySet(cfg->routing, identities));
+    // The index forgets removed workers before new ones take holder slots.
+    for (const auto& w : old->workers) {
+      bool kept = false;
+      for (const auto& n : workers) kept |= n->name() == w->name();
+      if (!kept) state.planner.RemoveWorker(*w);
+    }
+    for (const auto& w : workers) {
+      if (w->config().kv_capacity_tokens > 0) {
+        state.planner.SetCapacity(*w, w->config().kv_capacity_tokens, cfg->routing.block_tokens);
+      }
+    }
+    return std::make_shared<const Snapshot>(
+        Snapshot{std::move(cfg), std::move(workers), std::move(policies)});
+  }
+
+  // Accepts on `acc` (owned by thread `tc`) forever; connections stay on that thread.
+  void Accept(tcp::acceptor& acc, ThreadContext& tc, bool admin) {
+    acc.async_accept([this, &acc, &tc, admin](error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acc.is_open()) return;
+        spdlog::warn("accept failed: {}", ec.message());
+      } else if (state.draining.load()) {
+        return;
+      } else if (state.open_connections.load() >=
+                 static_cast<int64_t>(tc.config().limits.max_connections)) {
+        error_code ignored;
+        socket.close(ignored);
+      } else {
+        state.open_connections.fetch_add(1);
+        auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
+        tc.connections.insert(conn);
+        tc.StartSweep();
+        net::co_spawn(tc.ioc, RunSession(tc, *routes, conn), net::detached);
+      }
+      Accept(acc, tc, admin);
+    });
+  }
+
+  // Binds host:port on `tc`'s io_context; with `reuse_port` several threads may bind the
+  // same port and the kernel spreads connections over them.
+  absl::StatusOr<std::unique_ptr<tcp::acceptor>> Listen(ThreadContext& tc, const std::string& host,
+                                                        uint16_t port, bool reuse_port) {
+    error_code ec;
+    const auto addr = net::ip::make_address(host, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(common::StrCat("'", host, "' is not an IP address"));
+    }
+    auto acc = std::make_unique<tcp::acceptor>(tc.ioc);
+    const tcp::endpoint ep(addr, port);
+    acc->open(ep.protocol(), ec);
+    if (!ec) acc->set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec && reuse_port) {
+      const int one = 1;
+      if (::setsockopt(acc->native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+        ec = error_code(errno, boost::system::system_category());
+      }
+    }
+    if (!ec) acc->bind(ep, ec);
+    if (!ec) acc->listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          common::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+    }
+    return acc;
+  }
+
+  GatewayState state;
+  config::ConfigConstSharedPtr initial;
+  std::vector<std::unique_ptr<ThreadContext>> threads;
+  std::vector<std::thread> os_threads;
+  net::io_context control{1};
+  std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> control_guard;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per thread, same port
+  std::unique_ptr<tcp::acceptor> admin_acceptor;
+  std::unique_ptr<RouteTable> routes;
+  std::map<std::string, uint32_t> worker_ids;  // stable id per worker URL (kvindex holder)
+  uint32_t next_worker_id = 0;
+  uint16_t admin_port = 0;
+  std::unique_ptr<HealthChecker> health;
+  std::unique_ptr<PreciseProber> prober;
+  uint16_t port = 0;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool stopped = false;
+};
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
+  auto cfg = std::make_shared<const config::Config>(std::move(config));
+  auto impl = std::make_unique<Impl>(cfg);
+  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, impl->BuildSnapshot(cfg));
+  if (cfg->access_log.enabled) {
+    KVGATE_RETURN_IF_ERROR(impl->state.access_log.Open(cfg->access_log.path));
+  }
+  impl->state.Publish(std::move(snapshot));
+  HealthChecker::RefreshModelsJson(impl->state);
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+absl::Status Gateway::Start() {
+  Impl& s = *impl_;
+  const auto cfg = s.state.snapshot()->config;
+  const uint32_t n = static_cast<uint32_t>(s.state.threads);
+  for (uint32_t i = 0; i < n; ++i) {
+    s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
+  }
+  s.routes = MakeRoutes(!cfg->admin.listen.empty());
+  // One acceptor per thread on the same port (SO_REUSEPORT): the kernel spreads connections
+  // and each stays on the thread that accepted it.
+  uint16_t port = cfg->listen_port;
+  for (uint32_t i = 0; i < n; ++i) {
+    KVGATE_ASSIGN_OR_RETURN(auto acc,
+                            s.Listen(*s.threads[i], cfg->listen_host, port, /*reuse_port=*/true));
+    if (i == 0) port = acc->local_endpoint().port();
+    s.acceptors.push_back(std::move(acc));
+  }
+  s.port = port;
+  for (uint32_t i = 0; i < n; ++i) s.Accept(*s.acceptors[i], *s.threads[i], false);
+  if (!cfg->admin.listen.empty()) {
+    KVGATE_ASSIGN_OR_RETURN(const auto hp, common::ParseHostPort(cfg->admin.listen));
+    KVGATE_ASSIGN_OR_RETURN(s.admin_acceptor,
+                            s.Listen(*s.threads[0], hp.first, hp.second, /*reuse_port=*/false));
+    s.admin_port = s.admin_acceptor->local_endpoint().port();
+    s.Accept(*s.admin_acceptor, *s.threads[0], true);
+    spdlog::info("admin API listening on {}:{}", hp.first, s.admin_port);
+  }
+
+  s.health = std::make_unique<HealthChecker>(s.control, s.state);
+  s.health->Start();
+  // Precise mode runs whenever it could be needed: a reload may add kv_events later.
+  s.state.precise.Start();
+  s.prober = std::make_unique<PreciseProber>(s.control, s.state);
+  s.prober->Start();
+  s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
+      s.control.get_executor());
+  for (auto& t : s.threads) {
+    s.guards.emplace_back(t->ioc.get_executor());
+    s.os_threads.emplace_back([&ioc = t->ioc] { ioc.run(); });
+  }
+  s.os_threads.emplace_back([&s] { s.control.run(); });
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.started = true;
+  }
+  spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}", cfg->listen_host,
+               s.port, n, cfg->workers.size(), cfg->routing.policy);
+  return absl::OkStatus();
+}
+
+uint16_t Gateway::port() const { return impl_->port; }
+uint16_t Gateway::admin_port() const { return impl_->admin_port; }
+
+absl::Status Gateway::Reload(config::Config config) {
+  Impl& s = *impl_;
+  const auto old = s.state.snapshot()->config;
+  if (config.listen_host != old->listen_host || config.listen_port != old->listen_port) {
+    spdlog::warn("reload: listen address changes need a restart; keeping {}:{}", old->listen_host,
+                 old->listen_port);
+    config.listen_host = old->listen_host;
+    config.listen_port = old->listen_port;
+  }
+  if (config.threads != old->threads) {
+    spdlog::warn("reload: thread count changes need a restart; keeping {}", old->threads);
+    config.threads = old->threads;
+  }
+  if (config.admin.listen != old->admin.listen) {
+    spdlog::warn("reload: admin listener changes need a restart; keeping '{}'", old->admin.listen);
+    config.admin.listen = old->admin.listen;
+  }
+  auto cfg = std::make_shared<const config::Config>(std::move(config));
+  auto snapshot = s.BuildSnapshot(cfg);
+  if (!snapshot.ok()) {
+    s.state.metrics.ConfigReloads(false).Increment();
+    return snapshot.status();
+  }
+  if (cfg->access_log.enabled != old->access_log.enabled ||
+      cfg->access_log.path != old->access_log.path) {
+    if (cfg->access_log.enabled) {
+      if (auto st = s.state.access_log.Open(cfg->access_log.path); !st.ok()) {
+        s.state.metrics.ConfigReloads(false).Increment();
+        return st;
+      }
+    } else {
+      s.state.access_log.Close();
+    }
+  }
+  s.state.Publish(*std::move(snapshot));
+  HealthChecker::RefreshModelsJson(s.state);
+  s.state.metrics.ConfigReloads(true).Increment();
+  spdlog::info("reload: {} workers, policy {}", cfg->workers.size(), cfg->routing.policy);
+  return absl::OkStatus();
+}
+
+bool Gateway::Drain(std::chrono::milliseconds deadline) {
+  Impl& s = *impl_;
+  if (!s.started) return true;
+  s.state.draining.store(true);
+  spdlog::info("draining: {} connections open, deadline {} ms", s.state.open_connections.load(),
+               deadline.count());
+  // Each thread closes its own acceptor and idle keep-alive connections; busy ones close
+  // after their response.
+  for (size_t i = 0; i < s.threads.size(); ++i) {
+    ThreadContext* tc = s.threads[i].get();
+    tcp::acceptor* acc = s.acceptors[i].get();
+    tcp::acceptor* admin = i == 0 ? s.admin_acceptor.get() : nullptr;
+    net::post(tc->ioc, [tc, acc, admin] {
+      error_code ignored;
+      acc->close(ignored);
+      if (admin != nullptr) admin->close(ignored);
+      for (const auto& c : tc->connections) {
+        if (c->idle) c->socket.close(ignored);
+      }
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  bool clean = true;
+  while (s.state.open_connections.load() > 0) {
+    if (std::chrono::steady_clock::now() >= until) {
+      clean = false;
+      spdlog::warn("drain deadline passed with {} connections open; closing them",
+                   s.state.open_connections.load());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // main thread, not a router loop
+  }
+  Stop();
+  return clean;
+}
+
+void Gateway::Stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stopped) return;
+    s.stopped = true;
+  }
+  if (s.health) s.health->Stop();
+  if (s.prober) s.prober->Stop();
+  for (auto& t : s.threads) t->ioc.stop();
+  s.control.stop();
+  for (auto& th : s.os_threads) {
+    if (th.joinable()) th.join();
+  }
+  for (auto& t : s.threads) t->pool.Clear();
+  s.state.precise.Stop();
+  s.cv.notify_all();
+}
+
+void Gateway::Wait() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&s] { return s.stopped; });
+}
+
+std::string Gateway::MetricsText() const { return impl_->state.MetricsText(); }
+
+}  // namespace kvgate::router

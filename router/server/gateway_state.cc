@@ -1,0 +1,37 @@
+#include "router/server/gateway_state.h"
+
+namespace kvgate::router {
+
+GatewayState::GatewayState(config::ConfigConstSharedPtr initial, size_t threads)
+    : threads(threads),
+      metrics(registry, threads),
+      precise(registry, initial->routing),
+      planner(initial->routing, &precise),
+      snapshot_(std::make_shared<const Snapshot>(Snapshot{initial, {}, nullptr})),
+      models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
+
+void GatewayState::Publish(SnapshotConstSharedPtr snapshot) {
+  snapshot_.Store(std::move(snapshot));
+  version_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void GatewayState::SetModelsJson(std::string json) {
+  models_json_.Store(std::make_shared<const std::string>(std::move(json)));
+}
+
+bool GatewayState::AnyWorkerAvailable() const {
+  const auto now = SteadyClock::now();
+  for (const auto& w : snapshot()->workers) {
+    if (w->IsAvailable(now)) return true;
+  }
+  return false;
+}
+
+std::string GatewayState::MetricsText() {
+  ProcessGauges p;
+  p.open_connections = open_connections.load(std::memory_order_relaxed);
+  p.index_errors = planner.index_errors();
+  return metrics.Render(registry, snapshot()->workers, p);
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,99 @@
+// File: router/server/thread_context.h
+// What one gateway thread owns: its io_context (run by that thread alone, hence an implicit
+// strand: nothing here needs a lock), its upstream pool, buffer pool and scratch buffer, its
+// client connections and the deadline sweep over them, its view of the published snapshot and
+// its shard of the request metrics. Thread-compatible: touched only from its own thread, or
+// via net::post.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "router/fleet/sharded_metrics.h"
+#include "router/http/client_connection.h"
+#include "router/http/exchange.h"
+#include "router/internal/asio.h"
+#include "router/server/buffer_pool.h"
+#include "router/server/gateway_state.h"
+#include "router/server/snapshot_lease.h"
+#include "router/upstream/upstream_pool.h"
+
+namespace kvgate::router {
+class Dispatcher;
+class Upstream;
+}  // namespace kvgate::router
+
+namespace kvgate::router {
+
+/// Cached handles of this thread's shard, per worker.
+struct WorkerSeries {
+  ShardedFamily::Series* ttfb = nullptr;
+  ShardedFamily::Series* predicted = nullptr;
+  ShardedFamily::Series* actual = nullptr;
+  ShardedFamily::Series* over = nullptr;
+  ShardedFamily::Series* under = nullptr;
+};
+
+class ThreadContext {
+ private:
+  friend class SnapshotLease;
+  // Declared before the io_context, so destroyed after it: a request still suspended when the
+  // io_context is destroyed ends its lease in here.
+  std::deque<SnapshotLease::Entry> snapshots_;  // newest last; older ones while leased
+  uint64_t seen_version_ = ~uint64_t{0};
+
+ public:
+  ThreadContext(GatewayState& state, uint32_t index);
+  ~ThreadContext();
+
+  net::io_context ioc{1};
+  GatewayState& state;
+  const uint32_t index;
+  std::minstd_rand rng;
+  BufferPool buffers;
+  UpstreamPool pool{ioc};
+  absl::flat_hash_set<ClientConnectionPtr> connections;
+  std::unique_ptr<Upstream> upstream;      // HTTP/1.1 to workers
+  std::unique_ptr<Dispatcher> dispatcher;  // the dispatch mode (today: retries)
+
+  /// 64 KiB this thread reuses for bytes that are written on before it yields (response
+  /// relay): never hold it across a co_await.
+  char* scratch() { return scratch_.get(); }
+  static constexpr size_t kScratchBytes = 64 * 1024;
+
+  /// The published snapshot as this thread last saw it, refreshed when the state's version
+  /// changed; held until the lease ends.
+  SnapshotLease Lease();
+  /// The current snapshot's config, for code that does not outlive the current step.
+  const config::Config& config();
+
+  /// Starts the deadline sweep (every 100 ms while connections are open).
+  void StartSweep();
+
+  // This thread's metric series.
+  /// `worker_id` -1 when the gateway answered itself.
+  ShardedFamily::Series& RequestSeries(EndpointLabel endpoint, int code, int64_t worker_id,
+                                       std::string_view worker);
+  ShardedFamily::Series& DurationSeries(EndpointLabel endpoint);
+  ShardedFamily::Series& OverheadSeries();
+  const WorkerSeries& ForWorker(uint32_t worker_id, std::string_view name);
+
+ private:
+  void Refresh();
+  void ReleaseEntry(SnapshotLease::Entry* e);
+  net::awaitable<void> Sweep();
+
+  std::unique_ptr<char[]> scratch_;
+  absl::flat_hash_map<uint64_t, ShardedFamily::Series*> requests_;
+  ShardedFamily::Series* durations_[kNumEndpointLabels] = {};
+  ShardedFamily::Series* overhead_ = nullptr;
+  absl::flat_hash_map<uint32_t, WorkerSeries> worker_series_;
+  bool sweeping_ = false;
+};
+
+}  // namespace kvgate::router

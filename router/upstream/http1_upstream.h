@@ -1,0 +1,26 @@
+// File: router/upstream/http1_upstream.h
+// HTTP/1.1 to a worker over TCP: a pooled keep-alive connection (or a new one), the request
+// head and the body as received in one gathered write (the body is not copied), the response
+// head read and parsed, then the raw body relay (upstream/relay.h). A pooled connection the
+// worker closed meanwhile is retried once on a fresh connection to the same worker, and does
+// not count against the worker. Thread-compatible: one per gateway thread.
+#pragma once
+
+#include "router/upstream/upstream.h"
+
+namespace kvgate::router {
+
+class Http1Upstream : public Upstream {
+ public:
+  // router::Upstream
+  net::awaitable<AttemptResult> Send(ThreadContext& tc, Exchange& ex,
+                                     const UpstreamAttempt& attempt) override;
+};
+
+/// Appends the request head kvgate sends to `worker` for `ex` (exposed for tests): the
+/// client's method and normalised target, Host set to the worker, the client's end-to-end
+/// fields (hop-by-hop ones, and those its Connection field names, dropped), the request id,
+/// the DP rank when `dp_rank` >= 0, and the body's Content-Length.
+void AppendUpstreamHead(const Exchange& ex, const Worker& worker, int dp_rank, std::string* out);
+
+}  // namespace kvgate::router

@@ -1,0 +1,208 @@
+#include "router/upstream/relay.h"
+
+#include <cstdio>
+
+#include "absl/container/inlined_vector.h"
+#include "common/strings.h"
+#include "router/http/body_framing.h"
+#include "router/http/response_writer.h"
+#include "router/server/thread_context.h"
+
+namespace kvgate::router {
+namespace {
+
+using std::chrono::milliseconds;
+using Buffers = absl::InlinedVector<net::const_buffer, 8>;
+
+constexpr std::string_view kCrlf = "\r\n";
+constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
+// The bytes to send for one piece of worker body, in the relay's mode.
+class Outgoing {
+ public:
+  explicit Outgoing(RelayMode mode) : mode_(mode) {}
+
+  void Clear() {
+    buffers_.clear();
+    lines_used_ = 0;
+  }
+  // `framed`: the bytes as received (kPass); `payload`: one run of body data in them.
+  void Framed(std::string_view framed) {
+    if (mode_ == RelayMode::kPass && !framed.empty()) buffers_.push_back(net::buffer(framed));
+  }
+  void Payload(std::string_view payload) {
+    if (payload.empty()) return;
+    if (mode_ == RelayMode::kDechunk) {
+      buffers_.push_back(net::buffer(payload));
+    } else if (mode_ == RelayMode::kChunkify && lines_used_ < kLines) {
+      char* line = lines_[lines_used_++];
+      const int n = std::snprintf(line, kLineBytes, "%zx\r\n", payload.size());
+      buffers_.push_back(net::buffer(line, static_cast<size_t>(n)));
+      buffers_.push_back(net::buffer(payload));
+      buffers_.push_back(net::buffer(kCrlf));
+    }
+  }
+  void Append(net::const_buffer b) { buffers_.push_back(b); }
+  absl::Span<const net::const_buffer> buffers() const { return buffers_; }
+
+ private:
+  static constexpr int kLines = 4;
+  static constexpr int kLineBytes = 24;
+  const RelayMode mode_;
+  Buffers buffers_;
+  char lines_[kLines][kLineBytes];
+  int lines_used_ = 0;
+};
+
+// Whether the client can tell where the body ends without the connection closing.
+bool Delimited(RelayMode mode, const http1::ResponseHead& head) {
+  switch (mode) {
+    case RelayMode::kNoBody:
+    case RelayMode::kChunkify:
+      return true;
+    case RelayMode::kDechunk:
+      return false;
+    case RelayMode::kPass:
+      return head.body != http1::BodyKind::kUntilClose;
+  }
+  return false;
+}
+
+void AppendClientHead(ThreadContext& tc, Exchange& ex, const http1::ResponseHead& head,
+                      RelayMode mode, std::string* out) {
+  BeginRelayedHead(tc, ex, head.status, head.reason, Delimited(mode, head), out);
+  const bool keep_length = head.body == http1::BodyKind::kLength || mode == RelayMode::kNoBody;
+  for (const http1::Header& h : head.headers) {
+    if (head.IsHopByHop(h.name) || http1::EqualsIgnoreCase(h.name, "x-request-id") ||
+        http1::EqualsIgnoreCase(h.name, "x-kvgate-worker")) {
+      continue;
+    }
+    if (!keep_length && http1::EqualsIgnoreCase(h.name, "content-length")) continue;
+    common::StrAppend(out, h.name, ": ", h.value, "\r\n");
+  }
+  const bool chunked_out = (mode == RelayMode::kPass && head.body == http1::BodyKind::kChunked) ||
+                           mode == RelayMode::kChunkify;
+  if (chunked_out) out->append("transfer-encoding: chunked\r\n");
+  out->append("\r\n");
+}
+
+}  // namespace
+
+RelayMode RelayModeFor(const http1::ResponseHead& head, int client_version_minor) {
+  switch (head.body) {
+    case http1::BodyKind::kNone:
+      return RelayMode::kNoBody;
+    case http1::BodyKind::kLength:
+      return RelayMode::kPass;
+    case http1::BodyKind::kChunked:
+      return client_version_minor >= 1 ? RelayMode::kPass : RelayMode::kDechunk;
+    case http1::BodyKind::kUntilClose:
+      return client_version_minor >= 1 ? RelayMode::kChunkify : RelayMode::kPass;
+  }
+  return RelayMode::kPass;
+}
+
+net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex, tcp::socket& upstream,
+                                          const http1::ResponseHead& head,
+                                          std::string_view body_start, UsageScanner& usage) {
+  RelayResult result;
+  const config::Config& cfg = *ex.snapshot->config;
+  const milliseconds write_timeout(cfg.limits.write_timeout_ms);
+  const milliseconds idle_timeout(cfg.upstream.stream_idle_timeout_ms);
+  const RelayMode mode = RelayModeFor(head, ex.head.version_minor);
+  http1::BodyFraming framing(head.body, head.content_length);
+  Outgoing out(mode);
+  bool extra_bytes = false;  // the worker sent more than its message: do not reuse
+
+  // Runs one piece of the body through the framing tracker into `out`. False on bad framing.
+  auto feed = [&](std::string_view bytes) {
+    size_t consumed = 0;
+    const auto status = framing.Feed(bytes, &consumed, [&](std::string_view payload) {
+      usage.Feed(payload);
+      out.Payload(payload);
+    });
+    out.Framed(bytes.substr(0, consumed));
+    if (consumed < bytes.size() && status != http1::BodyFraming::Status::kError) {
+      extra_bytes = true;
+    }
+    return status != http1::BodyFraming::Status::kError;
+  };
+
+  // Head and the first body bytes in one write, once those bytes proved well framed: a
+  // malformed start is still a clean 502.
+  if (!feed(body_start)) {
+    result.error = common::StrCat("malformed response body: ", framing.error());
+    co_return result;
+  }
+  static thread_local std::string head_text;
+  head_text.clear();
+  AppendClientHead(tc, ex, head, mode, &head_text);
+  Buffers first;
+  first.push_back(net::buffer(head_text));
+  for (const auto& b : out.buffers()) first.push_back(b);
+  if (mode == RelayMode::kChunkify && framing.done()) first.push_back(net::buffer(kLastChunk));
+  result.sent_head = true;
+  uint64_t sent = 0;
+  for (size_t i = 1; i < first.size(); ++i) sent += first[i].size();
+  if (co_await WriteAll(ex.conn, first, write_timeout)) {
+    result.client_gone = true;
+    co_return result;
+  }
+  ex.bytes_sent += sent;
+
+  char* buf = tc.scratch();
+  while (!framing.done()) {
+    error_code ec;
+    const size_t n = upstream.read_some(net::buffer(buf, ThreadContext::kScratchBytes), ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      // Between two pieces: wait for the worker, holding no buffer.
+      ex.conn.SetDeadline(DeadlineKind::kUpstream, idle_timeout);
+      auto [wec] = co_await upstream.async_wait(tcp::socket::wait_read, kNoThrow);
+      const bool expired = ex.conn.deadline_expired;
+      ex.conn.ClearDeadline();
+      if (ex.conn.client_gone) {
+        result.client_gone = true;
+        co_return result;
+      }
+      if (expired) {
+        result.error = common::StrCat("no bytes from the worker for ", idle_timeout.count(), " ms");
+        co_return result;
+      }
+      if (wec) {
+        result.error = common::StrCat("waiting for the worker: ", wec.message());
+        co_return result;
+      }
+      continue;
+    }
+    out.Clear();
+    if (ec == net::error::eof) {
+      if (framing.OnEof() != http1::BodyFraming::Status::kDone) {
+        result.error = framing.error();
+        co_return result;
+      }
+      if (mode == RelayMode::kChunkify) out.Append(net::buffer(kLastChunk));
+    } else if (ec) {
+      result.error = common::StrCat("reading from the worker: ", ec.message());
+      co_return result;
+    } else if (!feed(std::string_view(buf, n))) {
+      result.error = common::StrCat("malformed response body: ", framing.error());
+      co_return result;
+    } else if (mode == RelayMode::kChunkify && framing.done()) {
+      out.Append(net::buffer(kLastChunk));
+    }
+    uint64_t bytes = 0;
+    for (const auto& b : out.buffers()) bytes += b.size();
+    if (bytes > 0) {
+      if (co_await WriteAll(ex.conn, out.buffers(), write_timeout)) {
+        result.client_gone = true;
+        co_return result;
+      }
+      ex.bytes_sent += bytes;
+    }
+  }
+  result.complete = true;
+  result.reusable = head.keep_alive && head.body != http1::BodyKind::kUntilClose && !extra_bytes;
+  co_return result;
+}
+
+}  // namespace kvgate::router

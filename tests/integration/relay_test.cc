@@ -1,0 +1,227 @@
+// The raw body relay against a worker that writes exact bytes: every upstream framing reaches
+// the client as the framed body the client's HTTP version understands, whatever pieces the
+// bytes came in, and a malformed response is a clean 502 or a closed connection, logged.
+#include <random>
+
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/server/gateway.h"
+#include "tests/fakes/scripted_upstream.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/test_util.h"
+
+namespace kvgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+
+const std::string kBody = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+
+std::string Request(const std::string& extra_headers = "", const std::string& version = "1.1") {
+  return common::StrCat("POST /v1/chat/completions HTTP/", version, "\r\nHost: gw\r\n",
+                        extra_headers, "Content-Length: ", kBody.size(), "\r\n\r\n", kBody);
+}
+
+class RelayTest : public ::testing::Test {
+ protected:
+  void Start(ScriptedUpstream::Responder responder) {
+    upstream_ = std::make_unique<ScriptedUpstream>(std::move(responder));
+    config::Config c;
+    c.listen_host = "127.0.0.1";
+    c.listen_port = 0;
+    c.threads = 1;
+    c.health_check.enabled = false;
+    c.routing.policy = "round_robin";
+    c.retry.max_attempts = 1;
+    config::WorkerConfig w;
+    w.url = *common::ParseHttpUrl(upstream_->url());
+    c.workers.push_back(w);
+    auto gw = router::Gateway::Create(std::move(c));
+    ASSERT_TRUE(gw.ok()) << gw.status();
+    gateway_ = std::move(*gw);
+    ASSERT_TRUE(gateway_->Start().ok());
+    port_ = gateway_->port();
+  }
+  ~RelayTest() override {
+    if (gateway_) gateway_->Stop();
+  }
+
+  std::unique_ptr<ScriptedUpstream> upstream_;
+  std::unique_ptr<router::Gateway> gateway_;
+  uint16_t port_ = 0;
+};
+
+// The body of a raw HTTP/1.1 response, de-chunked when it is chunked (a strict client).
+std::string BodyOf(const std::string& response, bool* chunked = nullptr) {
+  const size_t head_end = response.find("\r\n\r\n");
+  if (head_end == std::string::npos) return "<no head>";
+  const std::string head = response.substr(0, head_end);
+  std::string rest = response.substr(head_end + 4);
+  const bool is_chunked = head.find("transfer-encoding: chunked") != std::string::npos;
+  if (chunked != nullptr) *chunked = is_chunked;
+  if (!is_chunked) return rest;
+  std::string out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t eol = rest.find("\r\n", pos);
+    if (eol == std::string::npos) return out + "<truncated>";
+    const size_t n = std::stoul(rest.substr(pos, eol - pos), nullptr, 16);
+    if (n == 0) return out;
+    out += rest.substr(eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+}
+
+TEST_F(RelayTest, ChunkExtensionsTrailersAndLastChunkRelayedAsIs) {
+  const std::string framed =
+      "7;ext=1\r\ndata: a\r\n"          // a chunk with an extension
+      "0a\r\ndata: bb\r\n\r\n"          // a size with a leading zero
+      "0;fin\r\nX-Trailer: t\r\n\r\n";  // the last chunk with an extension and a trailer
+  Start([&](const std::string&) {
+    return Script{
+        {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n",
+         framed}};
+  });
+  const std::string r = RawExchange(port_, Request("Connection: close\r\n"), 5s);
+  ASSERT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n")) << r;
+  // The chunked bytes as the worker framed them: extensions and trailers included.
+  EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), framed);
+  EXPECT_EQ(BodyOf(r), "data: adata: bb\r\n");
+}
+
+TEST_F(RelayTest, ContentLengthBodyRelayedAsIs) {
+  Start([&](const std::string&) {
+    return Script{{"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello", " world"}, 5ms};
+  });
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello world");
+  EXPECT_EQ(r.Header("content-length"), "11");
+}
+
+TEST_F(RelayTest, CloseDelimitedBodyFromAnHttp10WorkerIsChunkedForHttp11Clients) {
+  Start([&](const std::string&) {
+    return Script{{"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npart one, ", "part two"},
+                  5ms,
+                  /*close_after=*/true};
+  });
+  bool chunked = false;
+  const std::string r = RawExchange(port_, Request("Connection: close\r\n"), 5s);
+  EXPECT_EQ(BodyOf(r, &chunked), "part one, part two");
+  EXPECT_TRUE(chunked);
+  // A keep-alive client keeps its connection: the chunked framing tells it where the body ends.
+  const HttpResponse again = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  EXPECT_EQ(again.body, "part one, part two");
+}
+
+TEST_F(RelayTest, ChunkedBodyIsDechunkedForHttp10Clients) {
+  Start([&](const std::string&) {
+    return Script{{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+                   "6\r\n world\r\n0\r\n\r\n"},
+                  5ms};
+  });
+  bool closed = false;
+  const std::string r = RawExchange(port_, Request("", "1.0"), 5s, &closed);
+  ASSERT_THAT(r, StartsWith("HTTP/1.0 200 OK\r\n"));
+  EXPECT_THAT(r.substr(0, r.find("\r\n\r\n")), Not(HasSubstr("transfer-encoding")));
+  EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), "hello world");
+  EXPECT_TRUE(closed);  // the end of the body is the end of the connection
+}
+
+TEST_F(RelayTest, RandomSplitsDeliverExactlyTheFramedBody) {
+  std::mt19937 rng(7);
+  std::string framed, payload;
+  for (int c = 0; c < 40; ++c) {
+    const size_t n = 1 + rng() % 200;
+    std::string data;
+    for (size_t i = 0; i < n; ++i) data.push_back(static_cast<char>('a' + rng() % 26));
+    char size[16];
+    std::snprintf(size, sizeof(size), "%zx", n);
+    framed += common::StrCat(size, c % 5 == 0 ? ";e=x" : "", "\r\n", data, "\r\n");
+    payload += data;
+  }
+  framed += "0\r\nT: v\r\n\r\n";
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string all = head + framed;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<size_t> cuts;
+    for (int i = 0; i < 12; ++i) cuts.push_back(rng() % all.size());
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::string> pieces;
+    size_t at = 0;
+    for (size_t cut : cuts) {
+      if (cut > at) pieces.push_back(all.substr(at, cut - at));
+      at = std::max(at, cut);
+    }
+    pieces.push_back(all.substr(at));
+    upstream_.reset();
+    if (gateway_) gateway_->Stop();
+    Start([pieces](const std::string&) { return Script{pieces, 2ms}; });
+    const std::string r = RawExchange(port_, Request("Connection: close\r\n"), 5s);
+    EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), framed) << "round " << round;
+    EXPECT_EQ(BodyOf(r), payload) << "round " << round;
+  }
+}
+
+TEST_F(RelayTest, MalformedChunkSizeBeforeAnyByteIsA502) {
+  Start([&](const std::string&) {
+    return Script{
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"}};
+  });
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("malformed"));
+  EXPECT_TRUE(WaitFor([&] {
+    return gateway_->MetricsText().find(
+               R"(kvgate_http_requests_total{code="502",endpoint="/v1/chat/completions")") !=
+           std::string::npos;
+  }));
+}
+
+TEST_F(RelayTest, MalformedChunkSizeMidStreamClosesTheConnection) {
+  Start([&](const std::string&) {
+    return Script{
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "zz\r\nbroken\r\n"},
+        20ms};
+  });
+  bool closed = false;
+  const std::string r = RawExchange(port_, Request(), 5s, &closed);
+  ASSERT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(closed);  // no last chunk: the client sees a broken response
+  EXPECT_THAT(r, HasSubstr("hello"));
+  EXPECT_THAT(r, Not(HasSubstr("0\r\n\r\n")));
+  EXPECT_TRUE(
+      WaitFor([&] { return gateway_->MetricsText().find(R"(code="502")") != std::string::npos; }));
+}
+
+TEST_F(RelayTest, InformationalHeadsAreDropped) {
+  Start([&](const std::string&) {
+    return Script{{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n",
+                   "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+                  5ms};
+  });
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "ok");
+}
+
+TEST_F(RelayTest, HopByHopResponseFieldsAreDropped) {
+  Start([&](const std::string&) {
+    return Script{
+        {"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Private\r\nX-Private: 1\r\n"
+         "Keep-Alive: timeout=5\r\nX-Public: 2\r\nContent-Length: 2\r\n\r\nok"}};
+  });
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("x-public"), "2");
+  EXPECT_EQ(r.Header("x-private"), "");
+  EXPECT_EQ(r.Header("keep-alive"), "");
+}
+
+}  // namespace
+}  // namespace kvgate::testing

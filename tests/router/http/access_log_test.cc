@@ -1,0 +1,51 @@
+#include "router/http/access_log.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvgate::router {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AccessLog, FormatsOneJsonLine) {
+  AccessRecord r;
+  r.request_id = "abc";
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.model = "m\"x";
+  r.worker = "http://w:1";
+  r.status = 200;
+  r.bytes_sent = 42;
+  r.ttfb_seconds = 0.0125;
+  r.e2e_seconds = 0.5;
+  r.attempts = 2;
+  r.cached_tokens = 64;
+  const std::string line = AccessLog::Format(r);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_THAT(line, HasSubstr(R"("id":"abc")"));
+  EXPECT_THAT(line, HasSubstr(R"("model":"m\"x")"));
+  EXPECT_THAT(line, HasSubstr(R"("worker":"http://w:1")"));
+  EXPECT_THAT(line, HasSubstr(R"("status":200)"));
+  EXPECT_THAT(line, HasSubstr(R"("bytes":42)"));
+  EXPECT_THAT(line, HasSubstr(R"("ttfb_ms":12.5)"));
+  EXPECT_THAT(line, HasSubstr(R"("e2e_ms":500)"));
+  EXPECT_THAT(line, HasSubstr(R"("cached_tokens":64)"));
+}
+
+TEST(AccessLog, OmitsAbsentFields) {
+  AccessRecord r;
+  r.status = 503;
+  const std::string line = AccessLog::Format(r);
+  EXPECT_EQ(line.find("ttfb_ms"), std::string::npos);
+  EXPECT_EQ(line.find("cached_tokens"), std::string::npos);
+}
+
+TEST(AccessLog, BadPathIsAnError) {
+  AccessLog log;
+  EXPECT_FALSE(log.Open("/proc/kvgate-no-such-dir/access.log").ok());
+  EXPECT_FALSE(log.enabled());
+}
+
+}  // namespace
+}  // namespace kvgate::router

@@ -1,0 +1,371 @@
+// Each policy's choice on constructed candidate values (fixed tie seeds). Links only
+// kvgate_policies: no Beast, ZeroMQ or Prometheus.
+#include <map>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "router/routing/policies/cache_aware_policy.h"
+#include "router/routing/policies/consistent_hash_policy.h"
+#include "router/routing/policies/cost_policy.h"
+#include "router/routing/policies/kvaware_policy.h"
+#include "router/routing/policies/load_balancing_policies.h"
+#include "router/routing/policies/weighted_policy.h"
+#include "router/routing/policy_registry.h"
+
+namespace kvgate::router {
+namespace {
+
+class PolicyTest : public ::testing::Test {
+ protected:
+  void MakeWorkers(std::vector<double> weights) {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      identities_.push_back(WorkerIdentity{static_cast<uint32_t>(i),
+                                           "http://w" + std::to_string(i) + ":8000", weights[i]});
+    }
+    for (const WorkerIdentity& w : identities_) {
+      Candidate cand;
+      cand.worker_id = w.id;
+      cand.name = w.name;
+      cand.weight = w.weight;
+      candidates_.push_back(cand);
+    }
+  }
+  void MakeWorkers(size_t n) { MakeWorkers(std::vector<double>(n, 1.0)); }
+
+  size_t Choose(RoutingPolicy& p, uint64_t seed = 1) {
+    request_.tie_seed = seed;
+    return p.Choose(request_, candidates_, nullptr);
+  }
+
+  std::vector<WorkerIdentity> identities_;
+  std::vector<Candidate> candidates_;
+  std::vector<kvindex::BlockHash> chain_;
+  RouteRequest request_;
+};
+
+TEST_F(PolicyTest, RoundRobinCyclesInOrder) {
+  MakeWorkers(3);
+  RoundRobinPolicy p;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(Choose(p), i);
+  }
+}
+
+TEST_F(PolicyTest, RoundRobinWeightsInterleave) {
+  MakeWorkers(std::vector<double>{1, 3});
+  RoundRobinPolicy p;
+  std::map<size_t, int> count;
+  int longest_run = 0, run = 0;
+  size_t prev = 99;
+  for (int i = 0; i < 4000; ++i) {
+    const size_t w = Choose(p);
+    ++count[w];
+    run = w == prev ? run + 1 : 1;
+    longest_run = std::max(longest_run, run);
+    prev = w;
+  }
+  EXPECT_NEAR(count[0], 1000, 20);
+  EXPECT_NEAR(count[1], 3000, 20);
+  EXPECT_LE(longest_run, 4);
+}
+
+TEST_F(PolicyTest, RoundRobinExplainDoesNotAdvance) {
+  MakeWorkers(3);
+  RoundRobinPolicy p;
+  std::vector<CandidateScore> scores;
+  EXPECT_EQ(p.Choose(request_, candidates_, &scores), 0u);
+  EXPECT_EQ(p.Choose(request_, candidates_, &scores), 0u);
+  EXPECT_EQ(Choose(p), 0u);
+  EXPECT_EQ(Choose(p), 1u);
+}
+
+TEST_F(PolicyTest, RandomFollowsWeights) {
+  MakeWorkers(std::vector<double>{1, 1, 2});
+  RandomPolicy p;
+  std::map<size_t, int> count;
+  for (uint64_t s = 0; s < 8000; ++s) ++count[Choose(p, s)];
+  EXPECT_NEAR(count[2], 4000, 300);
+  EXPECT_NEAR(count[0], 2000, 300);
+}
+
+TEST_F(PolicyTest, LeastRequestPicksFewestPerWeight) {
+  MakeWorkers(std::vector<double>{1, 1, 4});
+  candidates_[0].load.in_flight = 3;
+  candidates_[1].load.in_flight = 1;
+  candidates_[2].load.in_flight = 3;  // 0.75 per unit of weight
+  LeastRequestPolicy p;
+  EXPECT_EQ(Choose(p), 2u);
+}
+
+TEST_F(PolicyTest, LeastRequestTiesDependOnSeed) {
+  MakeWorkers(4);
+  LeastRequestPolicy p;
+  std::set<size_t> chosen;
+  for (uint64_t s = 0; s < 64; ++s) chosen.insert(Choose(p, s));
+  EXPECT_EQ(chosen.size(), 4u);
+}
+
+TEST_F(PolicyTest, PowerOfTwoPicksLessLoadedOfSample) {
+  MakeWorkers(5);
+  for (size_t i = 0; i < 5; ++i) candidates_[i].load.in_flight = static_cast<int64_t>(10 * i);
+  PowerOfTwoPolicy p;
+  std::map<size_t, int> count;
+  for (uint64_t s = 0; s < 2000; ++s) ++count[Choose(p, s)];
+  EXPECT_EQ(count[4], 0);         // the busiest one always loses its comparison
+  EXPECT_GT(count[0], count[3]);  // the idlest wins every sample it is in
+}
+
+TEST_F(PolicyTest, ConsistentHashIsStickyAndMovesFewKeys) {
+  MakeWorkers(8);
+  config::ConsistentHashPolicyConfig cfg;
+  cfg.bounded_load_factor = 0;
+  ConsistentHashPolicy p(cfg, identities_);
+  std::map<std::string, uint32_t> owner;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 2000; ++i) keys.push_back("session-" + std::to_string(i));
+  for (const auto& k : keys) {
+    request_.session_key = k;
+    owner[k] = candidates_[Choose(p)].worker_id;
+    EXPECT_EQ(candidates_[Choose(p)].worker_id, owner[k]);  // same key, same worker
+  }
+  std::map<uint32_t, int> per_worker;
+  for (const auto& [k, w] : owner) ++per_worker[w];
+  EXPECT_EQ(per_worker.size(), 8u);
+  for (const auto& [w, n] : per_worker) EXPECT_GT(n, 120) << w;  // 250 on average
+  // Remove one worker: only its keys move.
+  const uint32_t removed = candidates_[3].worker_id;
+  candidates_.erase(candidates_.begin() + 3);
+  int moved = 0;
+  for (const auto& k : keys) {
+    request_.session_key = k;
+    const uint32_t now = candidates_[Choose(p)].worker_id;
+    if (owner[k] != removed) moved += now != owner[k];
+  }
+  EXPECT_EQ(moved, 0);
+}
+
+TEST_F(PolicyTest, ConsistentHashBoundedLoadSkipsOverloadedOwner) {
+  MakeWorkers(4);
+  ConsistentHashPolicy p(config::ConsistentHashPolicyConfig{}, identities_);
+  request_.session_key = "hot-session";
+  const size_t owner = Choose(p);
+  candidates_[owner].load.in_flight = 20;  // fair share of 21 over 4 is 6; 1.25x -> 7
+  const size_t next = Choose(p);
+  EXPECT_NE(next, owner);
+  candidates_[owner].load.in_flight = 0;
+  EXPECT_EQ(Choose(p), owner);
+}
+
+TEST_F(PolicyTest, CacheAwareFollowsSglangRule) {
+  MakeWorkers(3);
+  CacheAwarePolicy p(config::CacheAwarePolicyConfig{});  // 0.3 / 64 / 1.5
+  request_.prompt_tokens = 1000;
+  request_.block_tokens = 16;
+  candidates_[0].load.in_flight = 5;
+  candidates_[1].load.in_flight = 2;
+  candidates_[2].load.in_flight = 9;
+  candidates_[2].cached_blocks[0] = 25;  // 400 tokens = 40% > 30%
+  EXPECT_EQ(Choose(p), 2u);              // balanced (9-2 <= 64): cache wins
+  candidates_[2].cached_blocks[0] = 15;  // 240 tokens = 24%: below threshold
+  EXPECT_EQ(Choose(p), 1u);              // least loaded
+  candidates_[2].cached_blocks[0] = 60;
+  candidates_[2].load.in_flight = 100;  // 100-2 > 64 and 100 > 2*1.5: imbalanced
+  EXPECT_EQ(Choose(p), 1u);
+  candidates_[1].load.in_flight = 70;  // 100-5 > 64 but 100 < 5*1.5? no: 100 > 7.5 -> still
+  candidates_[0].load.in_flight = 80;  // max-min = 30: balanced again
+  EXPECT_EQ(Choose(p), 2u);
+}
+
+TEST_F(PolicyTest, CacheAwareThresholdIsStrict) {
+  MakeWorkers(2);
+  CacheAwarePolicy p(config::CacheAwarePolicyConfig{.cache_threshold = 0.5});
+  request_.prompt_tokens = 320;
+  request_.block_tokens = 16;
+  candidates_[0].load.in_flight = 1;
+  candidates_[1].cached_blocks[0] = 10;  // exactly 50%
+  candidates_[1].load.in_flight = 2;
+  EXPECT_EQ(Choose(p), 0u);
+}
+
+TEST_F(PolicyTest, CostReproducesDynamoWorkedExample) {
+  // Dynamo's docs: W1 8 + 10 = 18, W2 5 + 5 = 10, W3 2 + 9 = 11 -> W2. A 5-block prompt:
+  // prefill = queued + 5 - overlap, decode = active KV blocks + 5.
+  MakeWorkers(3);
+  CostPolicy p(config::CostPolicyConfig{});
+  request_.block_tokens = 16;
+  request_.prompt_tokens = 80;
+  candidates_[0].load.pending_prefill_tokens = 48;  // 3 blocks queued: prefill 8
+  candidates_[0].load.active_kv_blocks = 5;         // decode 10
+  candidates_[2].cached_blocks[0] = 3;              // prefill 2
+  candidates_[2].load.active_kv_blocks = 4;         // decode 9
+  EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[0]), 18);
+  EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[1]), 10);
+  EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[2]), 11);
+  EXPECT_EQ(Choose(p), 1u);
+}
+
+TEST_F(PolicyTest, CostCountsQueueAndTiers) {
+  MakeWorkers(2);
+  CostPolicy p(config::CostPolicyConfig{});
+  request_.block_tokens = 16;
+  request_.prompt_tokens = 1600;                         // 100 blocks
+  candidates_[0].load.pending_prefill_tokens = 16 * 40;  // 40 blocks queued
+  candidates_[1].cached_blocks[1] = 100;                 // all on host: 0.75 credit
+  EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[0]), 140 + 100);
+  EXPECT_DOUBLE_EQ(p.Cost(request_, candidates_[1]), 25 + 100);
+  EXPECT_EQ(Choose(p), 1u);
+}
+
+TEST_F(PolicyTest, WeightedUsesLlmdDefaultScorers) {
+  MakeWorkers(3);
+  WeightedPolicy p(config::WeightedPolicyConfig{});
+  chain_.assign(10, 0);
+  request_.chain = chain_;
+  candidates_[0].cached_blocks[0] = 10;  // prefix 1.0 -> 3
+  candidates_[0].engine.waiting = 10;    // queue 0.0
+  candidates_[0].engine.kv_usage = 0.9;  // kv 0.1 -> 0.2        total 3.2
+  candidates_[1].engine.waiting = 0;     // queue 1.0 -> 2
+  candidates_[1].engine.kv_usage = 0.2;  // kv 0.8 -> 1.6        total 3.6
+  candidates_[2].cached_blocks[0] = 5;   // prefix 0.5 -> 1.5
+  candidates_[2].engine.waiting = 5;     // queue 0.5 -> 1
+  candidates_[2].engine.kv_usage = 0.5;  // kv 0.5 -> 1          total 3.5
+  std::vector<CandidateScore> s;
+  EXPECT_EQ(p.Choose(request_, candidates_, &s), 1u);
+  EXPECT_NEAR(s[0].score, 3.2, 1e-9);
+  EXPECT_NEAR(s[1].score, 3.6, 1e-9);
+  EXPECT_NEAR(s[2].score, 3.5, 1e-9);
+}
+
+class KvAwareTest : public PolicyTest {
+ protected:
+  void SetUp() override {
+    MakeWorkers(3);
+    request_.block_tokens = 16;
+    request_.prompt_tokens = 16000;
+    request_.now = SteadyClock::now();
+  }
+  config::KvAwarePolicyConfig cfg_;
+};
+
+TEST_F(KvAwareTest, PredictsTtftFromQueueAndUncachedTokens) {
+  KvAwarePolicy p(cfg_);  // 10k tokens/s
+  candidates_[0].load.pending_prefill_tokens = 20000;
+  candidates_[1].cached_blocks[0] = 500;  // 8000 tokens cached
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 3.6, 1e-9);
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[1]), 0.8, 1e-9);
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[2]), 1.6, 1e-9);
+  EXPECT_EQ(Choose(p), 1u);
+}
+
+TEST_F(KvAwareTest, SpillsWhenOwnerQueueCostsMoreThanRecompute) {
+  KvAwarePolicy p(cfg_);
+  candidates_[1].cached_blocks[0] = 1000;  // everything cached on worker 1
+  candidates_[1].cached_any_blocks = 1000;
+  EXPECT_EQ(Choose(p), 1u);
+  candidates_[1].load.pending_prefill_tokens = 30000;  // 3 s of queue > 1.6 s recompute
+  const size_t spilled = Choose(p);
+  EXPECT_NE(spilled, 1u);
+}
+
+TEST_F(KvAwareTest, MinMatchIgnoresShortHits) {
+  cfg_.min_match_tokens = 512;
+  KvAwarePolicy p(cfg_);
+  candidates_[0].cached_blocks[0] = 16;  // 256 tokens: below the minimum
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6, 1e-9);
+  candidates_[0].cached_blocks[0] = 32;  // 512 tokens
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.5488, 1e-9);
+}
+
+TEST_F(KvAwareTest, HostAndStoreHitsAreCheaperThanRecompute) {
+  KvAwarePolicy p(cfg_);                   // host 200k tok/s, store 100k tok/s
+  candidates_[0].cached_blocks[1] = 1000;  // all 16000 tokens on host: 0.08 s
+  candidates_[1].cached_blocks[2] = 1000;  // all in the store: 0.16 s
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 0.08, 1e-9);
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[1]), 0.16, 1e-9);
+  EXPECT_EQ(Choose(p), 0u);
+}
+
+TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {
+  KvAwarePolicy p(cfg_);
+  candidates_[2].prefill_rate = 40000;  // this worker was seen to prefill 40k tokens/s
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[2]), 0.4, 1e-9);
+  EXPECT_EQ(Choose(p), 2u);
+}
+
+TEST_F(KvAwareTest, PromptThatDoesNotFitTheFreeKvWaits) {
+  cfg_.kv_full_wait_seconds = 2;
+  KvAwarePolicy p(cfg_);
+  for (auto& c : candidates_) {
+    c.engine.num_gpu_blocks = 2000;  // 32000 tokens of KV each
+    c.engine.block_size = 16;
+  }
+  candidates_[0].load.active_kv_blocks = 1000;  // 16000 resident + 16000 new: just fits
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6, 1e-9);
+  candidates_[0].load.active_kv_blocks = 1500;  // 8000 of the 16000 new tokens overflow
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6 + 2.0 * 0.5, 1e-9);
+  candidates_[0].load.active_kv_blocks = 4000;  // far over: the whole wait, no more
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 3.6, 1e-9);
+  // A session owner whose KV is full loses the request to an idle worker.
+  candidates_[0].cached_blocks[0] = 500;  // 8000 tokens of its history
+  candidates_[0].cached_any_blocks = 500;
+  EXPECT_NE(Choose(p), 0u);
+  candidates_[0].load.active_kv_blocks = 0;
+  EXPECT_EQ(Choose(p), 0u);
+}
+
+TEST_F(KvAwareTest, LoadBoundExcludesHotWorker) {
+  KvAwarePolicy p(cfg_);  // spill_bound 2
+  candidates_[0].cached_blocks[0] = 1000;
+  candidates_[0].cached_any_blocks = 1000;
+  candidates_[0].load.in_flight = 3;  // fair share of 4 over 3 = 2, +2 = 4: still eligible
+  EXPECT_EQ(Choose(p), 0u);
+  candidates_[0].load.in_flight = 4;  // at the bound
+  EXPECT_NE(Choose(p), 0u);
+}
+
+TEST_F(KvAwareTest, TiesBetweenIdleWorkersSpread) {
+  KvAwarePolicy p(cfg_);
+  std::set<size_t> chosen;
+  for (uint64_t s = 0; s < 64; ++s) chosen.insert(Choose(p, s));
+  EXPECT_EQ(chosen.size(), 3u);
+}
+
+TEST(PolicyRegistry, EveryConfiguredNameBuilds) {
+  for (const char* n : {"round_robin", "random", "least_request", "power_of_two", "consistent_hash",
+                        "cache_aware", "cost", "weighted", "kvaware"}) {
+    const PolicyInfo* info = FindPolicy(n);
+    ASSERT_NE(info, nullptr) << n;
+    auto p = info->make(config::RoutingConfig{}, {});
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(p->name(), n);
+  }
+  EXPECT_EQ(FindPolicy("nope"), nullptr);
+  EXPECT_EQ(Policies().size(), 9u);
+}
+
+TEST(PolicyRegistry, PolicySetNamesTheUnknownPolicy) {
+  config::RoutingConfig c;
+  c.model_policies = {{"special", "least_request"}};
+  auto set = MakePolicySet(c, {});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ((*set)->For("special")->name(), "least_request");
+  EXPECT_EQ((*set)->For("other")->name(), "kvaware");
+  c.model_policies = {{"x", "bogus"}};
+  auto bad = MakePolicySet(c, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("routing.model_policies.x: unknown policy 'bogus'"),
+            absl::string_view::npos);
+}
+
+TEST(ConsistentHashRing, BuiltOnceForThePublishedSet) {
+  // Candidates that are not on the ring (none here) or missing from it are walked past; an
+  // empty ring still answers.
+  ConsistentHashPolicy empty(config::ConsistentHashPolicyConfig{}, {});
+  Candidate c;
+  RouteRequest r;
+  std::vector<Candidate> one{c};
+  EXPECT_EQ(empty.Choose(r, one, nullptr), 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::router

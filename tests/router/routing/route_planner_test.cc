@@ -1,0 +1,276 @@
+// Routing decisions end to end inside the planner: prompt hashing, index matching, policy,
+// reservations and learning, on constructed fleets (no network).
+#include "router/routing/route_planner.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/strings.h"
+#include "gtest/gtest.h"
+
+namespace kvgate::router {
+namespace {
+
+std::string Text(std::string_view seed, size_t bytes) {
+  std::string s;
+  uint64_t x = std::hash<std::string_view>()(seed);
+  while (s.size() < bytes) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    s += common::StrCat("w", (x >> 33) % 100000, " ");
+  }
+  s.resize(bytes);
+  return s;
+}
+
+std::string Chat(const std::vector<std::pair<std::string, std::string>>& messages) {
+  std::string body = R"({"model":"m","messages":[)";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i > 0) body += ",";
+    body += common::StrCat(R"({"role":")", messages[i].first, R"(","content":")",
+                           messages[i].second, R"("})");
+  }
+  return body + "]}";
+}
+
+// One routed request: its body, parse, plan and decision (heap-allocated: the plan points to
+// the parse, the parse to the body).
+struct Routed {
+  std::string body;
+  ParsedRequest parsed;
+  RoutePlan plan;
+  Decision d;
+};
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  void Init(size_t n, const std::string& policy = "kvaware") {
+    config_.policy = policy;
+    planner_ = std::make_unique<RoutePlanner>(config_);
+    std::vector<WorkerIdentity> ids;
+    for (size_t i = 0; i < n; ++i) {
+      config::WorkerConfig c;
+      c.url = *common::ParseHttpUrl(common::StrCat("http://w", i, ":8000"));
+      workers_.push_back(std::make_shared<Worker>(c, static_cast<uint32_t>(i)));
+      raw_.push_back(workers_.back().get());
+      ids.push_back(workers_.back()->identity());
+    }
+    policies_ = *MakePolicySet(config_, ids);
+  }
+
+  // The plan for a chat body, not decided yet.
+  std::unique_ptr<Routed> PlanOnly(const std::string& body) {
+    auto r = std::make_unique<Routed>();
+    r->body = body;
+    EXPECT_TRUE(ParseRequest(r->body, r->body.size(), ApiEndpoint::kChatCompletions,
+                             policies_->AnyUsesPrefixCache(), "", &r->parsed)
+                    .ok());
+    auto plan = planner_->Plan(r->parsed, "/v1/chat/completions", workers_, *policies_, config_,
+                               now_);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    r->plan = *std::move(plan);
+    EXPECT_EQ(r->plan.hashed, policies_->For("m")->UsesPrefixCache());
+    return r;
+  }
+
+  // One committed decision for a chat body; the caller completes it.
+  std::unique_ptr<Routed> Route(const std::string& body) {
+    auto r = PlanOnly(body);
+    r->d = planner_->Decide(r->plan, 0, true, now_);
+    return r;
+  }
+
+  Prediction Finish(Routed& r, int64_t cached_tokens = -1) {
+    RouteOutcome o;
+    o.success = true;
+    o.cached_tokens = cached_tokens;
+    return planner_->Complete(r.plan, r.d, o);
+  }
+
+  size_t IndexOf(const Worker* w) const {
+    return static_cast<size_t>(std::find(raw_.begin(), raw_.end(), w) - raw_.begin());
+  }
+
+  config::RoutingConfig config_;
+  std::unique_ptr<RoutePlanner> planner_;
+  PolicySetConstSharedPtr policies_;
+  WorkerList workers_;
+  std::vector<Worker*> raw_;
+  SteadyClock::time_point now_ = SteadyClock::now();
+};
+
+TEST_F(PlannerTest, BurstOnOnePrefixStaysWithinFairShareAndSecondWaveHits) {
+  Init(8);
+  const std::string prefix = Text("shared-prefix", 64 * 1024);  // ~16K tokens
+  std::vector<std::unique_ptr<Routed>> wave;
+  std::map<size_t, int> count;
+  for (int i = 0; i < 64; ++i) {
+    const std::string body =
+        Chat({{"system", prefix}, {"user", Text(common::StrCat("q", i), 300)}});
+    auto r = Route(body);
+    ++count[IndexOf(r->d.worker)];
+    wave.push_back(std::move(r));
+  }
+  int max_count = 0;
+  for (const auto& [w, n] : count) max_count = std::max(max_count, n);
+  EXPECT_LE(max_count, 64 / 8 + static_cast<int>(config_.kvaware.spill_bound));
+  for (auto& r : wave) Finish(*r);
+
+  // Second wave: the prefix is cached wherever each request goes.
+  for (int i = 0; i < 64; ++i) {
+    const std::string body =
+        Chat({{"system", prefix}, {"user", Text(common::StrCat("z", i), 300)}});
+    auto r = Route(body);
+    EXPECT_GE(r->d.predicted_cached_tokens, 16000) << "request " << i;
+    Finish(*r);
+  }
+}
+
+TEST_F(PlannerTest, SharedSystemPromptSpreadsSessionsAndLaterTurnsStay) {
+  Init(8);
+  const std::string system = Text("system-prompt", 8 * 1024);  // 2K tokens
+  constexpr int kSessions = 1000;
+  std::vector<Worker*> first(kSessions);
+  std::map<size_t, int> sessions;
+  for (int s = 0; s < kSessions; ++s) {
+    const std::string body =
+        Chat({{"system", system}, {"user", Text(common::StrCat("u", s), 600)}});
+    auto r = Route(body);
+    first[s] = r->d.worker;
+    ++sessions[IndexOf(r->d.worker)];
+    Finish(*r);
+  }
+  ASSERT_EQ(sessions.size(), 8u);
+  int max_sessions = 0;
+  for (const auto& [w, n] : sessions) max_sessions = std::max(max_sessions, n);
+  EXPECT_LE(max_sessions / (kSessions / 8.0), 1.3);
+
+  int moved = 0;
+  for (int s = 0; s < kSessions; ++s) {
+    const std::string body = Chat({{"system", system},
+                                   {"user", Text(common::StrCat("u", s), 600)},
+                                   {"assistant", Text(common::StrCat("a", s), 400)},
+                                   {"user", Text(common::StrCat("v", s), 400)}});
+    auto r = Route(body);
+    moved += r->d.worker != first[s];
+    Finish(*r);
+  }
+  EXPECT_EQ(moved, 0);
+}
+
+TEST_F(PlannerTest, ReservationsSpreadABurstBeforeAnyCompletes) {
+  Init(4, "least_request");
+  std::vector<std::unique_ptr<Routed>> burst;
+  for (int i = 0; i < 40; ++i) burst.push_back(Route(Chat({{"user", "hello"}})));
+  for (Worker* w : raw_) EXPECT_EQ(w->load().in_flight, 10);
+  for (auto& r : burst) Finish(*r);
+  for (Worker* w : raw_) {
+    EXPECT_EQ(w->load().in_flight, 0);
+    EXPECT_EQ(w->load().pending_prefill_tokens, 0);
+    EXPECT_EQ(w->load().active_kv_blocks, 0);
+  }
+}
+
+TEST_F(PlannerTest, PrefillIsReleasedAtFirstByte) {
+  Init(1);
+  auto r = Route(Chat({{"user", Text("long", 40000)}}));
+  EXPECT_EQ(raw_[0]->load().pending_prefill_tokens, r->plan.prompt_tokens);
+  raw_[0]->ReleasePrefill(r->d.reservation);
+  EXPECT_EQ(raw_[0]->load().pending_prefill_tokens, 0);
+  EXPECT_EQ(raw_[0]->load().in_flight, 1);
+  Finish(*r);
+  EXPECT_EQ(raw_[0]->load().in_flight, 0);
+}
+
+TEST_F(PlannerTest, ReconciliationDropsBlocksTheWorkerDidNotHave) {
+  Init(2);
+  const std::string turn1 = Chat({{"user", Text("session", 16000)}});  // ~4000 tokens
+  auto r1 = Route(turn1);
+  Worker* w = r1->d.worker;
+  Finish(*r1);
+
+  const std::string turn2 =
+      Chat({{"user", Text("session", 16000)}, {"assistant", "ok"}, {"user", Text("more", 2000)}});
+  auto r2 = Route(turn2);
+  ASSERT_EQ(r2->d.worker, w);
+  EXPECT_GE(r2->d.predicted_cached_tokens, 3900);
+  // The engine says only 1024 tokens were cached: it evicted the rest.
+  const Prediction p = Finish(*r2, 1024);
+  const auto m = planner_->index().Match(r2->plan.chain, {RoutePlanner::HolderOf(*w)});
+  EXPECT_EQ(m[0].blocks[0], 1024 / 16);  // the hole starts where the engine's cache ended
+  EXPECT_LT(w->prediction_accuracy(), 1.0);
+  ASSERT_TRUE(p.compared);
+  EXPECT_GT(p.predicted_tokens - p.actual_tokens, 2800);
+  EXPECT_EQ(p.actual_tokens, 1024);
+}
+
+TEST_F(PlannerTest, ExplainDoesNotChangeStateAndMatchesTheNextDecision) {
+  Init(4);
+  std::vector<std::unique_ptr<Routed>> held;
+  for (int i = 0; i < 30; ++i) {
+    const std::string body = Chat({{"user", Text(common::StrCat("e", i % 7), 3000)}});
+    auto r = PlanOnly(body);
+    std::vector<int64_t> before;
+    for (Worker* w : raw_) before.push_back(w->load().pending_prefill_tokens);
+    Decision explained = planner_->Decide(r->plan, 0, false, now_);
+    EXPECT_EQ(explained.scores.size(), 4u);
+    for (size_t k = 0; k < raw_.size(); ++k) {
+      EXPECT_EQ(raw_[k]->load().pending_prefill_tokens, before[k]);  // explain reserves nothing
+    }
+    r->d = planner_->Decide(r->plan, 0, true, now_);
+    EXPECT_EQ(r->d.worker, explained.worker) << "request " << i;
+    if (i % 3 == 0) Finish(*r);  // leave some in flight so that load matters
+    held.push_back(std::move(r));
+  }
+}
+
+TEST_F(PlannerTest, CacheBlindPoliciesDoNotHash) {
+  Init(2, "round_robin");
+  auto r = PlanOnly(Chat({{"user", Text("x", 5000)}}));
+  EXPECT_FALSE(r->plan.hashed);
+  EXPECT_TRUE(r->plan.chain.empty());
+}
+
+TEST_F(PlannerTest, PerModelPolicyOverride) {
+  config_.model_policies = {{"special", "least_request"}};
+  Init(2);
+  EXPECT_EQ(policies_->For("special")->name(), "least_request");
+  EXPECT_EQ(policies_->For("m")->name(), "kvaware");
+  config_.model_policies = {{"x", "bogus"}};
+  EXPECT_FALSE(MakePolicySet(config_, {}).ok());
+}
+
+TEST_F(PlannerTest, RetriesGoToWorkersNotTriedYet) {
+  Init(3, "round_robin");
+  auto r = PlanOnly(Chat({{"user", "hi"}}));
+  std::set<Worker*> seen;
+  for (uint32_t attempt = 0; attempt < 3; ++attempt) {
+    r->d = planner_->Decide(r->plan, attempt, true, now_);
+    EXPECT_TRUE(seen.insert(r->d.worker).second) << "attempt " << attempt;
+    Finish(*r);
+  }
+  EXPECT_EQ(r->plan.tried.size(), 3u);
+}
+
+TEST_F(PlannerTest, PlanRefusesUnknownModelsAndEmptyFleets) {
+  Init(2);
+  config::WorkerConfig c;
+  c.url = *common::ParseHttpUrl("http://only-a:8000");
+  c.models = {"a"};
+  WorkerList only_a = {std::make_shared<Worker>(c, 7)};
+  ParsedRequest parsed;
+  const std::string body = R"({"model":"b","messages":[]})";
+  ASSERT_TRUE(
+      ParseRequest(body, body.size(), ApiEndpoint::kChatCompletions, true, "", &parsed).ok());
+  auto plan = planner_->Plan(parsed, "/v1/chat/completions", only_a, *policies_, config_, now_);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kNotFound);
+  config::HealthCheckConfig hc;
+  hc.unhealthy_threshold = 1;
+  only_a[0]->RecordHealthCheck(false, hc);
+  parsed.json.model = "a";
+  plan = planner_->Plan(parsed, "/v1/chat/completions", only_a, *policies_, config_, now_);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kvgate::router
