@@ -55,12 +55,10 @@ struct Args {
   std::vector<uint32_t> batch_sweep;
   bool memcpy_baseline = false;
   uint32_t connections = 4;
-  uint32_t inflight = 0;
-  uint64_t sockbuf = 0;
-  uint64_t region = 0;
-  int copy_threads = -1;  // local/shm copy workers (-1: the default).  // Cap on the memory requests cycle through (0: batch x depth x size).  //
-                        // tcp: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning).  // tcp: slices in
-                        // flight per connection (0: the default).
+  uint32_t inflight = 0;  // tcp: slices in flight per connection (0: the default).
+  uint64_t sockbuf = 0;   // tcp: SO_SNDBUF/SO_RCVBUF (0: kernel autotuning).
+  uint64_t region = 0;    // Cap on the memory requests cycle through (0: batch x depth x size).
+  int copy_threads = -1;  // local/shm copy workers (-1: the default).
   uint64_t slice = 64 << 10;
   bool crc = false;
   std::string local_location = "cpu:0";
@@ -87,7 +85,8 @@ bool ParseSize(std::string_view s, uint64_t* out) {
             << "\nusage: kvgate-transfer-bench --transport local|shm|tcp|rdma --sizes 4K,1M,64M "
                "[--verify] [--op read|write] [--batch N] [--depth N] [--seconds S] [--latency] "
                "[--iters N] [--batch-sweep 1,8,64] [--memcpy] [--connections N] [--slice 64K] "
-               "[--inflight N] [--sockbuf 4M] [--region 1M] [--copy-threads N] [--crc] [--local-location cuda:0]\n";
+               "[--inflight N] [--sockbuf 4M] [--region 1M] [--copy-threads N] [--crc] "
+               "[--local-location cuda:0]\n";
   std::exit(2);
 }
 
