@@ -35,14 +35,16 @@ test-asan: setup
 	  ctest --preset asan-ubsan -j2
 
 # ThreadSanitizer on the concurrent parts: the kvindex stress test, the gateway (sessions,
-# relay, framing, reload and drain against the control thread and metric scrapes), and the
-# KV-event subscriber (its events thread against status readers).
+# relay, framing, reload and drain against the control thread and metric scrapes), the
+# KV-event subscriber (its events thread against status readers) and the transfer engine.
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
-	  kvgate_kv_subscriber_tests
+	  kvgate_kv_subscriber_tests kvgate_transfer_tests
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Relay|Framing|Subscriber"
+	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  ctest --preset tsan -j2 -L transfer
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup

@@ -7,7 +7,8 @@
 #   agentic: A non-streamed 400 KB coding-agent chat POSTs (tool calls, escaped listings)
 # Usage: bench/proxy/callgrind.sh [N=2000] [S=20] [E=1000] [A=50]   (needs `make build`)
 # Env: POLICY=kvaware (or round_robin), BIN=build, KVGATE=$BIN/kvgate (another build of the
-# gateway to compare, e.g. an older commit's). Health checks and engine scrapes are off, so the
+# gateway to compare, e.g. an older commit's), PROXY=haproxy to count HAProxy instead (one
+# thread, bench/proxy/haproxy.cfg.in). Health checks and engine scrapes are off, so the
 # control thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,16 +80,26 @@ routing: {policy: $POLICY, engine_metrics_interval_ms: 0}
 workers:
   - url: http://127.0.0.1:$UP
 YAML
-  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
-    "$KVGATE" --config "$tmp/kvgate.yaml" >"$tmp/kvgate.$kind.log" 2>&1 &
+  if [ "${PROXY:-kvgate}" = haproxy ]; then
+    mkdir -p "$tmp/haproxy"
+    sed -e "s#@THREADS@#1#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$port#" \
+      bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
+      haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.$kind.log" 2>&1 &
+  else
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
+      "$KVGATE" --config "$tmp/kvgate.yaml" >"$tmp/kvgate.$kind.log" 2>&1 &
+  fi
   local vpid=$!
   pids+=("$vpid")
   for _ in $(seq 600); do curl -s -o /dev/null "127.0.0.1:$port/health" && break; sleep 0.1; done
+  sleep 1
   load "$port" "$kind" 5 "$events"   # warm-up: pools, caches, lazily built state
   callgrind_control -i on "$vpid" >/dev/null
   load "$port" "$kind" "$count" "$events"
   callgrind_control -i off "$vpid" >/dev/null
-  kill -INT "$vpid"
+  callgrind_control -d "$vpid" >/dev/null  # HAProxy is killed, not stopped: dump first
+  kill -KILL "$vpid"
   wait "$vpid" 2>/dev/null || true
   awk '/^totals:/ {s += $2} END {print s}' "$out"*
 }
@@ -96,7 +107,7 @@ YAML
 ir4k=$(measure 4k "$N" 8)
 irsse=$(measure sse "$S" "$E")
 irag=$(measure agentic "$A" 8)
-echo "policy $POLICY"
+echo "${PROXY:-kvgate} policy $POLICY"
 echo "4k: $ir4k instructions for $N requests = $((ir4k / N)) per request"
 echo "sse: $irsse instructions for $S streams x $E events = $((irsse / (S * E))) per event"
 echo "agentic: $irag instructions for $A requests = $((irag / A)) per request"

@@ -69,7 +69,9 @@ ShardedFamily::Series* ShardedFamily::Get(size_t shard, absl::Span<const std::st
 prometheus::MetricFamily ShardedFamily::Collect(
     const std::function<bool(absl::Span<const std::string>)>& keep) const {
   struct Merged {
-    const std::vector<std::string>* values = nullptr;
+    // A copy: the owner thread may grow its shard's map (moving the entries) once the shard's
+    // lock is released.
+    std::vector<std::string> values;
     double value = 0;
     uint64_t count = 0;
     std::vector<uint64_t> buckets;
@@ -80,7 +82,7 @@ prometheus::MetricFamily ShardedFamily::Collect(
     for (const auto& [key, e] : shard->series) {
       if (keep && !keep(e.values)) continue;
       Merged& m = merged[key];
-      m.values = &e.values;
+      if (m.values.empty()) m.values = e.values;
       const Series& s = *e.series;
       m.value += s.value_.load(std::memory_order_relaxed);
       if (type_ == Type::kHistogram) {
@@ -99,7 +101,7 @@ prometheus::MetricFamily ShardedFamily::Collect(
       type_ == Type::kCounter ? prometheus::MetricType::Counter : prometheus::MetricType::Histogram;
   for (auto& [key, m] : merged) {
     prometheus::ClientMetric c;
-    for (size_t i : label_order_) c.label.push_back({labels_[i], (*m.values)[i]});
+    for (size_t i : label_order_) c.label.push_back({labels_[i], m.values[i]});
     if (type_ == Type::kCounter) {
       c.counter.value = m.value;
     } else {

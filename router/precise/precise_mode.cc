@@ -201,7 +201,13 @@ void PreciseMode::TokenChain(absl::Span<const uint32_t> tokens, std::string_view
 
 void PreciseMode::SetState(Worker& worker, PreciseState state, std::string reason) {
   const PreciseState old = worker.precise_state();
-  worker.set_precise_state(state);
+  {
+    // Reason first, state inside the same lock: a reader that sees the new state and then asks
+    // for the reason gets this one, not the previous state's.
+    std::lock_guard lock(mu_);
+    reasons_[worker.id()] = reason;
+    worker.set_precise_state(state);
+  }
   if (old != state) {
     if (state == PreciseState::kUnverified) {
       spdlog::error("precise mode: worker {} NOT verified, routing it in approximate mode: {}",
@@ -214,8 +220,6 @@ void PreciseMode::SetState(Worker& worker, PreciseState state, std::string reaso
     }
   }
   metrics_->verified.Add({{"worker", worker.name()}}).Set(state == PreciseState::kVerified);
-  std::lock_guard lock(mu_);
-  reasons_[worker.id()] = std::move(reason);
 }
 
 std::string PreciseMode::Reason(const Worker& worker) const {

@@ -1,5 +1,6 @@
 #include "tests/integration/test_util.h"
 
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -7,6 +8,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Declared here: Debian's gcc ships the sanitizer runtimes without their interface headers.
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#define KVGATE_SANITIZER_ALLOCATOR 1
+#endif
 
 namespace kvgate::testing {
 
@@ -39,6 +46,15 @@ uint64_t ProcessRssBytes(int pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // kB
   }
   return 0;
+}
+
+uint64_t HeapInUseBytes() {
+#ifdef KVGATE_SANITIZER_ALLOCATOR
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  const struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+#endif
 }
 
 std::string WriteTempFile(const std::string& name, const std::string& content) {

@@ -20,6 +20,11 @@ uint16_t UnusedPort();
 /// Resident set size of process `pid` (VmRSS in /proc/<pid>/status) in bytes; 0 if unknown.
 uint64_t ProcessRssBytes(int pid);
 
+/// Bytes this process's allocator hands out right now (live heap). Under ASan/TSan this asks the
+/// sanitizer allocator, whose RSS also holds freed blocks in quarantine and so says nothing about
+/// what the code keeps; otherwise glibc's mallinfo2.
+uint64_t HeapInUseBytes();
+
 /// Writes `content` to a new file in a fresh temp dir; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& content);
 

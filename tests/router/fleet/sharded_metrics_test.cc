@@ -62,5 +62,29 @@ TEST(ShardedFamily, ShardsWrittenConcurrentlyWhileScraped) {
   EXPECT_DOUBLE_EQ(total, 80000);
 }
 
+// New series keep arriving (each worker, endpoint and status is one) while a scrape merges:
+// the owner's map grows and moves its entries, and the scrape must still print every label.
+TEST(ShardedFamily, SeriesCreatedWhileScrapedKeepTheirLabels) {
+  ShardedFamily f("c_total", "help", ShardedFamily::Type::kCounter, {"k"}, {}, 1);
+  constexpr int kSeries = 20000;
+  std::thread owner([&f] {
+    for (int i = 0; i < kSeries; ++i) {
+      const std::string key = "worker-" + std::to_string(i);
+      const std::string_view v[] = {key};
+      f.Get(0, v)->Increment();
+    }
+  });
+  size_t scraped = 0;
+  while (scraped < kSeries) {
+    const auto family = f.Collect();
+    for (const auto& m : family.metric) {
+      ASSERT_EQ(m.label.size(), 1u);
+      ASSERT_EQ(m.label[0].value.rfind("worker-", 0), 0u) << m.label[0].value;
+    }
+    scraped = family.metric.size();
+  }
+  owner.join();
+}
+
 }  // namespace
 }  // namespace kvgate::router
