@@ -649,6 +649,10 @@ TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
   // Live heap, not RSS: a sanitizer's quarantine keeps every freed chunk resident for a while.
   EXPECT_LT(heap_stalled, heap_before + (16ull << 20))
       << "live heap grew from " << heap_before << " to " << heap_stalled;
+  if (!UnderSanitizerAllocator()) {
+    EXPECT_LT(rss_stalled, rss_before + (48ull << 20))
+        << "RSS grew from " << rss_before << " to " << rss_stalled;
+  }
   std::printf(
       "1 GiB stream, client not reading: worker stopped after %llu MiB; live heap %+lld KiB, "
       "RSS %+lld KiB\n",

@@ -35,6 +35,9 @@ class RelayTest : public ::testing::Test {
     c.listen_port = 0;
     c.threads = 1;
     c.health_check.enabled = false;
+    // No engine scrapes: every request the scripted worker sees is the test's own, and none
+    // reaches a responder whose captures went out of scope with the test body.
+    c.routing.engine_metrics_interval_ms = 0;
     c.routing.policy = "round_robin";
     c.retry.max_attempts = 1;
     config::WorkerConfig w;

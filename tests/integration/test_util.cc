@@ -57,6 +57,14 @@ uint64_t HeapInUseBytes() {
 #endif
 }
 
+bool UnderSanitizerAllocator() {
+#ifdef KVGATE_SANITIZER_ALLOCATOR
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string WriteTempFile(const std::string& name, const std::string& content) {
   char tmpl[] = "/tmp/kvgate-test-XXXXXX";
   const char* dir = ::mkdtemp(tmpl);

@@ -25,6 +25,9 @@ uint64_t ProcessRssBytes(int pid);
 /// what the code keeps; otherwise glibc's mallinfo2.
 uint64_t HeapInUseBytes();
 
+/// Whether a sanitizer's allocator runs this process (RSS then includes its quarantine).
+bool UnderSanitizerAllocator();
+
 /// Writes `content` to a new file in a fresh temp dir; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& content);
 
