@@ -50,20 +50,50 @@ void ShmServer::DropLocked(int client) {
   auto it = std::find(clients_.begin(), clients_.end(), client);
   if (it != clients_.end()) {
     clients_.erase(it);
+    AckLocked(client, 0);  // A peer that is gone maps nothing any more.
     close(client);
   }
 }
 
-void ShmServer::Revoke(uint64_t id) {
+void ShmServer::AckLocked(int client, uint64_t seq) {
+  for (auto& [n, waiting] : pending_) {
+    if (seq != 0 && n != seq) continue;
+    waiting.erase(std::remove(waiting.begin(), waiting.end(), client), waiting.end());
+  }
+  acked_.SignalAll();
+}
+
+void ShmServer::Revoke(uint64_t id, std::chrono::milliseconds timeout) {
   ShmMessage msg;
   msg.op = ShmOp::kRevoke;
   msg.id = id;
   MutexLock lock(&mu_);
+  msg.seq = next_revoke_++;
+  std::vector<int> waiting;
   for (int c : clients_) {
     // Only the server thread closes client sockets (so their numbers are never reused under
     // its poll); a shutdown makes it see a hang-up and drop this one.
-    if (!SendMessage(c, msg).ok()) shutdown(c, SHUT_RDWR);
+    if (SendMessage(c, msg).ok()) {
+      waiting.push_back(c);
+    } else {
+      shutdown(c, SHUT_RDWR);
+    }
   }
+  if (waiting.empty()) return;
+  pending_.emplace_back(msg.seq, std::move(waiting));
+  auto mine = [&] {
+    return std::find_if(pending_.begin(), pending_.end(),
+                        [&](const auto& p) { return p.first == msg.seq; });
+  };
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!mine()->second.empty()) {
+    if (acked_.WaitUntil(&mu_, deadline)) {
+      spdlog::warn("shm: {} peer(s) of @{} did not confirm unmapping buffer {} within {} ms",
+                   mine()->second.size(), name_, id, timeout.count());
+      break;
+    }
+  }
+  pending_.erase(mine());
 }
 
 void ShmServer::Serve(int client) {
@@ -72,6 +102,10 @@ void ShmServer::Serve(int client) {
   absl::Status st = ReceiveMessage(client, &req, &fd);
   if (fd >= 0) close(fd);  // Peers never send descriptors.
   MutexLock lock(&mu_);
+  if (st.ok() && req.op == ShmOp::kRevokeAck) {
+    AckLocked(client, req.seq);
+    return;
+  }
   if (!st.ok() || req.op != ShmOp::kGet) {
     DropLocked(client);
     return;

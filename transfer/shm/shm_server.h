@@ -5,6 +5,8 @@
 // no kernel round trip per transfer. Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,9 +32,12 @@ class ShmServer {
   ShmServer& operator=(const ShmServer&) = delete;
 
   const std::string& name() const { return name_; }
-  /// Tells every connected peer that buffer `id` is gone. A peer that cannot take the message
-  /// at once is disconnected (it re-requests what it needs).
-  void Revoke(uint64_t id);
+  /// Tells every connected peer that buffer `id` is gone and waits until each has dropped its
+  /// mapping (or `timeout` passes, or it disconnects), so that no transfer submitted after this
+  /// returns can touch the buffer. A peer that cannot take the message at once is disconnected
+  /// (it re-requests what it needs). Copies already running finish on the old pages, which
+  /// stay valid until their last mapping goes. Do not call from the server thread.
+  void Revoke(uint64_t id, std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
  private:
   ShmServer(std::string name, const MemoryRegistry* registry, int listen_fd, int wake_fd);
@@ -40,13 +45,19 @@ class ShmServer {
   void Serve(int client);
   // Server thread only.
   void DropLocked(int client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `client` no longer owes revoke `seq` (0: any) an acknowledgement.
+  void AckLocked(int client, uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const MemoryRegistry* registry_;
   const int listen_fd_;
   const int wake_fd_;  // eventfd: stop.
   Mutex mu_;
+  CondVar acked_;  // a pending revoke lost a peer
   std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
+  // Revokes in progress: their number -> the peers that have not acknowledged yet.
+  std::vector<std::pair<uint64_t, std::vector<int>>> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_revoke_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -126,10 +126,22 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
 }
 
 void ShmPeer::OnMessage(const ShmMessage& msg, int fd) {
-  MutexLock lock(&mu_);
   if (msg.op == ShmOp::kRevoke) {
-    maps_.erase(msg.id);
-  } else if (msg.op == ShmOp::kReply) {
+    {
+      MutexLock lock(&mu_);
+      maps_.erase(msg.id);
+    }
+    if (fd >= 0) close(fd);
+    // The owner waits for this before its unregister returns.
+    ShmMessage ack;
+    ack.op = ShmOp::kRevokeAck;
+    ack.seq = msg.seq;
+    ack.id = msg.id;
+    (void)shm_internal::SendMessage(fd_, ack);  // A failure closes the socket: as good.
+    return;
+  }
+  MutexLock lock(&mu_);
+  if (msg.op == ShmOp::kReply) {
     auto it = waiters_.find(msg.seq);
     if (it != waiters_.end()) {
       it->second->done = true;

@@ -13,9 +13,10 @@
 namespace kvgate::transfer::shm_internal {
 
 enum class ShmOp : uint32_t {
-  kGet = 1,     // client -> owner: the managed buffer containing `addr`, with its memfd
-  kReply = 2,   // owner -> client: `status`, and the buffer (fd attached when ok)
-  kRevoke = 3,  // owner -> client: buffer `id` was unregistered; unmap it
+  kGet = 1,        // client -> owner: the managed buffer containing `addr`, with its memfd
+  kReply = 2,      // owner -> client: `status`, and the buffer (fd attached when ok)
+  kRevoke = 3,     // owner -> client: buffer `id` was unregistered; unmap it
+  kRevokeAck = 4,  // client -> owner: revoke `seq` done, the mapping is no longer used
 };
 enum class ShmStatus : uint32_t { kOk = 0, kNotFound = 1, kNotShareable = 2 };
 
