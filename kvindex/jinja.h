@@ -71,9 +71,11 @@ class Value {
     v.s_ = std::make_shared<const std::string>(std::move(s));
     return v;
   }
-  static Value MakeArray(Array a = {}) {
+  /// `tuple`: a Python tuple (from `(a, b)` or dict.items()): a list but for repr and ==.
+  static Value MakeArray(Array a = {}, bool tuple = false) {
     Value v(Kind::kArray);
     v.a_ = std::make_shared<Array>(std::move(a));
+    v.i_ = tuple;
     return v;
   }
   static Value MakeObject(Object o = {}, Kind kind = Kind::kObject) {
@@ -95,6 +97,7 @@ class Value {
   bool is_array() const { return kind_ == Kind::kArray; }
   bool is_object() const { return kind_ == Kind::kObject || kind_ == Kind::kNamespace; }
   bool as_bool() const { return i_ != 0; }
+  bool is_tuple() const { return kind_ == Kind::kArray && i_ != 0; }
   int64_t as_int() const { return i_; }
   double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
   const std::string& str() const { return *s_; }

@@ -354,7 +354,7 @@ Value CallFilter(const std::string& name, const Value& v, const Args& args) {
     Array out;
     if (v.is_object()) {
       for (const auto& [k, x] : v.object()) {
-        out.push_back(Value::MakeArray({Value::String(k), x}));
+        out.push_back(Value::MakeArray({Value::String(k), x}, /*tuple=*/true));
       }
     } else if (!v.is_undefined()) {
       Throw("items filter needs a mapping");

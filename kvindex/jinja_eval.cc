@@ -352,7 +352,7 @@ Value Renderer::Eval(const Expr& e, const Frame& frame) {
     case Op::kList: {
       Array a;
       for (const auto& k : e.kids) a.push_back(Eval(*k, frame));
-      return Value::MakeArray(std::move(a));
+      return Value::MakeArray(std::move(a), e.name == "tuple");
     }
     case Op::kDict: {
       Value d = Value::MakeObject();

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "kvindex/hf_text.h"
 #include "kvindex/jinja_ast.h"
 #include "kvindex/str_cat.h"
@@ -666,8 +667,9 @@ class Parser {
       case Token::Kind::kOp:
         if (t.text == "(") {
           E inner = ParseExpr();
-          if (IsOp(",")) {  // a tuple: kept as a list
+          if (IsOp(",")) {  // a tuple
             auto l = Make(Expr::Op::kList, t.line);
+            l->name = "tuple";
             l->kids.push_back(std::move(inner));
             while (IsOp(",")) {
               ++p_;
@@ -838,6 +840,12 @@ Template::~Template() = default;
 
 absl::StatusOr<std::unique_ptr<Template>> Template::Parse(std::string_view source) {
   std::unique_ptr<Template> t(new Template());
+  // Jinja drops one trailing newline of the source (keep_trailing_newline is off).
+  if (absl::EndsWith(AbslView(source), "\r\n")) {
+    source.remove_suffix(2);
+  } else if (!source.empty() && source.back() == '\n') {
+    source.remove_suffix(1);
+  }
   t->source_ = std::string(source);
   try {
     Lexer lexer(t->source_);

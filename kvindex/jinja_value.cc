@@ -154,14 +154,15 @@ static void ReprInto(const Value& v, std::string* out) {
       ReprString(v.str(), out);
       return;
     case K::kArray: {
-      out->push_back('[');
+      out->push_back(v.is_tuple() ? '(' : '[');
       bool first = true;
       for (const Value& x : v.array()) {
         if (!first) *out += ", ";
         first = false;
         ReprInto(x, out);
       }
-      out->push_back(']');
+      if (v.is_tuple() && v.array().size() == 1) out->push_back(',');
+      out->push_back(v.is_tuple() ? ')' : ']');
       return;
     }
     case K::kObject: {
@@ -426,7 +427,7 @@ bool Equal(const Value& a, const Value& b) {
     case K::kString:
       return a.str() == b.str();
     case K::kArray: {
-      if (a.array().size() != b.array().size()) return false;
+      if (a.is_tuple() != b.is_tuple() || a.array().size() != b.array().size()) return false;
       for (size_t i = 0; i < a.array().size(); ++i) {
         if (!Equal(a.array()[i], b.array()[i])) return false;
       }

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Compares kvgate-tokenize's ids with the reference's, line by line (issue 16 parity tests).
 
-  compare_ids.py CORPUS REFERENCE OURS [LABEL]
+  compare_ids.py CORPUS REFERENCE OURS [LABEL] [--skip-errors RENDERS]
 
 Each file holds one JSON object per line; REFERENCE and OURS have "ids" (OURS may have
-"error"). Prints "LABEL: N/N equal" and the first mismatches; exits 1 unless all are equal.
+"error"). With --skip-errors, lines whose RENDERS line is an error (a template that
+raised, on both sides: compare_renders.py checks that) are left out. Prints "LABEL: N/N equal" and the first mismatches; exits 1 unless all are equal.
 """
 import json
 import sys
@@ -16,6 +17,11 @@ def main():
     corpus = [l for l in corpus if l]
     ref = [json.loads(l) for l in ref if l]
     ours = [json.loads(l) for l in ours if l]
+    if "--skip-errors" in sys.argv:
+        renders = open(sys.argv[sys.argv.index("--skip-errors") + 1], encoding="utf-8")
+        keep = ["error" not in json.loads(l) for l in renders.read().split("\n") if l]
+        if len(keep) == len(corpus) == len(ref) == len(ours):
+            corpus, ref, ours = ([x for x, k in zip(xs, keep) if k] for xs in (corpus, ref, ours))
     if not (len(corpus) == len(ref) == len(ours)):
         print(f"{label}: line counts differ: corpus {len(corpus)}, reference {len(ref)}, "
               f"kvgate {len(ours)}")
