@@ -177,6 +177,7 @@ class Renderer {
     ++loop_depth_;
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      Tick(n.line);
       Frame f{frame, {}};
       Assign(n.targets, items[i], &f, n.line);
       Object loop = {
@@ -231,11 +232,13 @@ class Renderer {
       }
       std::string captured;
       std::swap(captured, *self->out_);
+      if (++self->call_depth_ > kMaxCallDepth) Throw("macro calls nested too deeply");
       const int depth = self->loop_depth_;
       self->loop_depth_ = 0;
       Flow flow = Flow::kNormal;
       self->RenderBody(node->bodies[0], &f, &flow);
       self->loop_depth_ = depth;
+      --self->call_depth_;
       std::swap(captured, *self->out_);
       return Value::String(std::move(captured));
     });
@@ -287,7 +290,18 @@ class Renderer {
 
   const Value& context_;
   std::string* out_;
+  // Bounds on what a template can make the gateway do: templates are data from model files.
+  static constexpr int kMaxCallDepth = 64;
+  static constexpr uint64_t kMaxSteps = 1'000'000;
+  static constexpr size_t kMaxOutputBytes = size_t{256} << 20;
+  void Tick(int line) {
+    if (++steps_ > kMaxSteps) Fail(line, "the template runs too long");
+    if (out_->size() > kMaxOutputBytes) Fail(line, "the template's output is too large");
+  }
+
   int loop_depth_ = 0;
+  int call_depth_ = 0;
+  uint64_t steps_ = 0;
 };
 
 Value Renderer::Global(const std::string& name, int line) {

@@ -370,13 +370,18 @@ class Parser {
       body.push_back(ParseStatement(kw, line));
     }
     if (ends.size() > 0) {
-      Fail(Peek().line, StrCat("missing {% ", *ends.begin(), " %} (template ended)"));
+      Fail(Peek().line, StrCat("missing {% ", *(ends.end() - 1), " %} (template ended)"));
     }
     return body;
   }
 
   std::unique_ptr<Template::Node> ParseStatement(const std::string& kw, int line) {
     using K = Template::Node::Kind;
+    if (++depth_ > kMaxDepth) Fail(line, "blocks nested too deeply");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     auto n = std::make_unique<Template::Node>();
     n->line = line;
     std::string end;
@@ -619,6 +624,12 @@ class Parser {
   }
 
   E ParseUnary(bool with_filter) {
+    // Deep nesting would exhaust the stack of this recursive descent.
+    if (++depth_ > kMaxDepth) Fail(Peek().line, "expression nested too deeply");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     E e;
     if (IsOp("-") || IsOp("+")) {
       const Token& t = Next();
@@ -809,8 +820,10 @@ class Parser {
     }
   }
 
+  static constexpr int kMaxDepth = 200;
   std::vector<Token> t_;
   size_t p_ = 0;
+  int depth_ = 0;
 };
 
 // Whether any for loop iterates over `<name>['content']` or `<name>.content`.
