@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,26 +47,24 @@ class Regex {
   static std::string Quote(std::string_view literal);
   ~Regex();
   Regex(const Regex&) = delete;
+  const std::string& pattern() const { return pattern_; }
   Regex& operator=(const Regex&) = delete;
 
-  /// Calls `f(begin, end)` for each non-overlapping match in `text`, left to right (an empty
-  /// match advances one character, as the onig crate's iterator does).
+  /// Calls `f(begin, end)` for each non-overlapping match in `text`, left to right (after an
+  /// empty match the search moves on one character, as the onig crate's iterator does).
   template <typename F>
   void ForEachMatch(std::string_view text, F&& f) const {
-    size_t pos = 0;
-    size_t b = 0, e = 0;
-    while (pos <= text.size() && Search(text, pos, &b, &e)) {
-      f(b, e);
-      pos = e > b ? e : e + NextCharLen(text, e);
-      if (e == text.size()) break;
-    }
+    using Fn = std::remove_reference_t<F>;
+    Scan(
+        text, [](size_t b, size_t e, void* arg) { (*static_cast<Fn*>(arg))(b, e); }, &f);
   }
 
  private:
   Regex() = default;
-  bool Search(std::string_view text, size_t from, size_t* begin, size_t* end) const;
-  static size_t NextCharLen(std::string_view text, size_t at);
+  // One onig_scan over the text (cheaper than a search per match).
+  void Scan(std::string_view text, void (*cb)(size_t, size_t, void*), void* arg) const;
   void* regex_ = nullptr;  // OnigRegex (kept out of this header)
+  std::string pattern_;
 };
 
 // ---- Normalizers ----------------------------------------------------------------------------

@@ -52,11 +52,20 @@ std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out.push_back(c);
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -65,10 +74,11 @@ std::string JsonEscape(const std::string& s) {
 // English-like prose and code, deterministic: ~`tokens` tokens (about 4.3 bytes a token).
 std::string Prose(std::mt19937_64& rng, size_t tokens) {
   static const char* kWords[] = {
-      "the", "function", "returns", "a", "value", "when", "called", "with", "an", "argument",
-      "file", "module", "class", "error", "handler", "request", "response", "buffer", "index",
-      "test", "passes", "fails", "because", "config", "loader", "reads", "yaml", "and", "json",
-      "worker", "router", "cache", "block", "token", "prefix", "hash", "event", "stream", "of"};
+      "the",      "function", "returns", "a",      "value",  "when",   "called",  "with",
+      "an",       "argument", "file",    "module", "class",  "error",  "handler", "request",
+      "response", "buffer",   "index",   "test",   "passes", "fails",  "because", "config",
+      "loader",   "reads",    "yaml",    "and",    "json",   "worker", "router",  "cache",
+      "block",    "token",    "prefix",  "hash",   "event",  "stream", "of"};
   static const char* kCode[] = {"  if (x == nullptr) return absl::InvalidArgumentError(\"x\");\n",
                                 "for (size_t i = 0; i < n; ++i) sum += v[i];\n",
                                 "def handle(req):\n    return {\"ok\": True, \"n\": len(req)}\n",
@@ -111,9 +121,10 @@ int Throughput(const std::string& dir, const std::string& corpus, int reps) {
     }
     best = std::min(best, Since(t0));
   }
-  std::printf("{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.2f, "
-              "\"tokens_per_s\": %.0f}\n",
-              bytes, tokens, best, bytes / best / 1e6, tokens / best);
+  std::printf(
+      "{\"bytes\": %zu, \"tokens\": %zu, \"seconds\": %.4f, \"mb_per_s\": %.2f, "
+      "\"tokens_per_s\": %.0f}\n",
+      bytes, tokens, best, bytes / best / 1e6, tokens / best);
   return 0;
 }
 
@@ -183,15 +194,15 @@ int SessionBench(const std::string& dir, int turns) {
     return v[v.size() / 2];
   };
   const auto st = tok->cache_stats();
-  std::printf("{\"turns\": %d, \"final_tokens\": %zu, \"final_body_bytes\": %zu, "
-              "\"incremental_ms_per_turn\": %.3f, \"full_ms_per_turn\": %.3f, "
-              "\"incremental_ms_last10_p50\": %.3f, \"full_ms_last10_p50\": %.3f, "
-              "\"cache_hits\": %llu, \"reused_bytes\": %llu, \"encoded_bytes\": %llu}\n",
-              turns, last_tokens, last_bytes, inc_total / turns * 1e3, full_total / turns * 1e3,
-              median(inc_last) * 1e3, median(full_last) * 1e3,
-              static_cast<unsigned long long>(st.hits),
-              static_cast<unsigned long long>(st.reused_bytes),
-              static_cast<unsigned long long>(st.encoded_bytes));
+  std::printf(
+      "{\"turns\": %d, \"final_tokens\": %zu, \"final_body_bytes\": %zu, "
+      "\"incremental_ms_per_turn\": %.3f, \"full_ms_per_turn\": %.3f, "
+      "\"incremental_ms_last10_p50\": %.3f, \"full_ms_last10_p50\": %.3f, "
+      "\"cache_hits\": %llu, \"reused_bytes\": %llu, \"encoded_bytes\": %llu}\n",
+      turns, last_tokens, last_bytes, inc_total / turns * 1e3, full_total / turns * 1e3,
+      median(inc_last) * 1e3, median(full_last) * 1e3, static_cast<unsigned long long>(st.hits),
+      static_cast<unsigned long long>(st.reused_bytes),
+      static_cast<unsigned long long>(st.encoded_bytes));
   return 0;
 }
 
@@ -269,8 +280,10 @@ int main(int argc, char** argv) {
   if (mode == "throughput" && argc >= 4) {
     return Throughput(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 3);
   }
-  if (mode == "session" && argc >= 3) return SessionBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 100);
-  if (mode == "router" && argc >= 3) return RouterBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 40);
+  if (mode == "session" && argc >= 3)
+    return SessionBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 100);
+  if (mode == "router" && argc >= 3)
+    return RouterBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 40);
   std::fprintf(stderr,
                "usage: kvgate-tokenizer-bench throughput DIR CORPUS.jsonl [REPS] | session DIR "
                "[TURNS] | router DIR [ITERATIONS]\n");

@@ -10,6 +10,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvindex/hf_split.h"
+#include "kvindex/hf_text.h"
 
 namespace kvgate::kvindex {
 namespace {
@@ -212,3 +214,44 @@ TEST(HfTokenizerRealModelsTest, IncrementalSessionEqualsFull) {
 
 }  // namespace
 }  // namespace kvgate::kvindex
+
+namespace kvgate::kvindex::hf {
+namespace {
+
+// The hand-compiled Llama 3 / Qwen split against Oniguruma on the same pattern: identical
+// pieces on random strings drawn from every character class the pattern distinguishes.
+TEST(FastSplitTest, MatchesOniguruma) {
+  const char* patterns[] = {
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+  };
+  const std::vector<std::string> pool = {
+      "a",      "Z",      "é",      "ß",  "ſ",    "S",      "s",      "t",      "T",
+      "r",      "e",      "v",      "m",  "l",    "L",      "d",      "D",      "'",
+      "'",      "1",      "9",      "٣",  "Ⅻ",    "½",      " ",      " ",      "\t",
+      "\n",     "\r",     "\v",     "\f", "\x1c", "\u00a0", "\u1680", "\u180e", "\u2028",
+      "\u3000", "\u0301", "\u200d", ".",  ",",    "!",      "-",      "😀",      "👍🏽",
+      "日",     "本",     "한",     "ا",  "\x7f", "\u0085", "🇯🇵",     "𝔘"};
+  for (const char* p : patterns) {
+    auto re = Regex::Compile(p);
+    ASSERT_TRUE(re.ok());
+    const FastSplit* fast = FastSplit::For((*re)->pattern());
+    ASSERT_NE(fast, nullptr);
+    uint64_t x = 16;
+    for (int round = 0; round < 3000; ++round) {
+      std::string s;
+      const int len = 1 + static_cast<int>((x >> 40) % 24);
+      for (int k = 0; k < len; ++k) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        s += pool[(x >> 33) % pool.size()];
+      }
+      std::vector<std::pair<size_t, size_t>> a, b;
+      fast->ForEachMatch(s, [&](size_t i, size_t j) { a.emplace_back(i, j); });
+      (*re)->ForEachMatch(s, [&](size_t i, size_t j) { b.emplace_back(i, j); });
+      ASSERT_EQ(a, b) << "pattern " << p << " on \"" << s << "\"";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::kvindex::hf
