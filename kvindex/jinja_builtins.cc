@@ -65,22 +65,34 @@ std::string TitleCase(std::string_view s, bool capitalize) {
   return out;
 }
 
+// Python's str.strip: only the ends are decoded (chat templates trim whole messages).
 std::string Strip(std::string_view s, const Value* chars, bool left, bool right) {
-  const auto cps = CodePoints(s);
   std::vector<uint32_t> set;
   const bool custom = chars != nullptr && chars->is_string();
   if (custom) set = CodePoints(chars->str());
   auto drop = [&](uint32_t cp) {
     return custom ? std::find(set.begin(), set.end(), cp) != set.end() : PyIsSpace(cp);
   };
-  size_t b = 0, e = cps.size();
+  size_t b = 0, e = s.size();
   if (left) {
-    while (b < e && drop(cps[b])) ++b;
+    while (b < e) {
+      size_t i = b;
+      const int32_t cp = hf::DecodeUtf8(s, &i);
+      if (!drop(cp < 0 ? 0xFFFD : static_cast<uint32_t>(cp))) break;
+      b = i;
+    }
   }
   if (right) {
-    while (e > b && drop(cps[e - 1])) --e;
+    while (e > b) {
+      size_t k = e - 1;
+      while (k > b && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+      size_t i = k;
+      const int32_t cp = hf::DecodeUtf8(s, &i);
+      if (!drop(cp < 0 ? 0xFFFD : static_cast<uint32_t>(cp))) break;
+      e = k;
+    }
   }
-  return FromCodePoints(cps, b, e);
+  return std::string(s.substr(b, e - b));
 }
 
 Value Split(const std::string& s, const Value* sep, int64_t maxsplit) {

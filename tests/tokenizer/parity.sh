@@ -62,7 +62,7 @@ for m in llama3 qwen3 deepseek_v3 gemma3 llama2 llama3_1; do
   "$BIN" --tokenizer "$dir" < "${WORK}/corpus.jsonl" > "${WORK}/${m}.ours" 2>/dev/null || true
   /usr/bin/python3 "${HERE}/compare_ids.py" "${WORK}/corpus.jsonl" "${WORK}/${m}.ref" \
     "${WORK}/${m}.ours" "${m} ids" || status=1
-  case "$m" in llama3|qwen3|deepseek_v3|gemma3) check_chat "$m" "$dir" ;; esac
+  case "$m" in llama3|llama3_1|qwen3|deepseek_v3|gemma3) check_chat "$m" "$dir" ;; esac
 done
 
 # Templates written for these tests, with Llama 2's tokenizer files.

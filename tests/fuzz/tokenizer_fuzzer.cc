@@ -1,0 +1,104 @@
+// libFuzzer target for the tokenizer and the chat-template engine (issue 16). The first byte
+// picks a mode:
+//   0: the rest is a Jinja template: parse it and render it over a fixed conversation;
+//   1: the rest is a chat body: render it through a template with loops, filters and tojson;
+//   2: the rest is text: encode it with a small byte-level tokenizer (added tokens, the
+//      Llama 3 split) and check the hand-compiled split against Oniguruma's on the same text.
+// Nothing may crash, leak or trip a sanitizer; errors must be statuses.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kvindex/chat_template.h"
+#include "kvindex/hf_split.h"
+#include "kvindex/hf_text.h"
+#include "kvindex/hf_tokenizer.h"
+#include "kvindex/jinja.h"
+
+namespace {
+
+using namespace kvgate::kvindex;
+
+constexpr const char* kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+constexpr const char* kTemplate = R"({%- set ns = namespace(n=0) -%}
+{%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}
+<|{{ m.role }}|>{{ m.content if m.content is string else m.content|tojson }}
+{%- if m.tool_calls %}{% for c in m.tool_calls %}{{ c.function.arguments|tojson(indent=2) }}{% endfor %}{% endif -%}
+{%- endfor -%}{{ tools|tojson if tools }}{{ ns.n }}{% if add_generation_prompt %}<|assistant|>{% endif %})";
+
+struct State {
+  std::shared_ptr<const HfTokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat;
+  std::shared_ptr<const hf::Regex> regex;
+  const hf::FastSplit* fast = nullptr;
+};
+
+State* Init() {
+  auto* s = new State();
+  const std::string dir = "/tmp/kvgate_tokenizer_fuzzer_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << R"({
+    "added_tokens": [{"id": 7, "content": "<|x|>", "special": true, "normalized": false},
+                     {"id": 8, "content": "ab", "special": false, "normalized": true}],
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": ")" R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+       "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "Ġ": 3, "ab": 4, "abc": 5, "Ġa": 6},
+              "merges": ["a b", "ab c", "Ġ a"]}})";
+  HfTokenizerFiles f;
+  f.dir = dir;
+  auto t = HfTokenizer::Load(f);
+  if (!t.ok()) std::abort();
+  s->tokenizer = *t;
+  std::filesystem::remove_all(dir);
+  s->chat = *ChatTemplate::Parse(kTemplate);
+  s->regex = *hf::Regex::Compile(kPattern);
+  s->fast = hf::FastSplit::For(s->regex->pattern());
+  if (s->fast == nullptr) std::abort();
+  return s;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static State* state = Init();
+  if (size == 0) return 0;
+  const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: {
+      auto t = jinja::Template::Parse(in);
+      if (!t.ok()) return 0;
+      jinja::Value msg = jinja::Value::MakeObject();
+      msg.Set("role", jinja::Value::String("user"));
+      msg.Set("content", jinja::Value::String("hi"));
+      jinja::Value ctx = jinja::Value::MakeObject();
+      ctx.Set("messages", jinja::Value::MakeArray({msg}));
+      ctx.Set("add_generation_prompt", jinja::Value::Bool(true));
+      std::string out;
+      (void)(*t)->Render(ctx, &out);
+      return 0;
+    }
+    case 1: {
+      std::string out;
+      bool add_special = false;
+      (void)state->chat->RenderRequest(in, SpecialTokensMap{}, &out, &add_special);
+      return 0;
+    }
+    default: {
+      std::vector<uint32_t> ids;
+      if (!state->tokenizer->Encode(in, true, &ids).ok()) return 0;  // invalid UTF-8
+      std::vector<std::pair<size_t, size_t>> a, b;
+      state->fast->ForEachMatch(in, [&](size_t i, size_t j) { a.emplace_back(i, j); });
+      state->regex->ForEachMatch(in, [&](size_t i, size_t j) { b.emplace_back(i, j); });
+      if (a != b) std::abort();  // the hand-compiled split must equal Oniguruma's
+      return 0;
+    }
+  }
+}
