@@ -40,3 +40,6 @@ add_library(kvgate_zmq INTERFACE)
 target_include_directories(kvgate_zmq INTERFACE ${CPPZMQ_INCLUDE_DIR})
 target_link_libraries(kvgate_zmq INTERFACE PkgConfig::ZMQ)
 # --- end kvgate-sim ---
+
+# --- transfer engine (issue 12): RDMA / CUDA / HIP detection. ---
+include(${CMAKE_CURRENT_LIST_DIR}/kvgate_transfer_deps.cmake)

@@ -137,8 +137,8 @@ class Canonicalizer::Impl {
   absl::Status Completions(od::value prompt, CanonicalRequest* out);
   absl::Status Tokens(od::array arr, std::vector<uint32_t>* tokens);
   // Appends the canonical form of any JSON value: objects with sorted keys, normalised numbers
-  // and decoded strings.
-  absl::Status Json(od::value v, std::string* out, int depth);
+  // and decoded strings; with a null `out`, only validates it.
+  absl::Status Json(od::value v, std::string* out, int depth, int max_depth);
 
   static void Field(char tag, std::string_view content, std::string* out) {
     out->push_back(canonical::kField);
@@ -200,6 +200,8 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
     out->prompts.emplace_back();
     prompt = &out->prompts.back();
     prompt->kind = PromptKind::kChat;
+    // The canonical stream is about as long as the body: grow it once, not by doublings.
+    prompt->bytes.reserve(body.size());
   }
   tools_.clear();
   functions_.clear();
@@ -246,7 +248,7 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
       }
       section->push_back(canonical::kMessageBegin);
       section->push_back(key == "tools" ? kTagTools : kTagFunctions);
-      KVINDEX_STATUS_TRY(Json(v, section, 0));
+      KVINDEX_STATUS_TRY(Json(v, section, 0, options_.max_nesting_depth));
       section->push_back(canonical::kMessageEnd);
     } else if (chat && key == "messages") {
       if (seen_messages) {
@@ -308,58 +310,7 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
 absl::Status Canonicalizer::Impl::Validate(od::value v, int depth) {
   // As deep as the gateway ever accepted; simdjson's own limit (1024) is above it.
   constexpr int kMaxValidateDepth = 512;
-  if (depth > kMaxValidateDepth) {
-    return absl::InvalidArgumentError("invalid request JSON: nesting too deep");
-  }
-  od::json_type t;
-  KVINDEX_STATUS_TRY(TypeOf(v, &t, "value"));
-  switch (t) {
-    case od::json_type::object: {
-      od::object obj;
-      KVINDEX_JSON_TRY(v.get_object().get(obj), "object");
-      for (auto field : obj) {
-        std::string_view key;
-        KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
-        od::value fv;
-        KVINDEX_JSON_TRY(field.value().get(fv), key);
-        KVINDEX_STATUS_TRY(Validate(fv, depth + 1));
-      }
-      return absl::OkStatus();
-    }
-    case od::json_type::array: {
-      od::array arr;
-      KVINDEX_JSON_TRY(v.get_array().get(arr), "array");
-      for (auto element : arr) {
-        od::value ev;
-        KVINDEX_JSON_TRY(element.get(ev), "array element");
-        KVINDEX_STATUS_TRY(Validate(ev, depth + 1));
-      }
-      return absl::OkStatus();
-    }
-    case od::json_type::string: {
-      std::string_view s;
-      KVINDEX_JSON_TRY(v.get_string().get(s), "string");
-      return absl::OkStatus();
-    }
-    case od::json_type::number: {
-      double d;
-      const auto ec = v.get_double().get(d);
-      if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
-      return absl::OkStatus();
-    }
-    case od::json_type::boolean: {
-      bool b;
-      KVINDEX_JSON_TRY(v.get_bool().get(b), "boolean");
-      return absl::OkStatus();
-    }
-    case od::json_type::null: {
-      bool is_null = false;
-      KVINDEX_JSON_TRY(v.is_null().get(is_null), "null");
-      if (!is_null) return absl::InvalidArgumentError("invalid request JSON: bad literal");
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError("invalid request JSON: unknown value type");
+  return Json(v, nullptr, depth, kMaxValidateDepth);
 }
 
 namespace {
@@ -479,7 +430,7 @@ absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
   }
   if (t != od::json_type::object) {
     scratch_.clear();
-    KVINDEX_STATUS_TRY(Json(v, &scratch_, 1));
+    KVINDEX_STATUS_TRY(Json(v, &scratch_, 1, options_.max_nesting_depth));
     *hash = XXH3_64bits(scratch_.data(), scratch_.size());
     return absl::OkStatus();
   }
@@ -503,7 +454,7 @@ absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
       has_data = true;
     } else {
       std::string value;
-      KVINDEX_STATUS_TRY(Json(fv, &value, 2));
+      KVINDEX_STATUS_TRY(Json(fv, &value, 2, options_.max_nesting_depth));
       rest.emplace_back(key, std::move(value));
     }
   }
@@ -622,7 +573,7 @@ absl::Status Canonicalizer::Impl::FunctionCall(od::value v, std::string* out) {
         KVINDEX_JSON_TRY(fv.get_string().get(args), key);
         has_args = true;
       } else {  // Some clients send arguments as an object.
-        KVINDEX_STATUS_TRY(Json(fv, &args_json, 1));
+        KVINDEX_STATUS_TRY(Json(fv, &args_json, 1, options_.max_nesting_depth));
       }
     } else {
       KVINDEX_STATUS_TRY(Validate(fv, 5));
@@ -689,8 +640,8 @@ absl::Status Canonicalizer::Impl::ToolCalls(od::value v, std::string* out) {
   return absl::OkStatus();
 }
 
-absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth) {
-  if (depth > options_.max_nesting_depth) {
+absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth, int max_depth) {
+  if (depth > max_depth) {
     return absl::InvalidArgumentError("JSON nesting too deep");
   }
   od::json_type t;
@@ -705,10 +656,15 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
         KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
         od::value fv;
         KVINDEX_JSON_TRY(field.value().get(fv), "object value");
+        if (out == nullptr) {
+          KVINDEX_STATUS_TRY(Json(fv, nullptr, depth + 1, max_depth));
+          continue;
+        }
         std::string value;
-        KVINDEX_STATUS_TRY(Json(fv, &value, depth + 1));
+        KVINDEX_STATUS_TRY(Json(fv, &value, depth + 1, max_depth));
         entries.emplace_back(key, std::move(value));
       }
+      if (out == nullptr) return absl::OkStatus();
       std::stable_sort(entries.begin(), entries.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
       out->push_back(canonical::kObjectBegin);
@@ -723,24 +679,31 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
     case od::json_type::array: {
       od::array arr;
       KVINDEX_JSON_TRY(v.get_array().get(arr), "array");
-      out->push_back(canonical::kArrayBegin);
+      if (out != nullptr) out->push_back(canonical::kArrayBegin);
       for (auto element : arr) {
         od::value ev;
         KVINDEX_JSON_TRY(element.get(ev), "array element");
-        KVINDEX_STATUS_TRY(Json(ev, out, depth + 1));
+        KVINDEX_STATUS_TRY(Json(ev, out, depth + 1, max_depth));
       }
-      out->push_back(canonical::kArrayEnd);
+      if (out != nullptr) out->push_back(canonical::kArrayEnd);
       return absl::OkStatus();
     }
     case od::json_type::string: {
       std::string_view s;
       KVINDEX_JSON_TRY(v.get_string().get(s), "string");
+      if (out == nullptr) return absl::OkStatus();
       out->push_back('s');
       AppendEscaped(s, out);
       out->push_back(canonical::kStringEnd);
       return absl::OkStatus();
     }
     case od::json_type::number: {
+      if (out == nullptr) {
+        double d;
+        const auto ec = v.get_double().get(d);
+        if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
+        return absl::OkStatus();
+      }
       out->push_back('#');
       od::number n;
       char buf[64];
@@ -768,7 +731,7 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
     case od::json_type::boolean: {
       bool b = false;
       KVINDEX_JSON_TRY(v.get_bool().get(b), "boolean");
-      out->push_back(b ? 'T' : 'F');
+      if (out != nullptr) out->push_back(b ? 'T' : 'F');
       return absl::OkStatus();
     }
     case od::json_type::null: {
@@ -777,7 +740,7 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth)
       if (!is_null) {
         return absl::InvalidArgumentError("invalid JSON literal");
       }
-      out->push_back('N');
+      if (out != nullptr) out->push_back('N');
       return absl::OkStatus();
     }
   }

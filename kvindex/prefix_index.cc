@@ -257,6 +257,14 @@ struct PrefixIndex::Shard {
 struct PrefixIndex::List {
   uint32_t head = kNil;
   uint32_t tail = kNil;
+  // The chain the last Insert() placed at the head, while nothing else changed the head:
+  // its last block (hash and node), its length in blocks, and the nodes it occupies.
+  // A hash identifies its whole prefix, so a new chain through `front_hash` at the same depth
+  // starts with this run, already in LRU order at the head.
+  uint32_t front_node = kNil;  // kNil: no such run known
+  BlockHash front_hash = 0;
+  uint64_t front_blocks = 0;
+  uint64_t front_nodes = 0;
   uint64_t count = 0;
   uint64_t capacity = 0;
   uint64_t inserted = 0;
@@ -552,7 +560,9 @@ void PrefixIndex::DropResidency(uint32_t node, int slot, Tier tier) {
 }
 
 void PrefixIndex::EvictTail(int slot, Tier tier) {
-  DropResidency(ListOf(slot, tier).tail, slot, tier);
+  List& list = ListOf(slot, tier);
+  if (list.count <= list.front_nodes) list.front_node = kNil;  // eviction reached the run
+  DropResidency(list.tail, slot, tier);
 }
 
 void PrefixIndex::EnforceCapacity(int slot, Tier tier) {
@@ -595,6 +605,7 @@ void PrefixIndex::EnforceGlobalBound() {
 void PrefixIndex::ClearSlot(int slot) {
   for (int t = 0; t < kNumTiers; ++t) {
     List& list = ListOf(slot, static_cast<Tier>(t));
+    list.front_node = kNil;
     list.removed += list.count;
     while (list.tail != kNil) {
       EvictTail(slot, static_cast<Tier>(t));
@@ -631,16 +642,25 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
   }
   List& list = ListOf(slot, tier);
   uint32_t prev = kNil;  // Link after this node; kNil = at the head.
+  size_t first = 0;      // Blocks before it are in place already.
+  uint64_t run_nodes = 0;
   if (parent.has_value()) {
+    list.front_node = kNil;  // blocks may land inside the head run
     prev = FindNode(*parent, slot, tier);
     if (prev == kNil && !blocks.empty()) {
       SetDirty(slot, tier, true);  // Orphans: their parent is not held here.
     }
+  } else if (list.front_node != kNil && list.front_blocks <= blocks.size() &&
+             blocks[list.front_blocks - 1] == list.front_hash) {
+    // The chain extends (or repeats) the run at the head: that prefix is in place, in order.
+    prev = list.front_node;
+    first = list.front_blocks;
+    run_nodes = list.front_nodes;
   }
   // Blocks are added root first (a concurrent Match sees a prefix-closed set at every step) and
   // linked so that the chain is in LRU order with its first block the most recent.
   constexpr size_t kPrefetchDistance = 8;
-  for (size_t i = 0; i < blocks.size(); ++i) {
+  for (size_t i = first; i < blocks.size(); ++i) {
     if (i + kPrefetchDistance < blocks.size()) {
       const BlockHash ahead = blocks[i + kPrefetchDistance];
       shards_[ShardOf(ahead, shard_bits_)]->table.Prefetch(ahead);
@@ -657,6 +677,7 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
       ++residencies_;
       LinkAfter(list, prev, node);
       prev = node;
+      ++run_nodes;
       continue;
     }
     // A held block already in its place (a prefix this holder used last, in order) needs no
@@ -664,17 +685,26 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
     // the chain move together, in one splice.
     if ((prev == kNil ? list.head : *NextOf(prev)) == node) {
       prev = node;
+      ++run_nodes;
       continue;
     }
     uint32_t last = node;
+    ++run_nodes;
     while (i + 1 < blocks.size()) {
       const uint32_t next = FindNode(blocks[i + 1], slot, tier);
       if (next == kNil || next == prev || *NextOf(last) != next) break;
       last = next;
+      ++run_nodes;
       ++i;
     }
     SpliceAfter(list, prev, node, last);
     prev = last;
+  }
+  if (!parent.has_value() && !blocks.empty()) {
+    list.front_node = prev;
+    list.front_hash = blocks.back();
+    list.front_blocks = blocks.size();
+    list.front_nodes = run_nodes;
   }
   EnforceCapacity(slot, tier);
   EnforceGlobalBound();
@@ -688,6 +718,7 @@ uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, 
     return 0;
   }
   List& list = ListOf(slot, tier);
+  list.front_node = kNil;
   uint64_t removed = 0;
   // Removing the LRU tail cannot break prefix-closure; engines evict tails first, so retry
   // non-tail blocks after the others (in reverse) before declaring the list not closed.
@@ -760,6 +791,7 @@ uint64_t PrefixIndex::Touch(Holder holder, absl::Span<const BlockHash> chain, Ti
     return 0;
   }
   List& list = ListOf(slot, tier);
+  list.front_node = kNil;
   uint32_t prev = kNil;
   uint64_t touched = 0;
   for (BlockHash h : chain) {

@@ -4,15 +4,20 @@
 # collection switched on only around the measured load, so start-up and warm-up are excluded.
 #   4k:  N non-streamed 4 KiB chat POSTs on one keep-alive connection (4 KiB replies)
 #   sse: S streams of E events each; the figure divides by S x E (request costs included)
-# Usage: bench/proxy/callgrind.sh [N=2000] [S=20] [E=1000]   (needs `make build`)
-# Env: POLICY=kvaware (or round_robin), BIN=build.
+#   agentic: A non-streamed 400 KB coding-agent chat POSTs (tool calls, escaped listings)
+# Usage: bench/proxy/callgrind.sh [N=2000] [S=20] [E=1000] [A=50]   (needs `make build`)
+# Env: POLICY=kvaware (or round_robin), BIN=build, KVGATE=$BIN/kvgate (another build of the
+# gateway to compare, e.g. an older commit's). Health checks and engine scrapes are off, so the
+# control thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${1:-2000}
 S=${2:-20}
 E=${3:-1000}
+A=${4:-50}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
+KVGATE=${KVGATE:-$BIN/kvgate}
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
@@ -31,8 +36,21 @@ import http.client, json, sys
 port, kind, count, events = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 stream = kind == "sse"
 content = "a" * (4096 - 80)
-body = json.dumps({"model": "fake-model", "stream": stream,
-                   "messages": [{"role": "user", "content": content}]})
+messages = [{"role": "user", "content": content}]
+if kind == "agentic":  # as bench/proxy/post.lua builds it
+    listing = ('int main(int argc, char** argv) {\n\tif (argc < 2) {\n\t\tstd::cerr << '
+               '"usage: tool FILE" << std::endl;\n\t\treturn 2;\n\t}\n\treturn Run(argv[1]);\n}\n')
+    messages = [{"role": "system",
+                 "content": "You are a coding agent. " + "Follow the repository conventions. " * 200}]
+    turn = 0
+    while len(json.dumps(messages)) < 400000:
+        messages.append({"role": "user", "content": "Fix the failing test in src/file%d.cc" % turn})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_%d" % turn, "type": "function", "function": {
+                "name": "read_file", "arguments": json.dumps({"path": "src/file%d.cc" % turn})}}]})
+        messages.append({"role": "tool", "tool_call_id": "call_%d" % turn, "content": listing * 40})
+        turn += 1
+body = json.dumps({"model": "fake-model", "stream": stream, "messages": messages})
 headers = {"Content-Type": "application/json",
            "x-fake-chunks": str(events if stream else 8),
            "x-fake-chunk-bytes": "0" if stream else "512",
@@ -52,13 +70,21 @@ measure() {  # measure KIND COUNT EVENTS -> total instructions
   local kind=$1 count=$2 events=$3 port out
   port=$(free_port)
   out="$tmp/cg.$kind"
+  cat >"$tmp/kvgate.yaml" <<YAML
+listen: "127.0.0.1:$port"
+threads: 1
+log_level: warn
+health_check: {enabled: false}
+routing: {policy: $POLICY, engine_metrics_interval_ms: 0}
+workers:
+  - url: http://127.0.0.1:$UP
+YAML
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
-    "$BIN/kvgate" --listen "127.0.0.1:$port" --worker "http://127.0.0.1:$UP" --threads 1 \
-    --policy "$POLICY" --log-level warn >"$tmp/kvgate.$kind.log" 2>&1 &
+    "$KVGATE" --config "$tmp/kvgate.yaml" >"$tmp/kvgate.$kind.log" 2>&1 &
   local vpid=$!
   pids+=("$vpid")
   for _ in $(seq 600); do curl -s -o /dev/null "127.0.0.1:$port/health" && break; sleep 0.1; done
-  load "$port" "$kind" 50 "$events"   # warm-up: pools, caches, lazily built state
+  load "$port" "$kind" 5 "$events"   # warm-up: pools, caches, lazily built state
   callgrind_control -i on "$vpid" >/dev/null
   load "$port" "$kind" "$count" "$events"
   callgrind_control -i off "$vpid" >/dev/null
@@ -69,6 +95,8 @@ measure() {  # measure KIND COUNT EVENTS -> total instructions
 
 ir4k=$(measure 4k "$N" 8)
 irsse=$(measure sse "$S" "$E")
+irag=$(measure agentic "$A" 8)
 echo "policy $POLICY"
 echo "4k: $ir4k instructions for $N requests = $((ir4k / N)) per request"
 echo "sse: $irsse instructions for $S streams x $E events = $((irsse / (S * E))) per event"
+echo "agentic: $irag instructions for $A requests = $((irag / A)) per request"

@@ -18,6 +18,7 @@ KINDS=${KINDS:-"4k sse agentic"}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
 tmp=$(mktemp -d)
+chmod 755 "$tmp"  # nginx workers (user nobody) write request bodies under it
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -111,7 +112,14 @@ for T in $THREADS; do
     for k in $KINDS; do
       read -r rps p50 p99 errs < <(wrk_run "$TPORT" "$T" "$k")
       row+=" $rps | $p50 | $p99 |"
-      if [ -n "${errs:-}" ]; then echo "  $name $k errors: $errs" >&2; fi
+      if [ -n "${errs:-}" ]; then
+        echo "  $name $k errors: $errs" >&2
+        case $name in
+          nginx) grep -v "buffered to a temporary" "$tmp/nginx/error.log" | tail -3 >&2 || true ;;
+          haproxy) tail -3 "$tmp/haproxy.log" >&2 || true ;;
+          kvgate) tail -3 "$tmp/kvgate.log" >&2 || true ;;
+        esac
+      fi
       if [ "$name" = kvgate ]; then
         # The histogram is cumulative: restart kvgate per kind so each row is its own.
         read -r o50 o99 on < <(overhead "$TPORT")

@@ -5,6 +5,7 @@
 #include "common/strings.h"
 #include "router/http/body_framing.h"
 #include "router/http/http1.h"
+#include "router/upstream/upstream_pool.h"
 
 namespace kvgate::router {
 namespace {
@@ -39,26 +40,12 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
     ~CancelTimer() { t.cancel(); }
   } cancel{timer};
 
-  std::vector<tcp::endpoint> endpoints;
-  error_code ec;
-  const auto addr = net::ip::make_address(url.host, ec);
-  if (!ec) {
-    endpoints.emplace_back(addr, url.port);
-  } else {
-    tcp::resolver resolver(ioc);
-    auto [rec, results] =
-        co_await resolver.async_resolve(url.host, std::to_string(url.port), kNoThrow);
-    if (rec) co_return fail(common::StrCat("cannot resolve ", url.host), rec);
-    for (const auto& r : results) endpoints.push_back(r.endpoint());
+  if (const absl::Status c = co_await ConnectTo(ioc, url, socket); !c.ok()) {
+    if (*expired) {
+      co_return absl::DeadlineExceededError(common::StrCat(c.message(), ": no answer in time"));
+    }
+    co_return c;
   }
-  error_code cec = net::error::host_not_found;
-  for (const auto& ep : endpoints) {
-    if (*expired) break;
-    auto [e] = co_await socket.async_connect(ep, kNoThrow);
-    cec = e;
-    if (!e) break;
-  }
-  if (cec) co_return fail(common::StrCat("connect to ", url.Authority()), cec);
 
   std::string request =
       common::StrCat(method, " ", url.base_path, path, " HTTP/1.1\r\nhost: ", url.Authority(),
@@ -120,7 +107,8 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
       co_return absl::UnavailableError(common::StrCat(url.Authority(), ": ", framing->error()));
     }
   }
-  socket.shutdown(tcp::socket::shutdown_both, ec);
+  error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
   co_return result;
 }
 

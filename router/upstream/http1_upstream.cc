@@ -1,5 +1,7 @@
 #include "router/upstream/http1_upstream.h"
 
+#include <array>
+
 #include "common/strings.h"
 #include "router/fleet/worker.h"
 #include "router/http/http1.h"
@@ -21,28 +23,20 @@ bool IsRetryableRead(const error_code& ec) {
          ec == net::error::broken_pipe;
 }
 
-// Sends all of `buffers` on a non-blocking worker socket (at once when it can).
-net::awaitable<error_code> WriteUpstream(tcp::socket& s,
-                                         absl::Span<const net::const_buffer> buffers) {
+// Sends the request head and body on a non-blocking worker socket, at once when it can. The
+// head may be a buffer the thread reuses, so what is left of it is copied before waiting; the
+// body stays in the client connection's buffer for the whole request.
+net::awaitable<error_code> WriteUpstream(tcp::socket& s, std::string_view head,
+                                         std::string_view body) {
+  const std::array<net::const_buffer, 2> both = {net::buffer(head), net::buffer(body)};
   error_code ec;
-  size_t total = 0;
-  for (const auto& b : buffers) total += b.size();
-  size_t written = s.write_some(buffers, ec);
-  if (!ec && written == total) co_return error_code{};
+  size_t written = s.write_some(both, ec);
   if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
   if (ec) written = 0;
-  // The rest waits for the worker: the buffers (head text and the client's body) outlive
-  // this attempt, so no copy is needed.
-  absl::InlinedVector<net::const_buffer, 2> rest;
-  size_t skip = written;
-  for (const auto& b : buffers) {
-    if (skip >= b.size()) {
-      skip -= b.size();
-      continue;
-    }
-    rest.push_back(net::buffer(static_cast<const char*>(b.data()) + skip, b.size() - skip));
-    skip = 0;
-  }
+  if (written == head.size() + body.size()) co_return error_code{};
+  const std::string head_rest(written < head.size() ? head.substr(written) : std::string_view());
+  const std::string_view body_rest = body.substr(written > head.size() ? written - head.size() : 0);
+  const std::array<net::const_buffer, 2> rest = {net::buffer(head_rest), net::buffer(body_rest)};
   auto [wec, n] = co_await net::async_write(s, rest, kNoThrow);
   co_return wec;
 }
@@ -120,9 +114,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     }
     client.SetDeadline(DeadlineKind::kUpstream,
                        milliseconds(cfg.upstream.connect_timeout_ms + cfg.limits.write_timeout_ms));
-    const net::const_buffer request[] = {net::buffer(head),
-                                         net::buffer(ex.body.data(), ex.body.size())};
-    const error_code wec = co_await WriteUpstream(socket, request);
+    const error_code wec = co_await WriteUpstream(socket, head, ex.body);
     if (wec) {
       client.ClearDeadline();
       error_code ignored;

@@ -57,17 +57,15 @@ void UpstreamPool::Drop(UpstreamConnection* conn) {
   }
 }
 
-net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
-    const common::HttpUrl& url, tcp::socket** socket_out) {
-  auto conn = std::make_shared<UpstreamConnection>(ioc_);
-  conn->authority = url.Authority();
+net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpUrl& url,
+                                       tcp::socket& socket) {
   std::vector<tcp::endpoint> endpoints;
   error_code ec;
   const auto addr = net::ip::make_address(url.host, ec);
   if (!ec) {
     endpoints.emplace_back(addr, url.port);
   } else {
-    tcp::resolver resolver(ioc_);
+    tcp::resolver resolver(ioc);
     auto [rec, results] =
         co_await resolver.async_resolve(url.host, std::to_string(url.port), kNoThrow);
     if (rec) {
@@ -76,21 +74,30 @@ net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
     }
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
-  if (socket_out != nullptr) *socket_out = &conn->socket;
   error_code last = net::error::host_not_found;
   for (const auto& ep : endpoints) {
     error_code ignored;
-    conn->socket.close(ignored);
-    auto [cec] = co_await conn->socket.async_connect(ep, kNoThrow);
+    socket.close(ignored);
+    auto [cec] = co_await socket.async_connect(ep, kNoThrow);
     last = cec;
-    if (!cec) break;
-    if (cec == net::error::operation_aborted) break;
+    if (!cec || cec == net::error::operation_aborted) break;
   }
-  if (socket_out != nullptr) *socket_out = nullptr;
   if (last) {
     co_return absl::UnavailableError(
         common::StrCat("connect to ", url.Authority(), ": ", last.message()));
   }
+  co_return absl::OkStatus();
+}
+
+net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
+    const common::HttpUrl& url, tcp::socket** socket_out) {
+  auto conn = std::make_shared<UpstreamConnection>(ioc_);
+  conn->authority = url.Authority();
+  if (socket_out != nullptr) *socket_out = &conn->socket;
+  const absl::Status connected = co_await ConnectTo(ioc_, url, conn->socket);
+  if (socket_out != nullptr) *socket_out = nullptr;
+  if (!connected.ok()) co_return connected;
+  error_code ec;
   conn->socket.set_option(tcp::no_delay(true), ec);
   conn->socket.non_blocking(true, ec);
   co_return conn;

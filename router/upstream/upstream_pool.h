@@ -28,6 +28,12 @@ struct UpstreamConnection {
 };
 using UpstreamConnectionPtr = std::shared_ptr<UpstreamConnection>;
 
+/// Connects `socket` (of `ioc`, not open) to `url`: its address literal, else each address the
+/// resolver returns (asynchronously), in order, until one accepts. Cancelling or closing the
+/// socket meanwhile ends it. @return kUnavailable naming the stage that failed.
+net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpUrl& url,
+                                       tcp::socket& socket);
+
 class UpstreamPool {
  public:
   explicit UpstreamPool(net::io_context& ioc) : ioc_(ioc) {}

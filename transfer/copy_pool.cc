@@ -1,0 +1,79 @@
+#include "transfer/copy_pool.h"
+
+#include <cstring>
+
+#include "transfer/gpu/gpu_runtime.h"
+#include "transfer/metrics.h"
+#include "transfer/task.h"
+
+namespace kvgate::transfer {
+
+absl::Status CopyBytes(CopyEnd dst, CopyEnd src, uint64_t length) {
+  GpuRuntime* rt = dst.runtime != nullptr ? dst.runtime : src.runtime;
+  if (rt != nullptr) return rt->Copy(dst.ptr, src.ptr, length);
+  std::memcpy(dst.ptr, src.ptr, length);
+  return absl::OkStatus();
+}
+
+CopyPool::CopyPool(CopyPoolParams params) : params_(params) {
+  for (uint32_t i = 0; i < params_.threads; ++i) threads_.emplace_back([this] { Worker(); });
+}
+
+CopyPool::~CopyPool() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void CopyPool::Run(absl::AnyInvocable<void() &&> job) {
+  MutexLock lock(&mu_);
+  jobs_.push_back(std::move(job));
+  cv_.Signal();
+}
+
+void CopyPool::Worker() {
+  for (;;) {
+    absl::AnyInvocable<void() &&> job;
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
+      if (jobs_.empty()) return;  // stop_ and drained.
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    std::move(job)();
+  }
+}
+
+void CopyPool::Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_t length,
+                    std::shared_ptr<const void> keep_alive, TransportStats* stats) {
+  const auto finish = [task, op, stats](absl::Status st, uint64_t n) {
+    if (st.ok()) {
+      stats->CountBytes(op, n);
+      task->SliceDone(n);
+    } else {
+      stats->failures.fetch_add(1, std::memory_order_relaxed);
+      task->SliceFailed(std::move(st));
+    }
+  };
+  if (threads_.empty() || length <= params_.inline_max_bytes) {
+    task->Begin(1);
+    finish(CopyBytes(dst, src, length), length);
+    return;
+  }
+  const uint64_t chunk = params_.chunk_bytes > 0 ? params_.chunk_bytes : length;
+  const auto chunks = static_cast<uint32_t>((length + chunk - 1) / chunk);
+  task->Begin(chunks);
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const uint64_t off = uint64_t{i} * chunk;
+    const uint64_t n = std::min(chunk, length - off);
+    CopyEnd d{static_cast<uint8_t*>(dst.ptr) + off, dst.runtime};
+    CopyEnd s{static_cast<uint8_t*>(src.ptr) + off, src.runtime};
+    Run([d, s, n, finish, keep_alive]() mutable { finish(CopyBytes(d, s, n), n); });
+  }
+}
+
+}  // namespace kvgate::transfer

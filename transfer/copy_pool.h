@@ -1,0 +1,68 @@
+// File: transfer/copy_pool.h
+// Worker threads for the copying transports (local, shm): Submit() stays asynchronous for large
+// copies, which are cut into chunks spread over the workers. Small copies run inline, since a
+// thread hop costs more than the copy. Thread-safe; owned by the engine.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "transfer/sync.h"
+#include "transfer/types.h"
+
+namespace kvgate::transfer {
+
+class GpuRuntime;
+class Task;
+struct TransportStats;
+
+struct CopyPoolParams {
+  uint32_t threads = 2;                 // 0: every copy inline in Submit().
+  uint64_t inline_max_bytes = 1 << 20;  // Copies up to this size run in the caller: a thread
+                                        // hop costs more than ~100 us of copying.
+  uint64_t chunk_bytes = 4 << 20;       // Larger copies are cut into chunks of this size.
+};
+
+/// One side of a copy: host memory, or device memory through `runtime`.
+struct CopyEnd {
+  void* ptr = nullptr;
+  GpuRuntime* runtime = nullptr;  // Non-null for device memory.
+};
+
+class CopyPool {
+ public:
+  explicit CopyPool(CopyPoolParams params);
+  /// Runs what is queued, then joins the workers.
+  ~CopyPool();
+  CopyPool(const CopyPool&) = delete;
+  CopyPool& operator=(const CopyPool&) = delete;
+
+  /// Copies `length` bytes src -> dst for `task` (which this call Begin()s), inline or on the
+  /// workers; `keep_alive` is held until the last chunk is done (e.g. a peer's mapping).
+  void Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_t length,
+            std::shared_ptr<const void> keep_alive, TransportStats* stats);
+
+  const CopyPoolParams& params() const { return params_; }
+
+ private:
+  void Run(absl::AnyInvocable<void() &&> job);
+  void Worker();
+
+  const CopyPoolParams params_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<absl::AnyInvocable<void() &&>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+/// One synchronous copy: memcpy, or the runtime of whichever side is device memory.
+absl::Status CopyBytes(CopyEnd dst, CopyEnd src, uint64_t length);
+
+}  // namespace kvgate::transfer

@@ -1,0 +1,55 @@
+// File: transfer/shm/shm_server.h
+// The owner side of the shm transport: one thread answers same-host peers on an abstract Unix
+// socket, handing each managed buffer's memfd over once (SCM_RIGHTS) and telling every peer when
+// a buffer is unregistered so it unmaps it. After that, peers copy with plain loads and stores:
+// no kernel round trip per transfer. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "transfer/sync.h"
+
+namespace kvgate::transfer {
+
+class MemoryRegistry;
+
+namespace shm_internal {
+
+class ShmServer {
+ public:
+  /// Listens on the abstract socket `name`; `registry` outlives the server.
+  static absl::StatusOr<std::unique_ptr<ShmServer>> Start(std::string name,
+                                                          const MemoryRegistry* registry);
+  ~ShmServer();
+  ShmServer(const ShmServer&) = delete;
+  ShmServer& operator=(const ShmServer&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// Tells every connected peer that buffer `id` is gone. A peer that cannot take the message
+  /// at once is disconnected (it re-requests what it needs).
+  void Revoke(uint64_t id);
+
+ private:
+  ShmServer(std::string name, const MemoryRegistry* registry, int listen_fd, int wake_fd);
+  void Loop();
+  void Serve(int client);
+  // Server thread only.
+  void DropLocked(int client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string name_;
+  const MemoryRegistry* registry_;
+  const int listen_fd_;
+  const int wake_fd_;  // eventfd: stop.
+  Mutex mu_;
+  std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace shm_internal
+}  // namespace kvgate::transfer
