@@ -3,7 +3,8 @@
 //   0: the rest is a Jinja template: parse it and render it over a fixed conversation;
 //   1: the rest is a chat body: render it through a template with loops, filters and tojson;
 //   2: the rest is text: encode it with a small byte-level tokenizer (added tokens, the
-//      Llama 3 split) and check the hand-compiled split against Oniguruma's on the same text.
+//      Llama 3 split) and check the hand-compiled splits (Llama 3, Qwen, DeepSeek V3's three)
+//      against Oniguruma's on the same text.
 // Nothing may crash, leak or trip a sanitizer; errors must be statuses.
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvindex/chat_template.h"
 #include "kvindex/hf_split.h"
@@ -22,8 +25,16 @@ namespace {
 
 using namespace kvgate::kvindex;
 
-constexpr const char* kPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Every pattern hf_split.h hand-compiles (DeepSeek V3's CR and LF are the characters).
+constexpr const char* kPatterns[] = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./"
+    ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+};
 
 constexpr const char* kTemplate = R"({%- set ns = namespace(n=0) -%}
 {%- for m in messages -%}{%- set ns.n = ns.n + 1 -%}
@@ -34,20 +45,21 @@ constexpr const char* kTemplate = R"({%- set ns = namespace(n=0) -%}
 struct State {
   std::shared_ptr<const HfTokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat;
-  std::shared_ptr<const hf::Regex> regex;
-  const hf::FastSplit* fast = nullptr;
+  std::vector<std::pair<std::shared_ptr<const hf::Regex>, const hf::FastSplit*>> splits;
 };
 
 State* Init() {
   auto* s = new State();
   const std::string dir = "/tmp/kvgate_tokenizer_fuzzer_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/tokenizer.json") << R"({
+  std::ofstream(dir + "/tokenizer.json")
+      << R"({
     "added_tokens": [{"id": 7, "content": "<|x|>", "special": true, "normalized": false},
                      {"id": 8, "content": "ab", "special": false, "normalized": true}],
     "normalizer": {"type": "NFC"},
     "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-      {"type": "Split", "pattern": {"Regex": ")" R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+      {"type": "Split", "pattern": {"Regex": ")"
+         R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
        "behavior": "Isolated", "invert": false},
       {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
     "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "Ġ": 3, "ab": 4, "abc": 5, "Ġa": 6},
@@ -59,9 +71,12 @@ State* Init() {
   s->tokenizer = *t;
   std::filesystem::remove_all(dir);
   s->chat = *ChatTemplate::Parse(kTemplate);
-  s->regex = *hf::Regex::Compile(kPattern);
-  s->fast = hf::FastSplit::For(s->regex->pattern());
-  if (s->fast == nullptr) std::abort();
+  for (const char* p : kPatterns) {
+    auto re = *hf::Regex::Compile(p);
+    const hf::FastSplit* fast = hf::FastSplit::For(re->pattern());
+    if (fast == nullptr) std::abort();
+    s->splits.emplace_back(std::move(re), fast);
+  }
   return s;
 }
 
@@ -94,10 +109,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       std::vector<uint32_t> ids;
       if (!state->tokenizer->Encode(in, true, &ids).ok()) return 0;  // invalid UTF-8
-      std::vector<std::pair<size_t, size_t>> a, b;
-      state->fast->ForEachMatch(in, [&](size_t i, size_t j) { a.emplace_back(i, j); });
-      state->regex->ForEachMatch(in, [&](size_t i, size_t j) { b.emplace_back(i, j); });
-      if (a != b) std::abort();  // the hand-compiled split must equal Oniguruma's
+      for (const auto& [regex, fast] : state->splits) {
+        std::vector<std::pair<size_t, size_t>> a, b;
+        fast->ForEachMatch(in, [&](size_t i, size_t j) { a.emplace_back(i, j); });
+        regex->ForEachMatch(in, [&](size_t i, size_t j) { b.emplace_back(i, j); });
+        if (a != b) std::abort();  // the hand-compiled split must equal Oniguruma's
+      }
       return 0;
     }
   }

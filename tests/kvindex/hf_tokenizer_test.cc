@@ -218,20 +218,27 @@ TEST(HfTokenizerRealModelsTest, IncrementalSessionEqualsFull) {
 namespace kvgate::kvindex::hf {
 namespace {
 
-// The hand-compiled Llama 3 / Qwen split against Oniguruma on the same pattern: identical
-// pieces on random strings drawn from every character class the pattern distinguishes.
+// The hand-compiled Llama 3 / Qwen / DeepSeek V3 splits against Oniguruma on the same pattern:
+// identical matches on random strings drawn from every character class the patterns distinguish.
 TEST(FastSplitTest, MatchesOniguruma) {
   const char* patterns[] = {
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      // DeepSeek V3's Sequence (its CR and LF are the characters themselves).
+      "\\p{N}{1,3}",
+      "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+      "[!\"#$%&'()*+,\\-./"
+      ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+      "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
   };
   const std::vector<std::string> pool = {
-      "a",      "Z",      "é",      "ß",  "ſ",    "S",      "s",      "t",      "T",
-      "r",      "e",      "v",      "m",  "l",    "L",      "d",      "D",      "'",
-      "'",      "1",      "9",      "٣",  "Ⅻ",    "½",      " ",      " ",      "\t",
-      "\n",     "\r",     "\v",     "\f", "\x1c", "\u00a0", "\u1680", "\u180e", "\u2028",
-      "\u3000", "\u0301", "\u200d", ".",  ",",    "!",      "-",      "😀",      "👍🏽",
-      "日",     "本",     "한",     "ا",  "\x7f", "\u0085", "🇯🇵",     "𝔘"};
+      "a", "Z", "é", "ß", "ſ", "S", "s", "t", "T", "r", "e", "v", "m", "l", "L", "d", "D", "'", "'",
+      "1", "9", "٣", "Ⅻ", "½", " ", " ", "\t", "\n", "\r", "\v", "\f", "\x1c", "\u00a0", "\u1680",
+      "\u180e", "\u2028", "\u3000", "\u0301", "\u200d", ".", ",", "!", "-", "😀", "👍🏽", "日",
+      "本", "한", "ا", "\x7f", "\u0085", "🇯🇵", "𝔘",
+      // DeepSeek V3: ASCII symbols, marks, CJK and kana range edges, other numbers
+      "A", "$", "+", "^", "`", "~", "|", "<", "_", "©", "€", "™", "・", "ー", "ぁ", "カ", "一",
+      "龥", "龦", "\u3040", "\u309f", "゠", "\u0903", "\u20dd", "¹", "Ⅷ", "\x01"};
   for (const char* p : patterns) {
     auto re = Regex::Compile(p);
     ASSERT_TRUE(re.ok());
