@@ -5,7 +5,8 @@
 //   2: the rest is text: encode it with a small byte-level tokenizer (added tokens, the
 //      Llama 3 split) and check the hand-compiled splits (Llama 3, Qwen, DeepSeek V3's three)
 //      against Oniguruma's on the same text.
-// Nothing may crash, leak or trip a sanitizer; errors must be statuses.
+// Nothing may crash, leak or trip a sanitizer; errors must be statuses. Fuzzed by
+// tests/fuzz/run_fuzzers.sh (clang); its seeds also run in kvgate_kvindex_tests (gcc builds).
 #include <unistd.h>
 
 #include <cstdlib>
