@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       fail("the line is not a JSON object");
     } else if (std::string_view text; doc["text"].get(text) == simdjson::SUCCESS) {
       bool add_special = true;
-      (void)doc["add_special_tokens"].get(add_special);
+      if (doc["add_special_tokens"].get(add_special) != simdjson::SUCCESS) add_special = true;
       if (auto s = tok.Encode(text, add_special, &ids); s.ok()) {
         PrintIds(ids, &out);
       } else {

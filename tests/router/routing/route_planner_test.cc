@@ -293,7 +293,8 @@ TEST(PrecisePlannerTest, ChatRequestsUseTheModelsTemplateAndTokenizer) {
   PreciseMode precise(registry, config);
   config::WorkerConfig c;
   c.url = *common::ParseHttpUrl("http://w0:8000");
-  c.kv_events = config::KvEventsConfig{.endpoint = "tcp://127.0.0.1:1"};
+  c.kv_events = config::KvEventsConfig{};
+  c.kv_events->endpoint = "tcp://127.0.0.1:1";
   WorkerList workers = {std::make_shared<Worker>(c, 0)};
   precise.Configure(workers);
   ASSERT_TRUE(precise.enabled());
