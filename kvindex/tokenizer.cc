@@ -1,8 +1,18 @@
 #include "kvindex/tokenizer.h"
 
-#include "absl/strings/str_cat.h"
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include "kvindex/hf_tokenizer.h"
+#include "kvindex/str_cat.h"
 
 namespace kvgate::kvindex {
+
+absl::Status Tokenizer::TokenizeChat(std::string_view, std::vector<uint32_t>*) const {
+  return absl::UnimplementedError(StrCat(name(), " has no chat template"));
+}
 
 absl::Status Bytes4Tokenizer::Tokenize(const CanonicalPrompt& prompt,
                                        std::vector<uint32_t>* out) const {
@@ -29,15 +39,84 @@ absl::Status Bytes4Tokenizer::Tokenize(const CanonicalPrompt& prompt,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Loaded tokenizers by name. Entries are never dropped (request threads hold raw pointers);
+// a reload with changed files adds the new one and keeps the old alive.
+struct Registry {
+  struct Loaded {
+    std::shared_ptr<const Tokenizer> tokenizer;
+    std::string stamp;  // sizes and mtimes of its files
+  };
+  std::shared_mutex mu;
+  std::map<std::string, Loaded, std::less<>> by_name;
+  std::vector<std::shared_ptr<const Tokenizer>> retired;
+};
+
+Registry& TheRegistry() {
+  static Registry* r = new Registry();  // never destroyed: pointers outlive static teardown
+  return *r;
+}
+
+std::string Stamp(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string s;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+    std::error_code ec;
+    const fs::path p = fs::path(dir) / f;
+    const auto size = fs::file_size(p, ec);
+    if (ec) continue;
+    const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+    s += StrCat(f, ":", size, ":", mtime, ";");
+  }
+  return s;
+}
+
+}  // namespace
+
+bool IsTokenizerPath(std::string_view name) {
+  return !name.empty() &&
+         (name.front() == '/' || name.front() == '.' || name.find('/') != std::string_view::npos);
+}
+
 const Tokenizer* TokenizerByName(std::string_view name) {
   static const Bytes4Tokenizer bytes4;
-  return name == bytes4.name() ? &bytes4 : nullptr;
+  if (name == bytes4.name()) return &bytes4;
+  Registry& r = TheRegistry();
+  std::shared_lock lock(r.mu);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second.tokenizer.get();
 }
 
 absl::StatusOr<std::shared_ptr<const Tokenizer>> MakeTokenizer(std::string_view name) {
   if (name == "bytes4") return std::make_shared<const Bytes4Tokenizer>();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown tokenizer \"", absl::string_view(name.data(), name.size()), "\" (known: bytes4)"));
+  if (!IsTokenizerPath(name)) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown tokenizer \"", name,
+               "\" (known: bytes4, or a directory with the model's tokenizer.json)"));
+  }
+  const std::string dir(name);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(StrCat("tokenizer directory ", dir, " does not exist"));
+  }
+  const std::string stamp = Stamp(dir);
+  Registry& r = TheRegistry();
+  {
+    std::shared_lock lock(r.mu);
+    auto it = r.by_name.find(dir);
+    if (it != r.by_name.end() && it->second.stamp == stamp) return it->second.tokenizer;
+  }
+  HfTokenizerFiles files;
+  files.dir = dir;
+  auto loaded = HfTokenizer::Load(files);
+  if (!loaded.ok()) return loaded.status();
+  std::shared_ptr<const Tokenizer> t = *std::move(loaded);
+  std::unique_lock lock(r.mu);
+  auto& slot = r.by_name[dir];
+  if (slot.tokenizer) r.retired.push_back(slot.tokenizer);
+  slot = {t, stamp};
+  return t;
 }
 
 }  // namespace kvgate::kvindex

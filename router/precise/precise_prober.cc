@@ -7,6 +7,7 @@
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "kvindex/canonicalize.h"
+#include "kvindex/hf_tokenizer.h"
 #include "router/fleet/control_http.h"
 #include "spdlog/spdlog.h"
 
@@ -159,9 +160,18 @@ struct PreciseProber::Impl {
       fail("no tokenizer configured for its model");
       co_return;
     }
+    // A model tokenizer whose chat template cannot be rendered still routes completions
+    // precisely; its chat requests fall back to approximate routing: say so.
+    if (const auto* hf = dynamic_cast<const kvindex::HfTokenizer*>(tokenizer);
+        hf != nullptr && !hf->has_chat_template()) {
+      spdlog::error("precise mode: chat requests for model {} route approximately: {}", model,
+                    hf->chat_template_status().ToString());
+    }
     const auto started = Clock::now();
     for (uint32_t rank = 0; rank < w->config().dp_size; ++rank) {
-      // Three blocks of bytes4 text; other tokenizers give other lengths, still >= 1 block.
+      // Three blocks of bytes4 text; a model's tokenizer (~4-5 bytes a token on this English
+      // text) still makes >= 2 full blocks. Completions text is tokenised with the special
+      // tokens vLLM adds (add_special_tokens defaults to true there), as the engine does.
       std::string prompt = common::StrCat("kvgate precise-mode probe ", rng(), " rank ", rank, ":");
       while (prompt.size() < size_t{3} * ke.block_size * 4) prompt += " the quick brown fox";
       std::string body = "{\"model\":";
@@ -185,8 +195,8 @@ struct PreciseProber::Impl {
       std::vector<std::pair<std::string, std::string>> headers;
       if (w->config().dp_size > 1)
         headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
-      auto r = co_await HttpCall(ioc, w->config().url, "POST", "/v1/completions",
-                                 std::move(body), timeout, std::move(headers));
+      auto r = co_await HttpCall(ioc, w->config().url, "POST", "/v1/completions", std::move(body),
+                                 timeout, std::move(headers));
       if (!r.ok() || r->status != 200) {
         fail(common::StrCat("the probe request failed: ",
                             r.ok() ? common::StrCat("HTTP ", r->status) : r.status().ToString()));

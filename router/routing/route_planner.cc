@@ -65,9 +65,16 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
   // events do not show, so salted requests stay approximate.
   if (precise_ != nullptr && precise_->enabled() && request.json.cache_salt.empty()) {
     const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(config.precise, model);
-    if (tokenizer == nullptr || !tokenizer->Tokenize(prompt, &plan.tokens).ok()) {
-      plan.tokens.clear();
+    // A model's own tokenizer renders chat bodies through its chat template (issue 16); one
+    // without templates (bytes4) tokenises the canonical prompt. A failed render (a template
+    // outside the supported subset, raise_exception) leaves the request approximate.
+    absl::Status s = absl::UnimplementedError("");
+    if (tokenizer != nullptr && prompt.kind == kvindex::PromptKind::kChat) {
+      s = tokenizer->TokenizeChat(request.body, &plan.tokens);
     }
+    if (tokenizer != nullptr && absl::IsUnimplemented(s))
+      s = tokenizer->Tokenize(prompt, &plan.tokens);
+    if (!s.ok()) plan.tokens.clear();
   }
   return plan;
 }

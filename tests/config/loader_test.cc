@@ -188,7 +188,10 @@ TEST(ConfigLoader, KvEventsErrorsNameKeyAndLine) {
                     "block_size: 0}\n"),
               HasSubstr("block_size: must be between 1 and 4096"));
   EXPECT_THAT(Error("routing:\n  precise: {tokenizer: llama3}\n"),
-              HasSubstr("routing.precise.tokenizer: unknown tokenizer \"llama3\" (known: bytes4)"));
+              HasSubstr("routing.precise.tokenizer: unknown tokenizer \"llama3\" (known: bytes4, "
+                        "or a directory with the model's tokenizer.json)"));
+  EXPECT_THAT(Error("routing:\n  precise: {tokenizer: /nonexistent/model}\n"),
+              HasSubstr("test.yaml:2: routing.precise.tokenizer: "));
   EXPECT_THAT(Error("routing:\n  precise: {media: {disk: ssd}}\n"),
               HasSubstr("routing.precise.media.disk: must be gpu, host or store, got 'ssd'"));
   EXPECT_THAT(Error("routing:\n  precise: {probes: true}\n"), HasSubstr("unknown key"));

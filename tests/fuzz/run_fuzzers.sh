@@ -4,7 +4,8 @@
 # Needs clang++ (libFuzzer is clang-only, so this does not use the gcc CMake build): each target
 # is compiled directly against the sources it fuzzes. Exits non-zero if a target crashes, leaks
 # or trips a sanitizer; prints "skipped: clang++ not found" and exits 0 without clang.
-# To add a target, append a line to TARGETS: "name|fuzzer source|library sources|pkg-config libs".
+# To add a target, append a line to TARGETS: "name|fuzzer source|library sources|pkg-config libs"
+# and optionally "|max seconds" (a cap below seconds-per-target).
 set -euo pipefail
 
 SECONDS_PER_TARGET="${1:-20}"
@@ -20,17 +21,24 @@ KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
 KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
 HTTP1_SRCS="router/http/http1.cc router/http/body_framing.cc common/strings.cc"
+# (one line each: a TARGETS entry is read as one line)
+TOKENIZER_SRCS="kvindex/tokenizer.cc kvindex/hf_tokenizer.cc kvindex/hf_text.cc kvindex/hf_split.cc"
+TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template.cc"
+TOKENIZER_SRCS+=" kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
+  "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
 )
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
 mkdir -p "$OUT"
 status=0
 for spec in "${TARGETS[@]}"; do
-  IFS='|' read -r name fuzzer srcs pkgs <<<"$spec"
+  IFS='|' read -r name fuzzer srcs pkgs cap <<<"$spec"
+  seconds="$SECONDS_PER_TARGET"
+  if [[ -n "${cap:-}" && "$cap" -lt "$seconds" ]]; then seconds="$cap"; fi
   bin="${OUT}/${name}_fuzzer"
   echo "== building ${name} fuzzer"
   # shellcheck disable=SC2046,SC2086
@@ -44,8 +52,8 @@ for spec in "${TARGETS[@]}"; do
   if [[ -f "${ROOT}/tests/fuzz/${name}.dict" ]]; then
     dict=(-dict="${ROOT}/tests/fuzz/${name}.dict")
   fi
-  echo "== running ${name} fuzzer for ${SECONDS_PER_TARGET}s"
-  if ! (cd "$OUT" && "$bin" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" \
+  echo "== running ${name} fuzzer for ${seconds}s"
+  if ! (cd "$OUT" && "$bin" "${dict[@]}" -max_total_time="$seconds" \
         -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         "$work_corpus" "$corpus_seed"); then
     echo "FAILED: ${name} fuzzer found a crash (artifacts in ${OUT})"

