@@ -179,8 +179,10 @@ TEST_F(SimServerTest, InjectedFaults) {
 TEST_F(SimServerTest, ResetPrefixCacheForgetsBlocks) {
   StartSim();
   ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 1)).status, 200);
-  EXPECT_THAT(Fetch(port_, "GET", "/debug/blocks").body,
-              ::testing::ContainsRegex(R"("GPU":\[[0-9])"));
+  // Not ContainsRegex: libonig's POSIX regex symbols (kvindex/CMakeLists.txt) hang it under ASan.
+  const std::string blocks = Fetch(port_, "GET", "/debug/blocks").body;
+  EXPECT_THAT(blocks, HasSubstr(R"("GPU":[)"));
+  EXPECT_THAT(blocks, ::testing::Not(HasSubstr(R"("GPU":[])")));
   EXPECT_EQ(Fetch(port_, "POST", "/reset_prefix_cache").status, 200);
   EXPECT_THAT(Fetch(port_, "GET", "/debug/blocks").body, HasSubstr(R"("GPU":[])"));
   EXPECT_EQ(CachedTokens(Fetch(port_, "POST", "/v1/chat/completions", Chat(false, 1)).body), 0);
