@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "kvindex/hf_text.h"
 #include "kvindex/jinja_ast.h"
@@ -166,8 +167,9 @@ Value GetPath(const Value& v, const std::string& path) {
       cur = cur.Get(part);
     } else if (cur.is_array() && !part.empty() &&
                std::all_of(part.begin(), part.end(), ::isdigit)) {
-      const size_t i = std::stoul(part);
-      cur = i < cur.array().size() ? cur.array()[i] : Value();
+      size_t i = 0;  // from_chars: an index past size_t's range is a miss, not an exception
+      const auto r = std::from_chars(part.data(), part.data() + part.size(), i);
+      cur = r.ec == std::errc() && i < cur.array().size() ? cur.array()[i] : Value();
     } else {
       return Value();
     }

@@ -2,6 +2,7 @@
 // transformers' environment sets it: trim_blocks and lstrip_blocks) -> syntax tree.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -227,8 +228,10 @@ class Lexer {
       const char e = src_[pos++];
       auto hex = [&](int n) {
         if (pos + n > src_.size()) Fail(line_, "bad escape in string literal");
-        const uint32_t v =
-            static_cast<uint32_t>(std::stoul(std::string(src_.substr(pos, n)), nullptr, 16));
+        uint32_t v = 0;  // exactly n hex digits: std::stoul would throw on "\\xx|"
+        const char* first = src_.data() + pos;
+        const auto r = std::from_chars(first, first + n, v, 16);
+        if (r.ec != std::errc() || r.ptr != first + n) Fail(line_, "bad escape in string literal");
         pos += n;
         hf::AppendUtf8(v, &out);
       };
