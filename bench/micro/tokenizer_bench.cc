@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_util.h"
 #include "common/strings.h"
 #include "kvindex/hf_tokenizer.h"
 #include "prometheus/registry.h"
@@ -50,27 +51,11 @@ std::shared_ptr<const HfTokenizer> Load(const std::string& dir) {
   return *t;
 }
 
+// The inside of a JSON string literal (the callers write the quotes).
 std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
+  std::string quoted;
+  common::AppendJsonString(quoted, s);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 // English-like prose and code, deterministic: ~`tokens` tokens (about 4.3 bytes a token).

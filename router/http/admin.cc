@@ -165,8 +165,8 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     out += ",\"engine\":";
     AppendEngine(out, c.engine);
     out += ",\"prefill_tokens_per_second\":";
-    AppendNumber(out, c.prefill_rate > 0 ? c.prefill_rate
-                                         : cfg.routing.kvaware.prefill_tokens_per_second);
+    AppendNumber(
+        out, c.prefill_rate > 0 ? c.prefill_rate : cfg.routing.kvaware.prefill_tokens_per_second);
     out += ",\"predicted_ttft_s\":";
     if (s.predicted_ttft_s >= 0) {
       AppendNumber(out, s.predicted_ttft_s);
@@ -271,7 +271,8 @@ net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
                       code == absl::StatusCode::kNotFound      ? 404
                       : code == absl::StatusCode::kUnavailable ? 503
                                                                : 400,
-                      common::Sv(json.status().message()), "invalid_request_error", "explain_failed");
+                      common::Sv(json.status().message()), "invalid_request_error",
+                      "explain_failed");
 }
 
 }  // namespace kvgate::router

@@ -236,8 +236,7 @@ namespace {
 // One request on the connection, from its first byte to its recorded end. Its state lives in
 // this coroutine's frame, which exists only while a request is served: an idle connection
 // holds none of it. @return whether the connection stays open.
-net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes,
-                              ClientConnection& conn) {
+net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes, ClientConnection& conn) {
   Exchange ex(conn);
   const ReadResult r = co_await ReadRequest(tc, conn, ex);
   if (r == ReadResult::kClosed) co_return false;

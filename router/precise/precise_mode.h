@@ -17,8 +17,8 @@
 #include "kvevents/subscriber.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/tokenizer.h"
-#include "router/precise/speculative_blocks.h"
 #include "router/fleet/worker.h"
+#include "router/precise/speculative_blocks.h"
 
 namespace prometheus {
 class Registry;

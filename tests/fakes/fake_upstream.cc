@@ -46,12 +46,11 @@ std::string Event(uint32_t i, uint32_t chunk_bytes, const std::string& model,
 
 std::string FinalEvents(uint32_t chunks, const std::string& model, const std::string& id,
                         uint32_t cached = 64) {
-  return common::StrCat("data: {\"id\":\"chatcmpl-", id,
-                        "\",\"object\":\"chat.completion.chunk\",\"model\":\"", model,
-                        "\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
-                        "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
-                        ",\"prompt_tokens_details\":{\"cached_tokens\":", cached,
-                        "}}}\n\ndata: [DONE]\n\n");
+  return common::StrCat(
+      "data: {\"id\":\"chatcmpl-", id, "\",\"object\":\"chat.completion.chunk\",\"model\":\"",
+      model, "\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
+      "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":", chunks,
+      ",\"prompt_tokens_details\":{\"cached_tokens\":", cached, "}}}\n\ndata: [DONE]\n\n");
 }
 
 bool PeerClosed(tcp::socket& s) {

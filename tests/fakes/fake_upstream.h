@@ -58,7 +58,7 @@ class FakeUpstream {
   uint64_t cancelled() const;      // streams whose client (the gateway) went away early
   uint64_t completed_streams() const;
   uint64_t streamed_bytes() const;  // bytes of SSE events written so far
-  int64_t active() const;  // requests being answered now
+  int64_t active() const;           // requests being answered now
   std::string last_request_id() const;
   std::string last_body() const;
   std::string last_header(const std::string& name) const;

@@ -73,9 +73,7 @@ bool ChildProcess::Exited(int* code) {
   return true;
 }
 
-uint64_t ChildProcess::RssBytes() const {
-  return ProcessRssBytes(pid_);
-}
+uint64_t ChildProcess::RssBytes() const { return ProcessRssBytes(pid_); }
 
 std::string ChildProcess::Log() const {
   std::ifstream in(log_);

@@ -21,8 +21,7 @@ TEST(TokenizerFuzzSeedsTest, ReplaysTheSeedCorpus) {
     if (!e.is_regular_file()) continue;
     std::ifstream in(e.path(), std::ios::binary);
     const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(data.data()), data.size()),
-              0)
+    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(data.data()), data.size()), 0)
         << e.path();
     ++n;
   }

@@ -9,9 +9,7 @@ namespace {
 
 using policy_util::Mix;
 
-double WeightOf(const Candidate& c) {
-  return c.weight > 0 ? c.weight : 1e-9;
-}
+double WeightOf(const Candidate& c) { return c.weight > 0 ? c.weight : 1e-9; }
 
 // Position x in [0, total) on the cumulative weight line -> candidate index.
 size_t PickByWeight(absl::Span<const Candidate> c, double x) {
