@@ -54,7 +54,7 @@ std::shared_ptr<const HfTokenizer> Load(const std::string& dir) {
 // The inside of a JSON string literal (the callers write the quotes).
 std::string JsonEscape(const std::string& s) {
   std::string quoted;
-  common::AppendJsonString(quoted, s);
+  kvgate::common::AppendJsonString(quoted, s);
   return quoted.substr(1, quoted.size() - 2);
 }
 
