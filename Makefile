@@ -3,7 +3,8 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BINARIES := kvgate kvgate-fake-upstream kvgate-sim kvgate-replay kvindex_bench kvgate-tokenize \
-	kvgate-tokenizer-bench kvgate-transfer-bench
+	kvgate-tokenizer-bench kvgate-transfer-bench \
+	kvgate-store kvgate-store-bench
 # ccache: paths relative to the checkout, so that another clone of the repo (CI) hits the cache.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1

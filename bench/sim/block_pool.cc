@@ -4,8 +4,6 @@
 
 namespace kvgate::sim {
 
-std::string_view MediumName(Medium medium) { return medium == Medium::kGpu ? "GPU" : "CPU"; }
-
 KvEvent BlockPool::Removed(uint64_t hash, Medium medium) const {
   KvEvent ev;
   ev.type = KvEvent::Type::kBlockRemoved;

@@ -14,24 +14,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "kvevents/publisher.h"
 
 namespace kvgate::sim {
 
-enum class Medium : uint8_t { kGpu = 0, kCpu = 1 };
-
-/// "GPU" / "CPU", the `medium` field of the events.
-std::string_view MediumName(Medium medium);
-
-/// One KV event, as vLLM's BlockStored / BlockRemoved / AllBlocksCleared. A value type.
-struct KvEvent {
-  enum class Type : uint8_t { kBlockStored, kBlockRemoved, kAllBlocksCleared };
-  Type type = Type::kBlockStored;
-  std::vector<uint64_t> block_hashes;
-  std::optional<uint64_t> parent_block_hash;  // BlockStored only; null at the prompt root.
-  std::vector<uint32_t> token_ids;            // BlockStored only; block_size per hash.
-  uint32_t block_size = 0;
-  Medium medium = Medium::kGpu;
-};
+// The event vocabulary is kvevents' (the publisher's).
+using Medium = kvevents::Medium;
+using KvEvent = kvevents::PublishedEvent;
+using kvevents::MediumName;
 
 class BlockPool {
  public:

@@ -1,76 +1,18 @@
 // File: bench/sim/kv_events.h
-// vLLM's KV-event wire format and publisher (shared/reference/protocols.md §1): msgpack event
-// batches, a ZMQ PUB socket sending [topic, seq (8-byte big-endian), payload], and an optional
-// ROUTER socket that replays the last N batches on request.
+// The simulator publishes vLLM's KV events with kvevents/publisher.h; these are its names here.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
-
-#include "absl/status/statusor.h"
-#include "absl/types/span.h"
-#include "bench/sim/block_pool.h"
+#include "bench/sim/block_pool.h"  // KvEvent, Medium
 #include "kvevents/endpoints.h"
-
-namespace zmq {
-class context_t;
-}  // namespace zmq
+#include "kvevents/publisher.h"
 
 namespace kvgate::sim {
 
-/// How events are encoded: msgspec `array_like` (vLLM <= 0.23, the default) or tagged maps
-/// (vLLM PR #42892). The outer batch is `[ts, [events...], data_parallel_rank]` in both.
-enum class EventEncoding : uint8_t { kArray, kMap };
-
-/// Appends the msgpack of one KVEventBatch to `*out`. Hashes are msgpack uints (0xcf for values
-/// >= 2^32, so every value >= 2^63 too). Stateless; thread-safe.
-void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional<int> dp_rank,
-                      EventEncoding encoding, std::string* out);
-
-// vLLM's endpoint rules, shared with kvgate's subscriber.
+using kvevents::EncodeEventBatch;
+using kvevents::EventEncoding;
+using kvevents::KvEventPublisher;
 using kvevents::OffsetEndpoint;
+using kvevents::PublisherOptions;
 using kvevents::ShouldBind;
-
-struct PublisherOptions {
-  std::string endpoint;         // PUB address.
-  std::string replay_endpoint;  // ROUTER address; empty: no replay.
-  std::string topic;
-  bool force_bind = false;  // Bind the PUB socket whatever ShouldBind() says.
-  size_t buffer_steps = 10000;
-  int hwm = 100000;
-  EventEncoding encoding = EventEncoding::kArray;
-  std::optional<int> dp_rank = 0;
-};
-
-/// One engine's publisher. Sequence numbers start at 0 per process, as vLLM's. Not a thread of
-/// its own: Publish() and ServiceReplay() run on the caller's thread and never block.
-/// Thread-compatible.
-class KvEventPublisher {
- public:
-  /// Creates the sockets. `context` must outlive the publisher.
-  /// @return kInvalidArgument / kUnavailable when an endpoint cannot be bound or connected.
-  static absl::StatusOr<std::unique_ptr<KvEventPublisher>> Create(zmq::context_t& context,
-                                                                  PublisherOptions options);
-  ~KvEventPublisher();
-
-  /// Sends one batch (nothing when `events` is empty) and keeps it for replay.
-  void Publish(double ts, absl::Span<const KvEvent> events);
-  /// Answers pending replay requests (non-blocking).
-  void ServiceReplay();
-
-  /// The addresses actually bound or connected (a '*' port resolved).
-  const std::string& endpoint() const;
-  const std::string& replay_endpoint() const;
-  uint64_t next_seq() const;
-  bool has_replay() const;
-
- private:
-  struct Impl;
-  explicit KvEventPublisher(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
 
 }  // namespace kvgate::sim

@@ -25,11 +25,13 @@ HTTP1_SRCS="router/http/http1.cc router/http/body_framing.cc common/strings.cc"
 TOKENIZER_SRCS="kvindex/tokenizer.cc kvindex/hf_tokenizer.cc kvindex/hf_text.cc kvindex/hf_split.cc"
 TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template.cc"
 TOKENIZER_SRCS+=" kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
+STORE_SRCS="store/wire.cc common/strings.cc"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
   "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
+  "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"
 )
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"

@@ -1,4 +1,5 @@
-#include "bench/sim/kv_events.h"
+// File: kvevents/publisher.cc
+#include "kvevents/publisher.h"
 
 #include <msgpuck.h>
 
@@ -9,7 +10,7 @@
 #include "kvevents/event_decoder.h"
 #include "spdlog/spdlog.h"
 
-namespace kvgate::sim {
+namespace kvgate::kvevents {
 namespace {
 
 // msgpuck encodes into a raw buffer; each Put* reserves the worst case first.
@@ -52,13 +53,13 @@ class Writer {
   std::string* out_;
 };
 
-void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
+void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
   const bool map = encoding == EventEncoding::kMap;
   auto key = [&](std::string_view k) {
     if (map) w.Str(k);
   };
   switch (e.type) {
-    case KvEvent::Type::kBlockStored: {
+    case PublishedEvent::Type::kBlockStored: {
       // Fields in declaration order: block_hashes, parent_block_hash, token_ids, block_size,
       // lora_id, medium, lora_name (later optional fields are defaults and omitted).
       if (map) {
@@ -86,7 +87,7 @@ void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
       w.Nil();
       break;
     }
-    case KvEvent::Type::kBlockRemoved:
+    case PublishedEvent::Type::kBlockRemoved:
       if (map) {
         w.Map(3);
         w.Str("type");
@@ -100,7 +101,7 @@ void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
       key("medium");
       w.Str(MediumName(e.medium));
       break;
-    case KvEvent::Type::kAllBlocksCleared:
+    case PublishedEvent::Type::kAllBlocksCleared:
       if (map) {
         w.Map(1);
         w.Str("type");
@@ -114,13 +115,25 @@ void EncodeEvent(const KvEvent& e, EventEncoding encoding, Writer& w) {
 
 }  // namespace
 
-void EncodeEventBatch(double ts, absl::Span<const KvEvent> events, std::optional<int> dp_rank,
-                      EventEncoding encoding, std::string* out) {
+std::string_view MediumName(Medium medium) {
+  switch (medium) {
+    case Medium::kGpu:
+      return "GPU";
+    case Medium::kCpu:
+      return "CPU";
+    case Medium::kStore:
+      return "STORE";
+  }
+  return "GPU";
+}
+
+void EncodeEventBatch(double ts, absl::Span<const PublishedEvent> events,
+                      std::optional<int> dp_rank, EventEncoding encoding, std::string* out) {
   Writer w(out);
   w.Array(dp_rank ? 3 : 2);
   w.Double(ts);
   w.Array(static_cast<uint32_t>(events.size()));
-  for (const KvEvent& e : events) EncodeEvent(e, encoding, w);
+  for (const PublishedEvent& e : events) EncodeEvent(e, encoding, w);
   if (dp_rank) w.Int(*dp_rank);
 }
 
@@ -167,13 +180,13 @@ absl::StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
   return std::unique_ptr<KvEventPublisher>(new KvEventPublisher(std::move(impl)));
 }
 
-void KvEventPublisher::Publish(double ts, absl::Span<const KvEvent> events) {
+void KvEventPublisher::Publish(double ts, absl::Span<const PublishedEvent> events) {
   Impl& s = *impl_;
   if (!events.empty()) {
     std::string payload;
     EncodeEventBatch(ts, events, s.options.dp_rank, s.options.encoding, &payload);
     const uint64_t seq = s.next_seq++;
-    const std::string seq8 = kvevents::EncodeSequence(seq);
+    const std::string seq8 = EncodeSequence(seq);
     // PUB never blocks: past the high-water mark ZMQ drops, as it does for vLLM.
     s.pub.send(zmq::buffer(s.options.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     s.pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -204,8 +217,7 @@ void KvEventPublisher::ServiceReplay() {
       spdlog::warn("kv events: invalid replay request ({} frames)", frames.size());
       continue;
     }
-    const uint64_t start =
-        *kvevents::DecodeSequence({static_cast<const char*>(frames[2].data()), 8});
+    const uint64_t start = *DecodeSequence({static_cast<const char*>(frames[2].data()), 8});
     const std::string id(static_cast<const char*>(frames[0].data()), frames[0].size());
     auto send = [&](const std::string& seq8, const std::string& payload) {
       constexpr auto kMore = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
@@ -215,9 +227,9 @@ void KvEventPublisher::ServiceReplay() {
       s.router->send(zmq::buffer(payload), zmq::send_flags::dontwait);
     };
     for (const auto& [seq, payload] : s.buffer) {
-      if (seq >= start) send(kvevents::EncodeSequence(seq), payload);
+      if (seq >= start) send(EncodeSequence(seq), payload);
     }
-    send(kvevents::EncodeSequence(kvevents::kReplayEndSequence), std::string());
+    send(EncodeSequence(kReplayEndSequence), std::string());
   }
 }
 
@@ -226,4 +238,4 @@ const std::string& KvEventPublisher::replay_endpoint() const { return impl_->rep
 uint64_t KvEventPublisher::next_seq() const { return impl_->next_seq; }
 bool KvEventPublisher::has_replay() const { return impl_->router.has_value(); }
 
-}  // namespace kvgate::sim
+}  // namespace kvgate::kvevents

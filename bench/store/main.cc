@@ -1,0 +1,294 @@
+// kvgate-store-bench: put then get of batches of large values against kvgate-store, Redis or
+// memcached, every byte verified (docs/benchmarks.md, "KV store").
+//
+//   kvgate-store-bench --store HOST:PORT [--transport shm|tcp]  (or --redis / --memcached
+//   HOST:PORT)
+//       [--value-size 256K] [--batch 64] [--seconds 5] [--working-set 512M]
+//       [--exists-chain 2000] [--corrupt-for-test]
+//
+// Put: batches of new keys (a store never rewrites an immutable key, so every put is new data)
+// for --seconds; the store evicts as it fills, as a KV cache does. Get: batches drawn from the
+// last --working-set bytes written, for --seconds, each value compared with what was put. One
+// op is one key. Prints `put ops/s=N GB/s=X` and `get ops/s=N GB/s=X`; exits 1 on a wrong byte.
+// --exists-chain N (store only): a chain of N small objects, then the p50/p99 of one batched
+// exists of the whole chain.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/store/peer_clients.h"
+#include "store/client.h"
+#include "store/rpc.h"
+#include "store/store_cli.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kvgate::store::ObjectKey;
+
+constexpr size_t kPatterns = 64;  // Distinct values; key k carries pattern k % kPatterns.
+
+struct Args {
+  std::string store, redis, memcached;
+  std::string transport = "shm";
+  uint64_t value_size = 256 << 10;
+  uint32_t batch = 64;
+  double seconds = 5;
+  uint64_t working_set = 512ull << 20;
+  uint32_t exists_chain = 0;
+  bool corrupt = false;
+};
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "kvgate-store-bench: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--corrupt-for-test") {
+      a.corrupt = true;
+      continue;
+    }
+    if (i + 1 >= argc) Die(f + ": missing value");
+    std::string v = argv[++i];
+    auto size = [&] {
+      auto n = kvgate::store::ParseByteSize(v);
+      if (!n.ok() || *n == 0) Die(f + ": bad size " + v);
+      return *n;
+    };
+    if (f == "--store")
+      a.store = v;
+    else if (f == "--redis")
+      a.redis = v;
+    else if (f == "--memcached")
+      a.memcached = v;
+    else if (f == "--transport")
+      a.transport = v;
+    else if (f == "--value-size")
+      a.value_size = size();
+    else if (f == "--batch")
+      a.batch = static_cast<uint32_t>(std::stoul(v));
+    else if (f == "--seconds")
+      a.seconds = std::stod(v);
+    else if (f == "--working-set")
+      a.working_set = size();
+    else if (f == "--exists-chain")
+      a.exists_chain = static_cast<uint32_t>(std::stoul(v));
+    else
+      Die("unknown flag " + f);
+  }
+  if ((!a.store.empty()) + (!a.redis.empty()) + (!a.memcached.empty()) != 1)
+    Die("name exactly one of --store, --redis, --memcached");
+  if (a.batch == 0) Die("--batch must be > 0");
+  return a;
+}
+
+// What a bench drives: put / get one batch of key ids.
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual void Put(const std::vector<uint64_t>& ids) = 0;
+  /// Reads into out[i * value_size]. @return the number of keys not found.
+  virtual size_t Get(const std::vector<uint64_t>& ids, uint8_t* out) = 0;
+};
+
+class StoreTarget final : public Target {
+ public:
+  StoreTarget(const Args& a, const uint8_t* patterns_src) : a_(a) {
+    kvgate::store::StoreClientOptions o;
+    o.master = a.store;
+    o.transports = {a.transport};
+    auto c = kvgate::store::StoreClient::Create(o);
+    if (!c.ok()) Die(std::string(c.status().message()));
+    client_ = std::move(*c);
+    auto p = client_->AllocateBuffer(kPatterns * a.value_size);
+    auto g = client_->AllocateBuffer(uint64_t{a.batch} * a.value_size);
+    if (!p.ok() || !g.ok()) Die("cannot allocate registered buffers");
+    patterns_ = static_cast<uint8_t*>(*p);
+    get_buf_ = static_cast<uint8_t*>(*g);
+    std::memcpy(patterns_, patterns_src, kPatterns * a.value_size);
+  }
+  uint8_t* get_buffer() { return get_buf_; }
+  void Put(const std::vector<uint64_t>& ids) override {
+    std::vector<kvgate::store::PutEntry> entries(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      entries[i].key = {"bench", ids[i]};
+      entries[i].slices = {{patterns_ + (ids[i] % kPatterns) * a_.value_size, a_.value_size}};
+    }
+    for (const auto& r : client_->BatchPutFrom(entries))
+      if (r.code == kvgate::store::PutCode::kError) Die("put: " + std::string(r.error.message()));
+  }
+  size_t Get(const std::vector<uint64_t>& ids, uint8_t* out) override {
+    std::vector<kvgate::store::GetEntry> entries(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      entries[i].key = {"bench", ids[i]};
+      entries[i].slices = {{out + i * a_.value_size, a_.value_size}};
+    }
+    size_t missing = 0;
+    for (const auto& r : client_->BatchGetInto(entries)) {
+      if (r.ok()) continue;
+      if (!absl::IsNotFound(r.status())) Die("get: " + std::string(r.status().message()));
+      ++missing;
+    }
+    return missing;
+  }
+  kvgate::store::StoreClient& client() { return *client_; }
+
+ private:
+  const Args& a_;
+  std::unique_ptr<kvgate::store::StoreClient> client_;
+  uint8_t* patterns_ = nullptr;
+  uint8_t* get_buf_ = nullptr;
+};
+
+class PeerTarget final : public Target {
+ public:
+  PeerTarget(const Args& a, const uint8_t* patterns) : a_(a), patterns_(patterns) {
+    const std::string& addr = a.redis.empty() ? a.memcached : a.redis;
+    auto hp = kvgate::store::ParseHostPort(addr);
+    if (!hp.ok()) Die(std::string(hp.status().message()));
+    auto p = a.redis.empty() ? kvgate::store::bench::ConnectMemcached(hp->first, hp->second)
+                             : kvgate::store::bench::ConnectRedis(hp->first, hp->second);
+    if (!p.ok()) Die(std::string(p.status().message()));
+    peer_ = std::move(*p);
+  }
+  void Put(const std::vector<uint64_t>& ids) override {
+    std::vector<std::string> keys;
+    std::vector<std::string_view> values;
+    for (uint64_t id : ids) {
+      keys.push_back("bench:" + std::to_string(id));
+      values.emplace_back(
+          reinterpret_cast<const char*>(patterns_) + (id % kPatterns) * a_.value_size,
+          a_.value_size);
+    }
+    if (auto s = peer_->PutBatch(keys, values); !s.ok()) Die(std::string(s.message()));
+  }
+  size_t Get(const std::vector<uint64_t>& ids, uint8_t* out) override {
+    std::vector<std::string> keys;
+    std::vector<absl::Span<uint8_t>> spans;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      keys.push_back("bench:" + std::to_string(ids[i]));
+      spans.emplace_back(out + i * a_.value_size, a_.value_size);
+    }
+    auto s = peer_->GetBatch(keys, spans);
+    if (absl::IsNotFound(s)) return 1;
+    if (!s.ok()) Die(std::string(s.message()));
+    return 0;
+  }
+
+ private:
+  const Args& a_;
+  const uint8_t* patterns_;
+  std::unique_ptr<kvgate::store::bench::KvPeer> peer_;
+};
+
+void Report(const char* what, uint64_t ops, uint64_t bytes, double secs) {
+  std::printf("%s ops/s=%.0f GB/s=%.3f\n", what, ops / secs, bytes / secs / 1e9);
+  std::fflush(stdout);
+}
+
+void ExistsChain(kvgate::store::StoreClient& client, uint32_t n) {
+  auto buf = client.AllocateBuffer(64);
+  if (!buf.ok()) Die("exists: cannot allocate");
+  std::memset(*buf, 7, 64);
+  std::vector<ObjectKey> keys;
+  std::vector<kvgate::store::PutEntry> entries;
+  for (uint32_t i = 0; i < n; ++i) {
+    keys.push_back({"chain", 0x9e3779b97f4a7c15ull * (i + 1)});
+    entries.push_back({keys.back(), {{*buf, 64}}, {}, {}});
+  }
+  for (size_t at = 0; at < entries.size(); at += 256) {
+    auto part = absl::MakeConstSpan(entries).subspan(at, 256);
+    for (const auto& r : client.BatchPutFrom(part))
+      if (r.code == kvgate::store::PutCode::kError)
+        Die("exists: put: " + std::string(r.error.message()));
+  }
+  std::vector<double> us;
+  for (int i = 0; i < 300; ++i) {
+    const auto t0 = Clock::now();
+    auto r = client.BatchExists(keys, /*stop_at_first_miss=*/true);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (!r.ok() || r->size() != n || !std::all_of(r->begin(), r->end(), [](bool b) { return b; }))
+      Die("exists: the chain is not all present");
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("exists chain=%u p50_us=%.1f p99_us=%.1f\n", n, us[us.size() / 2],
+              us[us.size() * 99 / 100]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = Parse(argc, argv);
+  std::vector<uint8_t> patterns(kPatterns * a.value_size);
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i < patterns.size(); i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&patterns[i], &v, std::min<size_t>(8, patterns.size() - i));
+  }
+  std::unique_ptr<Target> target;
+  std::vector<uint8_t> own_get_buf;
+  uint8_t* get_buf = nullptr;
+  StoreTarget* store = nullptr;
+  if (!a.store.empty()) {
+    auto t = std::make_unique<StoreTarget>(a, patterns.data());
+    store = t.get();
+    get_buf = t->get_buffer();
+    target = std::move(t);
+  } else {
+    target = std::make_unique<PeerTarget>(a, patterns.data());
+    own_get_buf.resize(uint64_t{a.batch} * a.value_size);
+    get_buf = own_get_buf.data();
+  }
+  if (a.exists_chain > 0) {
+    if (store == nullptr) Die("--exists-chain needs --store");
+    ExistsChain(store->client(), a.exists_chain);
+    return 0;
+  }
+  // Put.
+  uint64_t next = 0;
+  std::vector<uint64_t> ids(a.batch);
+  auto t0 = Clock::now();
+  const auto put_end = t0 + std::chrono::duration<double>(a.seconds);
+  while (Clock::now() < put_end) {
+    for (auto& id : ids) id = next++;
+    target->Put(ids);
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  Report("put", next, next * a.value_size, secs);
+  // Get, from the most recent working set.
+  const uint64_t window =
+      std::max<uint64_t>(a.batch, std::min<uint64_t>(next, a.working_set / a.value_size));
+  std::mt19937_64 pick(7);
+  uint64_t ops = 0;
+  t0 = Clock::now();
+  const auto get_end = t0 + std::chrono::duration<double>(a.seconds);
+  while (Clock::now() < get_end) {
+    for (auto& id : ids) id = next - 1 - pick() % std::min(window, next);
+    if (target->Get(ids, get_buf) > 0)
+      Die("get: a key of the working set was evicted (lower --working-set)");
+    if (a.corrupt) get_buf[a.value_size / 2] ^= 1;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint8_t* want = patterns.data() + (ids[i] % kPatterns) * a.value_size;
+      const uint8_t* got = get_buf + i * a.value_size;
+      if (std::memcmp(want, got, a.value_size) != 0) {
+        size_t at = 0;
+        while (want[at] == got[at]) ++at;
+        std::printf("MISMATCH at byte %zu of key %llu\n", at,
+                    static_cast<unsigned long long>(ids[i]));
+        return 1;
+      }
+    }
+    ops += ids.size();
+  }
+  secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  Report("get", ops, ops * a.value_size, secs);
+  return 0;
+}

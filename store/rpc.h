@@ -1,0 +1,85 @@
+// File: store/rpc.h
+// Framed request/response over blocking TCP sockets (store/wire.h frames): a server that gives
+// every connection a thread (the master's clients are a few engines and data nodes, each with
+// one or two long-lived connections), and a client connection with one call in flight at a time.
+// Control traffic only: data moves through transfer/.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/wire.h"
+#include "transfer/sync.h"
+
+namespace kvgate::store {
+
+/// "host:port" -> (host, port). @return kInvalidArgument naming the text.
+absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);
+
+/// Handles one request; returns the whole reply body (EncodeStatus() then the payload).
+using RpcHandler = std::function<std::string(Op op, std::string_view body)>;
+
+/// Thread-safe. The handler runs on connection threads, concurrently.
+class RpcServer {
+ public:
+  /// Binds and starts accepting. @return kUnavailable naming the address when it cannot bind.
+  static absl::StatusOr<std::unique_ptr<RpcServer>> Start(const std::string& host, uint16_t port,
+                                                          RpcHandler handler);
+  /// Stops accepting, shuts every connection down and joins their threads.
+  ~RpcServer();
+
+  uint16_t port() const { return port_; }
+  /// Malformed frames and peers that broke off mid-frame since start.
+  uint64_t protocol_errors() const { return protocol_errors_.load(); }
+
+ private:
+  RpcServer(int listen_fd, uint16_t port, RpcHandler handler);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const int listen_fd_;
+  const uint16_t port_;
+  const RpcHandler handler_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> protocol_errors_{0};
+  std::thread accept_thread_;
+  transfer::Mutex mu_;
+  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+/// One connection to one server, reconnected on the next call after a failure. Thread-safe
+/// (calls are serialised).
+class RpcConnection {
+ public:
+  RpcConnection(std::string host, uint16_t port);
+  ~RpcConnection();
+
+  /// Sends `op` with `body` and returns the reply's payload, or the status the server answered
+  /// with. @return kUnavailable when the server cannot be reached or the connection broke
+  /// (the request may or may not have run); kDeadlineExceeded after `timeout`.
+  absl::StatusOr<std::string> Call(Op op, std::string_view body, std::chrono::milliseconds timeout);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  absl::Status ConnectLocked(std::chrono::milliseconds timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string host_;
+  const uint16_t port_;
+  const std::string address_;
+  transfer::Mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace kvgate::store
