@@ -38,15 +38,16 @@ test-asan: setup
 
 # ThreadSanitizer on the concurrent parts: the kvindex stress test, the gateway (sessions,
 # relay, framing, reload and drain against the control thread and metric scrapes), the
-# KV-event subscriber (its events thread against status readers) and the transfer engine.
+# KV-event subscriber (its events thread against status readers), the transfer engine and the
+# store (master, data nodes and clients on their threads).
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
 	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
-	  kvgate_kv_subscriber_tests kvgate_transfer_tests
+	  kvgate_kv_subscriber_tests kvgate_transfer_tests kvgate_store_tests
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Relay|Framing|Subscriber"
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	  ctest --preset tsan -j2 -L transfer
+	  ctest --preset tsan -j2 -L "transfer|store"
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup

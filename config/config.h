@@ -44,6 +44,16 @@ struct WorkerConfig {
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
 };
 
+// A kvgate-store whose KV events kvgate follows (its `--kv-events`): the blocks any worker
+// could pull from the store instead of recomputing, indexed in the store tier.
+struct StoreConfig {
+  std::string name;          // For admin and logs.
+  std::string model;         // Namespace of its blocks (the model whose KV it holds).
+  KvEventsConfig kv_events;  // endpoint, replay_endpoint, block_size of its objects.
+
+  friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
+};
+
 struct LimitsConfig {
   uint32_t max_header_bytes = 16 * 1024;
   uint64_t max_body_bytes = 32ull * 1024 * 1024;  // agentic prompts are large
@@ -171,6 +181,7 @@ struct Config {
   AdminConfig admin;
   AccessLogConfig access_log;
   std::vector<WorkerConfig> workers;
+  std::vector<StoreConfig> stores;
 };
 
 using ConfigConstSharedPtr = std::shared_ptr<const Config>;

@@ -393,7 +393,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (!r.ExpectMap(root, "",
                      {"listen", "threads", "log_level", "drain_timeout_ms",
                       "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
-                      "circuit_breaker", "routing", "admin", "access_log", "workers"})) {
+                      "circuit_breaker", "routing", "admin", "access_log", "workers", "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -499,6 +499,32 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
         }
       }
     }
+    if (const YAML::Node n = root["stores"]; n.IsDefined() && !n.IsNull()) {
+      if (!n.IsSequence()) {
+        r.Error(n, "stores", "must be a list");
+      } else {
+        std::set<std::string> names;
+        for (size_t i = 0; i < n.size(); ++i) {
+          const std::string path = common::StrCat("stores[", i, "]");
+          StoreConfig st;
+          if (!r.ExpectMap(n[i], path, {"name", "model", "kv_events"})) continue;
+          if (!r.String(n[i], path, "name", &st.name) || st.name.empty()) {
+            r.Error(n[i], Reader::Join(path, "name"), "is required");
+          } else if (!names.insert(st.name).second) {
+            r.Error(n[i]["name"], Reader::Join(path, "name"),
+                    common::StrCat("duplicate store '", st.name, "'"));
+          }
+          if (!r.String(n[i], path, "model", &st.model) || st.model.empty())
+            r.Error(n[i], Reader::Join(path, "model"), "is required (the model of its blocks)");
+          if (const YAML::Node e = n[i]["kv_events"]; e.IsDefined() && !e.IsNull()) {
+            ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &st.kv_events);
+          } else {
+            r.Error(n[i], Reader::Join(path, "kv_events"), "is required");
+          }
+          c.stores.push_back(std::move(st));
+        }
+      }
+    }
   } catch (const YAML::Exception& e) {
     r.errors().push_back(common::StrCat(source, ":", e.mark.line + 1, ": ", e.msg));
   }
@@ -544,10 +570,10 @@ absl::Status ValidateConfig(const Config& c) {
                                     "prefix index holds at most ",
                                     max_holders));
   }
-  if (ranks > max_holders) {
+  if (ranks + c.stores.size() > max_holders) {
     errors.push_back(common::StrCat("workers: the workers with kv_events have ", ranks,
-                                    " DP ranks in all; the precise index holds at most ",
-                                    max_holders));
+                                    " DP ranks in all and there are ", c.stores.size(),
+                                    " stores; the precise index holds at most ", max_holders));
   }
   if (!common::IsValidLogLevel(c.log_level)) {
     errors.push_back(common::StrCat("log_level: unknown level '", c.log_level, "'"));

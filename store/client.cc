@@ -149,11 +149,15 @@ absl::StatusOr<transfer::SegmentId> StoreClient::Segment(const std::string& name
 }
 
 std::vector<absl::Status> StoreClient::Transfer(
-    const std::vector<std::vector<transfer::TransferRequest>>& groups) {
+    const std::vector<std::vector<transfer::TransferRequest>>& groups,
+    const std::function<void()>& while_in_flight) {
   std::vector<absl::Status> out(groups.size());
   size_t total = 0;
   for (const auto& g : groups) total += g.size();
-  if (total == 0) return out;
+  if (total == 0) {
+    if (while_in_flight) while_in_flight();
+    return out;
+  }
   auto batch = engine_->AllocateBatch(static_cast<uint32_t>(total), options_.timeout);
   if (!batch.ok()) return std::vector<absl::Status>(groups.size(), batch.status());
   // Submitted group by group, so that a request the engine refuses fails only its own key.
@@ -168,6 +172,7 @@ std::vector<absl::Status> StoreClient::Transfer(
     tasks[i] = {next, next + static_cast<uint32_t>(groups[i].size())};
     next += static_cast<uint32_t>(groups[i].size());
   }
+  if (while_in_flight) while_in_flight();
   auto status =
       engine_->Wait(*batch, transfer::Clock::now() + options_.timeout + std::chrono::seconds(1));
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -244,7 +249,16 @@ std::vector<PutResult> StoreClient::BatchPutFrom(absl::Span<const PutEntry> entr
       }
     }
   }
-  std::vector<absl::Status> moved = Transfer(groups);
+  // Checksums are computed from the caller's buffers while the WRITEs are in flight.
+  std::vector<uint64_t> checksums(entries.size(), 0);
+  std::vector<absl::Status> moved = Transfer(groups, [&] {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (groups[i].empty()) continue;
+      std::vector<uint64_t> lengths;
+      for (const Slice& s : entries[i].slices) lengths.push_back(s.length);
+      checksums[i] = ObjectChecksum(entries[i].slices, lengths);
+    }
+  });
   PutEndRequest end;
   std::vector<size_t> ended;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -252,10 +266,7 @@ std::vector<PutResult> StoreClient::BatchPutFrom(absl::Span<const PutEntry> entr
     if (it.code != KeyCode::kOk) continue;
     if (results[i].error.ok() && !moved[i].ok()) results[i].error = moved[i];
     const bool ok = results[i].error.ok();
-    std::vector<uint64_t> lengths;
-    for (const Slice& s : entries[i].slices) lengths.push_back(s.length);
-    end.items.push_back(
-        {entries[i].key, it.put_id, ok, ok ? ObjectChecksum(entries[i].slices, lengths) : 0});
+    end.items.push_back({entries[i].key, it.put_id, ok, ok ? checksums[i] : 0});
     ended.push_back(i);
   }
   if (!end.items.empty()) {

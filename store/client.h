@@ -119,9 +119,11 @@ class StoreClient {
               std::unique_ptr<transfer::TransferEngine> engine);
   absl::StatusOr<transfer::SegmentId> Segment(const std::string& name);
   /// Runs the transfers and reports, per group of requests, the first error (OK when all
-  /// completed).
+  /// completed). `while_in_flight` runs after submission, before the wait, so that CPU work
+  /// (checksums) overlaps the copies.
   std::vector<absl::Status> Transfer(
-      const std::vector<std::vector<transfer::TransferRequest>>& groups);
+      const std::vector<std::vector<transfer::TransferRequest>>& groups,
+      const std::function<void()>& while_in_flight = {});
   void Post(std::function<void()> job);
 
   const StoreClientOptions options_;

@@ -69,20 +69,20 @@ STORE_HTTP_PORT=$(free_port)
 mkdir "$WORK/redis" "$WORK/store"
 
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$WORK/redis" --save '' \
-  --appendonly no --maxmemory 2gb --maxmemory-policy allkeys-lru --protected-mode no \
+  --appendonly no --maxmemory 1gb --maxmemory-policy allkeys-lru --protected-mode no \
   --daemonize no >"$WORK/redis.log" 2>&1 &
 REDIS_PID=$!
 PIDS+=("$REDIS_PID")
 
 memcached_user=()
 ((EUID != 0)) || memcached_user=(-u root)  # memcached refuses to run as root without -u.
-memcached -p "$MEMCACHED_PORT" -U 0 -l 127.0.0.1 -m 2048 -I 2m -t 2 \
+memcached -p "$MEMCACHED_PORT" -U 0 -l 127.0.0.1 -m 1024 -I 2m -t 2 \
   ${memcached_user[@]+"${memcached_user[@]}"} >"$WORK/memcached.log" 2>&1 &
 MEMCACHED_PID=$!
 PIDS+=("$MEMCACHED_PID")
 
 (cd "$WORK/store" && exec "$BIN_DIR/kvgate-store" --listen "127.0.0.1:$STORE_PORT" \
-  --http-listen "127.0.0.1:$STORE_HTTP_PORT" --memory 2GiB) >"$WORK/kvgate-store.log" 2>&1 &
+  --http-listen "127.0.0.1:$STORE_HTTP_PORT" --memory 1GiB) >"$WORK/kvgate-store.log" 2>&1 &
 STORE_PID=$!
 PIDS+=("$STORE_PID")
 
@@ -97,7 +97,7 @@ run_bench() {
   shift
   local out="$WORK/bench-${label//\//-}.out"
   local -a cmd=("$BIN_DIR/kvgate-store-bench" "$@" --value-size 256K --batch 64 \
-    --seconds "$DURATION")
+    --seconds "$DURATION" --warmup 1280M --working-set 256M)
   echo "== $label: ${cmd[*]}" >&2
   local rc=0
   "${cmd[@]}" >"$out" 2>&1 || rc=$?

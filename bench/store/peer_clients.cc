@@ -240,19 +240,22 @@ class RedisPeer final : public KvPeer {
   absl::Status PutBatch(absl::Span<const std::string> keys,
                         absl::Span<const std::string_view> values) override {
     KVGATE_RETURN_IF_ERROR(CheckSizes(kName, keys.size(), values.size()));
-    if (keys.empty()) return absl::OkStatus();  // A bare MSET is an error.
-    std::string heads = absl::StrCat("*", 2 * keys.size() + 1, "\r\n$4\r\nMSET\r\n");
+    // Pipelined SETs rather than one MSET: Redis reads each large argument straight into its
+    // value then (redis-benchmark -P measures the same shape; MSET of 64 x 256 KiB was 3x slower).
+    std::string heads;
     std::vector<size_t> ends;
     for (size_t i = 0; i < keys.size(); ++i) {
-      absl::StrAppend(&heads, "$", keys[i].size(), "\r\n", keys[i], "\r\n$", values[i].size(),
-                      "\r\n");
+      absl::StrAppend(&heads, "*3\r\n$3\r\nSET\r\n$", keys[i].size(), "\r\n", keys[i], "\r\n$",
+                      values[i].size(), "\r\n");
       ends.push_back(heads.size());
     }
     std::vector<iovec> iov = Interleave(heads, ends, values);
     KVGATE_RETURN_IF_ERROR(conn_.SendAll(iov));
     std::string line;
-    KVGATE_RETURN_IF_ERROR(conn_.ReadLine(&line));
-    if (line != "+OK") return absl::InternalError(absl::StrCat("redis: MSET failed: ", line));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      KVGATE_RETURN_IF_ERROR(conn_.ReadLine(&line));
+      if (line != "+OK") return absl::InternalError(absl::StrCat("redis: SET failed: ", line));
+    }
     return absl::OkStatus();
   }
 
@@ -260,21 +263,18 @@ class RedisPeer final : public KvPeer {
                         absl::Span<const absl::Span<uint8_t>> out) override {
     KVGATE_RETURN_IF_ERROR(CheckSizes(kName, keys.size(), out.size()));
     if (keys.empty()) return absl::OkStatus();
-    std::string cmd = absl::StrCat("*", keys.size() + 1, "\r\n$4\r\nMGET\r\n");
-    for (const std::string& key : keys) absl::StrAppend(&cmd, "$", key.size(), "\r\n", key, "\r\n");
+    std::string cmd;  // Pipelined GETs, as for puts.
+    for (const std::string& key : keys)
+      absl::StrAppend(&cmd, "*2\r\n$3\r\nGET\r\n$", key.size(), "\r\n", key, "\r\n");
     KVGATE_RETURN_IF_ERROR(conn_.Send(cmd));
     std::string line;
-    KVGATE_RETURN_IF_ERROR(conn_.ReadLine(&line));
-    if (line != absl::StrCat("*", keys.size())) {
-      return absl::InternalError(absl::StrCat("redis: MGET failed: ", line));
-    }
     // Misses and mismatches still drain the reply so the connection stays usable.
     absl::Status result;
     for (size_t i = 0; i < keys.size(); ++i) {
       KVGATE_RETURN_IF_ERROR(conn_.ReadLine(&line));
       int64_t len = 0;
       if (line.empty() || line[0] != '$' || !ParseInt(std::string_view(line).substr(1), &len)) {
-        return absl::InternalError(absl::StrCat("redis: unexpected MGET reply: ", line));
+        return absl::InternalError(absl::StrCat("redis: unexpected GET reply: ", line));
       }
       if (len < 0) {
         result.Update(absl::NotFoundError(absl::StrCat("redis: key ", keys[i], " not found")));

@@ -118,6 +118,37 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
   common::StrAppend(&out, ",\"view_complete\":", complete, ",\"ranks\":[", ranks, "]}");
 }
 
+// The stores kvgate follows: their event streams and the blocks each holds (store tier).
+void AppendStores(std::string& out, const GatewayState& state,
+                  const std::vector<kvevents::SourceStatus>& sources) {
+  const PreciseMode& precise = state.precise;
+  const auto stores = precise.Stores();
+  out += "[";
+  for (size_t i = 0; i < stores.size(); ++i) {
+    const kvindex::Holder holder = PreciseMode::StoreHolder(i);
+    if (i > 0) out += ",";
+    out += "{\"name\":";
+    common::AppendJsonString(out, stores[i].name);
+    out += ",\"model\":";
+    common::AppendJsonString(out, stores[i].model);
+    out += ",\"kv_events\":";
+    common::AppendJsonString(out, stores[i].kv_events.endpoint);
+    common::StrAppend(
+        &out, ",\"block_size\":", stores[i].kv_events.block_size, ",\"blocks\":",
+        precise.applier().BlockCounts(holder)[static_cast<int>(kvindex::Tier::kStore)]);
+    for (const auto& st : sources) {
+      if (!(st.source.holder == holder)) continue;
+      common::StrAppend(&out, ",\"batches\":", st.batches, ",\"stored_blocks\":", st.stored_blocks,
+                        ",\"removed_blocks\":", st.removed_blocks,
+                        ",\"orphan_blocks\":", st.orphan_blocks,
+                        ",\"view_complete\":", st.view_complete, ",\"error\":");
+      common::AppendJsonString(out, st.error);
+    }
+    out += "}";
+  }
+  out += "]";
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& snapshot,
@@ -185,7 +216,29 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     }
     out += "}";
   }
-  out += "]}";
+  out += "]";
+  // What each store could supply of this prompt: its leading blocks in the store tier.
+  const auto stores = state.precise.Stores();
+  if (!stores.empty()) {
+    out += ",\"stores\":[";
+    std::vector<kvindex::BlockHash> chain;
+    std::vector<kvindex::MatchResult> matches;
+    for (size_t i = 0; i < stores.size(); ++i) {
+      const uint32_t bs = stores[i].kv_events.block_size;
+      PreciseMode::TokenChain(plan->tokens, model, bs, &chain);
+      const kvindex::Holder holder = PreciseMode::StoreHolder(i);
+      state.precise.index().Match(chain, {&holder, 1}, &matches);
+      const uint32_t blocks =
+          matches.empty() ? 0 : matches[0].blocks[static_cast<int>(kvindex::Tier::kStore)];
+      if (i > 0) out += ",";
+      out += "{\"name\":";
+      common::AppendJsonString(out, stores[i].name);
+      common::StrAppend(&out, ",\"prefix_blocks\":", blocks,
+                        ",\"prefix_tokens\":", uint64_t{blocks} * bs, "}");
+    }
+    out += "]";
+  }
+  out += "}";
   return out;
 }
 
@@ -245,7 +298,9 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     }
     out += "}";
   }
-  common::StrAppend(&out, "],\"index\":{\"distinct_blocks\":", stats.distinct_blocks,
+  out += "],\"stores\":";
+  AppendStores(out, state, sources);
+  common::StrAppend(&out, ",\"index\":{\"distinct_blocks\":", stats.distinct_blocks,
                     ",\"residencies\":", stats.residencies,
                     ",\"memory_bytes\":", stats.memory_bytes,
                     ",\"max_residencies\":", stats.max_residencies, "}}");

@@ -114,6 +114,7 @@ namespace {
 
 kvevents::ApplierOptions ApplierOptionsFrom(const config::RoutingConfig& routing) {
   kvevents::ApplierOptions o;
+  o.media.emplace_back("STORE", kvindex::Tier::kStore);  // kvgate-store's events
   for (const auto& [medium, tier] : routing.precise.media) {
     o.media.emplace_back(medium, tier == "host"  ? kvindex::Tier::kHost
                                  : tier == "gpu" ? kvindex::Tier::kGpu
@@ -146,9 +147,25 @@ void PreciseMode::Start() { subscriber_.Start(); }
 
 void PreciseMode::Stop() { subscriber_.Stop(); }
 
-void PreciseMode::Configure(const WorkerList& workers) {
+void PreciseMode::Configure(const WorkerList& workers,
+                            const std::vector<config::StoreConfig>& stores) {
   std::vector<kvevents::EventSource> sources;
-  bool any = false;
+  bool any = !stores.empty();
+  for (size_t i = 0; i < stores.size(); ++i) {
+    kvevents::EventSource s;
+    s.holder = StoreHolder(i);
+    s.name = common::StrCat("store ", stores[i].name);
+    s.model = stores[i].model;
+    s.endpoint = stores[i].kv_events.endpoint;
+    s.replay_endpoint = stores[i].kv_events.replay_endpoint;
+    s.topic = stores[i].kv_events.topic;
+    s.bind = stores[i].kv_events.bind;
+    sources.push_back(std::move(s));
+  }
+  {
+    std::lock_guard lock(mu_);
+    stores_ = stores;
+  }
   for (const auto& w : workers) {
     const auto& ke = w->config().kv_events;
     if (!ke) continue;
@@ -183,6 +200,11 @@ void PreciseMode::Configure(const WorkerList& workers) {
     for (const auto& name : gone) metrics_->Drop(name);
   }
   subscriber_.SetSources(std::move(sources));
+}
+
+std::vector<config::StoreConfig> PreciseMode::Stores() const {
+  std::lock_guard lock(mu_);
+  return stores_;
 }
 
 const kvindex::Tokenizer* PreciseMode::TokenizerFor(const config::PreciseConfig& config,

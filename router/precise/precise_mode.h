@@ -37,8 +37,17 @@ class PreciseMode {
   void Start();
   void Stop();
 
-  /// Subscribes to the kv_events of `workers` (every DP rank), drops removed ones. Start, reload.
-  void Configure(const WorkerList& workers);
+  /// Subscribes to the kv_events of `workers` (every DP rank) and of the `stores` (their blocks
+  /// go to the store tier of holder StoreHolder(i)), drops removed ones. Start, reload.
+  void Configure(const WorkerList& workers, const std::vector<config::StoreConfig>& stores);
+
+  /// The index holder of the i-th configured store: above every worker id.
+  static kvindex::Holder StoreHolder(size_t i) {
+    return {kStoreHolderBase + static_cast<uint32_t>(i), 0};
+  }
+  static constexpr uint32_t kStoreHolderBase = 0xffff0000u;
+  /// The stores last configured (admin, explain).
+  std::vector<config::StoreConfig> Stores() const;
 
   /// True when some worker has kv_events configured (requests are then tokenised).
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
@@ -85,6 +94,7 @@ class PreciseMode {
   mutable std::mutex mu_;  // Guards the maps below.
   absl::flat_hash_map<uint32_t, std::string> reasons_;
   absl::flat_hash_map<uint32_t, uint64_t> restarts_;
+  std::vector<config::StoreConfig> stores_;
 };
 
 }  // namespace kvgate::router

@@ -48,7 +48,7 @@ struct PreciseProber::Impl {
       const auto snapshot = state.snapshot();
       const auto& cfg = snapshot->config;
       const WorkerList& workers = snapshot->workers;
-      Reconfigure(workers);
+      Reconfigure(workers, cfg->stores);
       const auto now = Clock::now();
       const auto sources = state.precise.Sources();
       for (const auto& w : workers) {
@@ -64,8 +64,10 @@ struct PreciseProber::Impl {
   }
 
   // Subscribes again when the workers, or the model a worker serves, changed.
-  void Reconfigure(const WorkerList& workers) {
+  void Reconfigure(const WorkerList& workers, const std::vector<config::StoreConfig>& stores) {
     std::string key;
+    for (const auto& st : stores)
+      common::StrAppend(&key, "store:", st.name, "=", st.model, "@", st.kv_events.endpoint, ";");
     for (const auto& w : workers) {
       if (!w->config().kv_events) continue;
       const auto models = w->Models();
@@ -74,7 +76,7 @@ struct PreciseProber::Impl {
     }
     if (key == configured_key) return;
     configured_key = std::move(key);
-    state.precise.Configure(workers);
+    state.precise.Configure(workers, stores);
   }
 
   void Tick(const WorkerSharedPtr& w, const config::Config& cfg,

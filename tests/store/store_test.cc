@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <thread>
 #include <zmq.hpp>
@@ -18,6 +20,7 @@
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "store/store_metrics.h"
+#include "tests/integration/test_util.h"
 
 namespace kvgate::store {
 namespace {
@@ -336,6 +339,14 @@ TEST_P(StoreTest, MetricsAndAdminPagesDescribeTheStore) {
                            "kvgate_store_requests_total{op=\"put_start\"} 1",
                            "kvgate_store_data_node_registered{node=\"node-a\"} 1"})
     EXPECT_NE(m.find(name), std::string::npos) << name << "\n" << m;
+  // The text format as Prometheus reads it (promtool lints names, types and help too).
+  const std::string path = kvgate::testing::WriteTempFile("store-metrics.txt", m);
+  ASSERT_EQ(std::system("command -v promtool >/dev/null"), 0)
+      << "promtool (Debian package prometheus) is required; run scripts/setup";
+  const int rc = std::system(("promtool check metrics < " + path + " 2>" + path + ".err").c_str());
+  std::ifstream err(path + ".err");
+  std::string err_text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << err_text << m;
   const std::string j = RenderAdminJson(svc_.get(), nodes_[0].get());
   EXPECT_NE(j.find("\"objects\":1"), std::string::npos) << j;
 }

@@ -296,7 +296,7 @@ TEST(PrecisePlannerTest, ChatRequestsUseTheModelsTemplateAndTokenizer) {
   c.kv_events = config::KvEventsConfig{};
   c.kv_events->endpoint = "tcp://127.0.0.1:1";
   WorkerList workers = {std::make_shared<Worker>(c, 0)};
-  precise.Configure(workers);
+  precise.Configure(workers, {});
   ASSERT_TRUE(precise.enabled());
   RoutePlanner planner(config, &precise);
   auto policies = *MakePolicySet(config, {workers[0]->identity()});

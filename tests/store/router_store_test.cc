@@ -1,0 +1,150 @@
+// kvgate following a kvgate-store's KV events (the `stores` config section): blocks a client
+// stores appear in the store tier of /admin/workers and in /admin/explain's prefix for a prompt
+// with those tokens; removed blocks leave both.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "config/loader.h"
+#include "router/server/gateway.h"
+#include "store/client.h"
+#include "store/data_node.h"
+#include "store/master_service.h"
+#include "tests/fakes/fake_upstream.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/test_util.h"
+
+namespace kvgate::store {
+namespace {
+
+using kvgate::testing::Fetch;
+using kvgate::testing::WaitFor;
+
+constexpr uint32_t kBlock = 16;
+
+class RouterStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MasterServiceOptions mo;
+    mo.events_endpoint = "tcp://127.0.0.1:*";
+    mo.replay_endpoint = "tcp://127.0.0.1:*";
+    auto svc = MasterService::Start(mo);
+    ASSERT_TRUE(svc.ok()) << svc.status();
+    svc_ = std::move(*svc);
+    DataNodeOptions d;
+    d.name = "node-a";
+    d.master = svc_->address();
+    d.memory = 8 << 20;
+    d.transports = {"shm"};
+    auto n = DataNode::Start(d);
+    ASSERT_TRUE(n.ok()) << n.status();
+    node_ = std::move(*n);
+    ASSERT_TRUE(WaitFor([&] { return node_->registered(); }));
+    StoreClientOptions co;
+    co.master = svc_->address();
+    co.transports = {"shm"};
+    auto c = StoreClient::Create(co);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+
+    fake_ = std::make_unique<testing::FakeUpstream>(testing::FakeUpstream::Options{});
+    fake_->Start();
+    const std::string yaml = common::StrCat(
+        "listen: 127.0.0.1:0\nthreads: 1\nhealth_check: {enabled: false}\n"
+        "routing: {policy: kvaware}\nworkers:\n  - url: ",
+        fake_->url(),
+        "\n    models: [fake-model]\nstores:\n  - name: pool\n    model: fake-model\n",
+        "    kv_events: {endpoint: \"", svc_->events()->endpoint(), "\", replay_endpoint: \"",
+        svc_->events()->replay_endpoint(), "\", block_size: ", kBlock, "}\n");
+    auto cfg = config::LoadConfigFromString(yaml, "test.yaml");
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    auto gw = router::Gateway::Create(std::move(*cfg));
+    ASSERT_TRUE(gw.ok()) << gw.status();
+    gateway_ = std::move(*gw);
+    ASSERT_TRUE(gateway_->Start().ok());
+  }
+  void TearDown() override {
+    if (gateway_) gateway_->Stop();
+  }
+
+  // Stores blocks [0, n) of the chain of `tokens` the way a connector would: key = the
+  // engine's block hash (any id), parent = the previous block, token ids of the block.
+  void PutChain(const std::vector<uint32_t>& tokens, size_t n) {
+    auto buf = client_->AllocateBuffer(n * 1024);
+    ASSERT_TRUE(buf.ok());
+    std::vector<PutEntry> entries;
+    for (size_t b = 0; b < n; ++b) {
+      PutEntry e;
+      e.key = {MakeNamespace("fake-model", "", "", 0), 1000 + b};
+      e.slices = {{static_cast<uint8_t*>(*buf) + b * 1024, 1024}};
+      if (b > 0) e.parent = 1000 + b - 1;
+      e.token_ids.assign(tokens.begin() + b * kBlock, tokens.begin() + (b + 1) * kBlock);
+      entries.push_back(std::move(e));
+    }
+    for (const auto& r : client_->BatchPutFrom(entries)) ASSERT_EQ(r.code, PutCode::kStored);
+  }
+
+  std::string Workers() { return Fetch(gateway_->port(), "GET", "/admin/workers").body; }
+  std::string Explain(const std::vector<uint32_t>& tokens) {
+    std::string body = "{\"model\":\"fake-model\",\"max_tokens\":1,\"prompt\":[";
+    for (size_t i = 0; i < tokens.size(); ++i) common::StrAppend(&body, i ? "," : "", tokens[i]);
+    body += "]}";
+    return Fetch(gateway_->port(), "POST", "/admin/explain", body,
+                 {{"X-Kvgate-Endpoint", "/v1/completions"}})
+        .body;
+  }
+
+  std::unique_ptr<MasterService> svc_;
+  std::unique_ptr<DataNode> node_;
+  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<testing::FakeUpstream> fake_;
+  std::unique_ptr<router::Gateway> gateway_;
+};
+
+TEST_F(RouterStoreTest, StoredAndRemovedBlocksShowInTheStoreTier) {
+  std::vector<uint32_t> tokens;
+  for (uint32_t i = 0; i < 8 * kBlock; ++i) tokens.push_back(100 + i * 7);
+  // The subscriber connects in the background: publish once it sees the stream.
+  ASSERT_TRUE(WaitFor([&] { return Workers().find("\"name\":\"pool\"") != std::string::npos; }))
+      << Workers();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ slow joiner.
+  PutChain(tokens, 6);
+  ASSERT_TRUE(WaitFor([&] { return Workers().find("\"blocks\":6,") != std::string::npos; }))
+      << Workers();
+  const std::string explain = Explain(tokens);
+  EXPECT_NE(
+      explain.find("\"stores\":[{\"name\":\"pool\",\"prefix_blocks\":6,\"prefix_tokens\":96}"),
+      std::string::npos)
+      << explain;
+  // A prompt that shares only the first two blocks.
+  std::vector<uint32_t> other = tokens;
+  other[2 * kBlock + 1] = 9;
+  EXPECT_NE(Explain(other).find("\"prefix_blocks\":2,"), std::string::npos) << Explain(other);
+  ASSERT_TRUE(client_->BatchRemove({{MakeNamespace("fake-model", "", "", 0), 1005}})[0].ok());
+  ASSERT_TRUE(WaitFor([&] { return Workers().find("\"blocks\":5,") != std::string::npos; }))
+      << Workers();
+  EXPECT_NE(Explain(tokens).find("\"prefix_blocks\":5,"), std::string::npos) << Explain(tokens);
+}
+
+TEST(StoreConfigTest, StoresSectionIsValidated) {
+  auto ok = config::LoadConfigFromString(
+      "stores:\n  - name: a\n    model: m\n    kv_events: {endpoint: tcp://h:5557}\n", "t");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->stores.size(), 1u);
+  EXPECT_EQ(ok->stores[0].kv_events.endpoint, "tcp://h:5557");
+  for (const char* bad :
+       {"stores: {}\n", "stores:\n  - model: m\n    kv_events: {endpoint: tcp://h:1}\n",
+        "stores:\n  - name: a\n    kv_events: {endpoint: tcp://h:1}\n",
+        "stores:\n  - name: a\n    model: m\n",
+        "stores:\n  - name: a\n    model: m\n    kv_events: {endpoint: bad}\n",
+        "stores:\n  - {name: a, model: m, kv_events: {endpoint: tcp://h:1}}\n"
+        "  - {name: a, model: m, kv_events: {endpoint: tcp://h:2}}\n",
+        "stores:\n  - {name: a, model: m, port: 3, kv_events: {endpoint: tcp://h:1}}\n"}) {
+    auto r = config::LoadConfigFromString(bad, "t");
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().message().find("stores"), std::string::npos) << r.status();
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::store
