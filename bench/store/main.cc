@@ -44,6 +44,8 @@ struct Args {
   double seconds = 5;
   uint64_t working_set = 512ull << 20;
   uint64_t warmup = 0;
+  uint64_t tcp_slice = 0;        // 0: the transfer engine's default
+  uint32_t tcp_connections = 0;  // 0: the default
   uint32_t exists_chain = 0;
   bool corrupt = false;
 };
@@ -93,6 +95,10 @@ Args Parse(int argc, char** argv) {
       a.working_set = size();
     } else if (f == "--warmup") {
       a.warmup = size();
+    } else if (f == "--tcp-slice") {
+      a.tcp_slice = size();
+    } else if (f == "--tcp-connections") {
+      a.tcp_connections = static_cast<uint32_t>(number());
     } else if (f == "--exists-chain") {
       a.exists_chain = static_cast<uint32_t>(number());
     } else {
@@ -120,6 +126,8 @@ class StoreTarget final : public Target {
     kvgate::store::StoreClientOptions o;
     o.master = a.store;
     o.transports = {a.transport};
+    if (a.tcp_slice > 0) o.tcp.slice_bytes = static_cast<uint32_t>(a.tcp_slice);
+    if (a.tcp_connections > 0) o.tcp.connections_per_peer = a.tcp_connections;
     auto c = kvgate::store::StoreClient::Create(o);
     if (!c.ok()) Die(std::string(c.status().message()));
     client_ = std::move(*c);
