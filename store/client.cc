@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(StoreClientOpti
   eo.metadata = std::make_unique<MasterMetadata>(shared, /*publish=*/false);
   eo.transports = options.transports;
   eo.tcp = options.tcp;
+  eo.copy = options.copy;
   eo.default_timeout = options.timeout;
   auto engine = transfer::TransferEngine::Create(std::move(eo));
   if (!engine.ok()) return engine.status();
@@ -150,34 +151,33 @@ absl::StatusOr<transfer::SegmentId> StoreClient::Segment(const std::string& name
 
 std::vector<absl::Status> StoreClient::Transfer(
     const std::vector<std::vector<transfer::TransferRequest>>& groups,
-    const std::function<void()>& while_in_flight) {
+    const std::function<void()>& while_in_flight,
+    const std::function<void(size_t)>& on_group_done) {
   std::vector<absl::Status> out(groups.size());
-  size_t total = 0;
-  for (const auto& g : groups) total += g.size();
-  if (total == 0) {
-    if (while_in_flight) while_in_flight();
-    return out;
-  }
-  auto batch = engine_->AllocateBatch(static_cast<uint32_t>(total), options_.timeout);
-  if (!batch.ok()) return std::vector<absl::Status>(groups.size(), batch.status());
-  // Submitted group by group, so that a request the engine refuses fails only its own key.
-  std::vector<std::pair<uint32_t, uint32_t>> tasks(groups.size());  // [first, end)
-  uint32_t next = 0;
+  // One batch per group (key): a key's requests fail alone, and a finished key can be
+  // processed (its checksum) while later keys are still being copied.
+  std::vector<std::optional<transfer::BatchId>> batches(groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
     if (groups[i].empty()) continue;
-    if (auto s = engine_->Submit(*batch, groups[i]); !s.ok()) {
-      out[i] = s;
+    auto batch = engine_->AllocateBatch(static_cast<uint32_t>(groups[i].size()), options_.timeout);
+    if (!batch.ok()) {
+      out[i] = batch.status();
       continue;
     }
-    tasks[i] = {next, next + static_cast<uint32_t>(groups[i].size())};
-    next += static_cast<uint32_t>(groups[i].size());
+    if (auto s = engine_->Submit(*batch, groups[i]); !s.ok()) {
+      out[i] = s;
+      (void)engine_->FreeBatch(*batch);
+      continue;
+    }
+    batches[i] = *batch;
   }
   if (while_in_flight) while_in_flight();
-  auto status =
-      engine_->Wait(*batch, transfer::Clock::now() + options_.timeout + std::chrono::seconds(1));
+  const auto deadline = transfer::Clock::now() + options_.timeout + std::chrono::seconds(1);
   for (size_t i = 0; i < groups.size(); ++i) {
-    for (uint32_t t = tasks[i].first; t < tasks[i].second && out[i].ok(); ++t) {
-      auto ts = engine_->GetTaskStatus(*batch, t);
+    if (!batches[i]) continue;
+    auto status = engine_->Wait(*batches[i], deadline);
+    for (uint32_t t = 0; t < groups[i].size() && out[i].ok(); ++t) {
+      auto ts = engine_->GetTaskStatus(*batches[i], t);
       if (!ts.ok()) {
         out[i] = ts.status();
       } else if (ts->state != transfer::TaskState::kCompleted) {
@@ -185,8 +185,11 @@ std::vector<absl::Status> StoreClient::Transfer(
             ts->error.ok() ? absl::DeadlineExceededError("store: transfer unfinished") : ts->error;
       }
     }
+    // An unfinished batch cannot be freed (its buffers may still be written); past the
+    // deadline the engine times its tasks out, and the batch is left to the engine.
+    if (status.ok() && status->finished()) (void)engine_->FreeBatch(*batches[i]);
+    if (out[i].ok() && on_group_done) on_group_done(i);
   }
-  if (status.ok() && status->finished()) (void)engine_->FreeBatch(*batch);
   return out;
 }
 
@@ -375,7 +378,11 @@ std::vector<absl::StatusOr<uint64_t>> StoreClient::BatchGetInto(
       any = true;
     }
     if (!any) break;
-    std::vector<absl::Status> moved = Transfer(groups);
+    // Each object's checksum is verified as soon as its copy is done, while later ones copy.
+    std::vector<uint64_t> sums(entries.size(), 0);
+    std::vector<absl::Status> moved = Transfer(groups, {}, [&](size_t i) {
+      sums[i] = ObjectChecksum(entries[i].slices, got->items[i].slices);
+    });
     for (size_t i = 0; i < entries.size(); ++i) {
       if (groups[i].empty()) continue;
       const GetItemResult& it = got->items[i];
@@ -384,7 +391,7 @@ std::vector<absl::StatusOr<uint64_t>> StoreClient::BatchGetInto(
         continue;
       }
       pending[i] = false;
-      if (ObjectChecksum(entries[i].slices, it.slices) != it.checksum) {
+      if (sums[i] != it.checksum) {
         impl_->checksum_failures.fetch_add(1);
         spdlog::error("store: get {}: checksum mismatch on {}", KeyName(entries[i].key),
                       it.replicas[replica].segment);

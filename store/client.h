@@ -70,6 +70,13 @@ struct StoreClientOptions {
   size_t async_threads = 1;
   /// KV objects are large: 1 MiB tcp slices (the engine's default is 64 KiB) cut per-slice
   /// work; measured +36% put throughput on loopback (docs/benchmarks.md).
+  /// Copies of 256 KiB objects go to the copy threads (the engine's default runs copies up to
+  /// 1 MiB inline), so that a put's checksums overlap its shm copies.
+  transfer::CopyPoolParams copy = [] {
+    transfer::CopyPoolParams p;
+    p.inline_max_bytes = 64 << 10;
+    return p;
+  }();
   transfer::TcpParams tcp = [] {
     transfer::TcpParams p;
     p.slice_bytes = 1 << 20;
@@ -125,11 +132,12 @@ class StoreClient {
               std::unique_ptr<transfer::TransferEngine> engine);
   absl::StatusOr<transfer::SegmentId> Segment(const std::string& name);
   /// Runs the transfers and reports, per group of requests, the first error (OK when all
-  /// completed). `while_in_flight` runs after submission, before the wait, so that CPU work
-  /// (checksums) overlaps the copies.
+  /// completed). CPU work overlaps the copies: `while_in_flight` runs after submission, and
+  /// `on_group_done(i)` as soon as group i completed (in group order).
   std::vector<absl::Status> Transfer(
       const std::vector<std::vector<transfer::TransferRequest>>& groups,
-      const std::function<void()>& while_in_flight = {});
+      const std::function<void()>& while_in_flight = {},
+      const std::function<void(size_t)>& on_group_done = {});
   void Post(std::function<void()> job);
 
   const StoreClientOptions options_;

@@ -46,6 +46,7 @@ struct Args {
   uint64_t warmup = 0;
   uint64_t tcp_slice = 0;        // 0: the transfer engine's default
   uint32_t tcp_connections = 0;  // 0: the default
+  int64_t inline_copy = -1;      // -1: the store client's default
   uint32_t exists_chain = 0;
   bool corrupt = false;
 };
@@ -97,6 +98,8 @@ Args Parse(int argc, char** argv) {
       a.warmup = size();
     } else if (f == "--tcp-slice") {
       a.tcp_slice = size();
+    } else if (f == "--inline-copy") {
+      a.inline_copy = static_cast<int64_t>(size());
     } else if (f == "--tcp-connections") {
       a.tcp_connections = static_cast<uint32_t>(number());
     } else if (f == "--exists-chain") {
@@ -128,6 +131,7 @@ class StoreTarget final : public Target {
     o.transports = {a.transport};
     if (a.tcp_slice > 0) o.tcp.slice_bytes = static_cast<uint32_t>(a.tcp_slice);
     if (a.tcp_connections > 0) o.tcp.connections_per_peer = a.tcp_connections;
+    if (a.inline_copy >= 0) o.copy.inline_max_bytes = static_cast<uint64_t>(a.inline_copy);
     auto c = kvgate::store::StoreClient::Create(o);
     if (!c.ok()) Die(std::string(c.status().message()));
     client_ = std::move(*c);
