@@ -1,7 +1,6 @@
 // File: store/admin_http.cc
 #include "store/admin_http.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +10,7 @@
 #include <cstring>
 
 #include "common/strings.h"
+#include "store/rpc.h"
 
 namespace kvgate::store {
 namespace {
@@ -39,34 +39,10 @@ void Reply(int fd, int status, std::string_view content_type, std::string_view b
 absl::StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Start(const std::string& host,
                                                                         uint16_t port,
                                                                         AdminPages pages) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port_text = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0)
-    return absl::UnavailableError(
-        common::StrCat("store http: cannot resolve ", host, ": ", gai_strerror(rc)));
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool ok =
-      fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 64) == 0;
-  ::freeaddrinfo(res);
-  if (!ok) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    return absl::UnavailableError(
-        common::StrCat("store http: cannot listen on ", host, ":", port, ": ", std::strerror(err)));
-  }
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  const uint16_t bound =
-      ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                     : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return std::unique_ptr<AdminHttpServer>(new AdminHttpServer(fd, bound, std::move(pages)));
+  auto l = ListenTcp(host, port, "store http");
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<AdminHttpServer>(
+      new AdminHttpServer(l->first, l->second, std::move(pages)));
 }
 
 AdminHttpServer::AdminHttpServer(int fd, uint16_t port, AdminPages pages)

@@ -95,8 +95,8 @@ absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view 
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
-absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& host, uint16_t port,
-                                                            RpcHandler handler) {
+absl::StatusOr<std::pair<int, uint16_t>> ListenTcp(const std::string& host, uint16_t port,
+                                                   std::string_view what) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -105,10 +105,10 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& h
   const std::string port_text = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0)
     return absl::UnavailableError(
-        common::StrCat("store: cannot resolve ", host, ": ", gai_strerror(rc)));
+        common::StrCat(what, ": cannot resolve ", host, ": ", gai_strerror(rc)));
   int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   const bool ok =
       fd >= 0 && ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 128) == 0;
   ::freeaddrinfo(res);
@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& h
     const int err = errno;
     if (fd >= 0) ::close(fd);
     return absl::UnavailableError(
-        common::StrCat("store: cannot listen on ", host, ":", port, ": ", std::strerror(err)));
+        common::StrCat(what, ": cannot listen on ", host, ":", port, ": ", std::strerror(err)));
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -124,7 +124,14 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& h
   const uint16_t bound =
       ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                      : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return std::unique_ptr<RpcServer>(new RpcServer(fd, bound, std::move(handler)));
+  return std::make_pair(fd, bound);
+}
+
+absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& host, uint16_t port,
+                                                            RpcHandler handler) {
+  auto l = ListenTcp(host, port, "store");
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<RpcServer>(new RpcServer(l->first, l->second, std::move(handler)));
 }
 
 RpcServer::RpcServer(int listen_fd, uint16_t port, RpcHandler handler)

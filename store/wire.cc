@@ -133,11 +133,7 @@ class Reader {
   }
   std::vector<KeyCode> Codes(const char* field) {
     std::vector<KeyCode> v(Count(field, 1));
-    for (auto& c : v) {
-      uint8_t x = U8(field);
-      if (x > static_cast<uint8_t>(KeyCode::kInvalid)) Fail(field, "unknown key code");
-      c = static_cast<KeyCode>(x);
-    }
+    for (auto& c : v) c = Code(field);
     return v;
   }
   std::vector<Replica> Replicas(const char* field) {
@@ -170,6 +166,18 @@ class Reader {
       Fail("frame", common::StrCat(in_.size() - pos_, " trailing bytes"));
     return status_;
   }
+  /// A per-key code, checked against the known ones.
+  KeyCode Code(const char* field) {
+    uint8_t x = U8(field);
+    if (x > static_cast<uint8_t>(KeyCode::kInvalid)) Fail(field, "unknown key code");
+    return static_cast<KeyCode>(x);
+  }
+  /// Records the first error (later ones are dropped: the first names the real fault).
+  void Fail(const char* field, std::string_view why) {
+    if (ok())
+      status_ = absl::InvalidArgumentError(
+          common::StrCat("store wire: ", field, " at byte ", pos_, ": ", why));
+  }
 
  private:
   void Raw(void* p, size_t n, const char* field) {
@@ -180,11 +188,6 @@ class Reader {
     }
     std::memcpy(p, in_.data() + pos_, n);
     pos_ += n;
-  }
-  void Fail(const char* field, std::string_view why) {
-    if (ok())
-      status_ = absl::InvalidArgumentError(
-          common::StrCat("store wire: ", field, " at byte ", pos_, ": ", why));
   }
 
   std::string_view in_;
@@ -402,7 +405,11 @@ absl::StatusOr<Request> DecodeRequest(Op op, std::string_view body) {
         it.slices = r.U64s("items.slices");
         bool has_parent = r.Bool("items.has_parent");
         uint64_t parent = r.U64("items.parent");
-        if (has_parent) it.parent = parent;
+        if (has_parent) {
+          it.parent = parent;
+        } else if (parent != 0) {
+          r.Fail("items.parent", "must be 0 without has_parent");  // One encoding per value.
+        }
         it.token_ids.resize(r.Count("items.token_ids", 4));
         for (auto& t : it.token_ids) t = r.U32("items.token_ids");
       }
@@ -561,10 +568,7 @@ absl::Status Decode(std::string_view in, PutStartResponse* v) {
   v->items.resize(r.Count("items", 13));
   for (auto& it : v->items) {
     if (!r.ok()) break;
-    uint8_t code = r.U8("items.code");
-    if (code > static_cast<uint8_t>(KeyCode::kInvalid))
-      return absl::InvalidArgumentError("store wire: unknown key code");
-    it.code = static_cast<KeyCode>(code);
+    it.code = r.Code("items.code");
     it.put_id = r.U64("items.put_id");
     it.replicas = r.Replicas("items.replicas");
   }
@@ -580,10 +584,7 @@ absl::Status Decode(std::string_view in, GetResponse* v) {
   v->items.resize(r.Count("items", 17));
   for (auto& it : v->items) {
     if (!r.ok()) break;
-    uint8_t code = r.U8("items.code");
-    if (code > static_cast<uint8_t>(KeyCode::kInvalid))
-      return absl::InvalidArgumentError("store wire: unknown key code");
-    it.code = static_cast<KeyCode>(code);
+    it.code = r.Code("items.code");
     it.slices = r.U64s("items.slices");
     it.checksum = r.U64("items.checksum");
     it.replicas = r.Replicas("items.replicas");

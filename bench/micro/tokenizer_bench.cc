@@ -211,7 +211,7 @@ int RouterBench(const std::string& dir, int iterations) {
     workers.push_back(std::make_shared<router::Worker>(c, i));
     workers.back()->set_precise_state(router::PreciseState::kVerified);
   }
-  precise.Configure(workers);
+  precise.Configure(workers, {});
   router::RoutePlanner planner(config, &precise);
   std::vector<router::WorkerIdentity> ids;
   for (const auto& w : workers) ids.push_back(w->identity());

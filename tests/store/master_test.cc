@@ -379,6 +379,18 @@ TEST(WireTest, MalformedBodiesAreErrorsNamingTheField) {
   EXPECT_NE(r.status().message().find("keys"), std::string::npos) << r.status();
 }
 
+TEST(WireTest, EveryValueHasOneEncoding) {
+  // A parent value without its flag would re-encode differently: refused (found by the fuzzer).
+  PutStartRequest put;
+  put.items.push_back({{"m", 1}, {64}, std::nullopt, {}});
+  std::string body = EncodeRequest(put);
+  const size_t parent_at = 4 + (4 + 1 + 8) + (4 + 8) + 1;  // count, key, slices, has_parent
+  body[parent_at] = 0x29;
+  auto r = DecodeRequest(Op::kPutStart, body);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("items.parent"), std::string::npos) << r.status();
+}
+
 TEST(WireTest, HeaderChecksMagicVersionAndSize) {
   uint8_t h[kFrameHeaderSize];
   EncodeFrameHeader({10, kProtocolVersion, Op::kGet, 5}, h);
