@@ -39,6 +39,9 @@ Usage: kvgate-sim [flags]
   --kv-events-encoding array|map   event encoding (default array = vLLM <= 0.23)
   --kv-events-bind                 bind the PUB endpoint even without '*'
   --kv-events-buffer-steps N       batches kept for replay (default 10000)
+  --store HOST:PORT                kvgate-store master: every engine looks up, loads and saves
+                                   blocks there (MooncakeStoreConnector-style; see the profile's
+                                   kv_bytes_per_token, store_bandwidth_bytes_per_s)
   --fault-error-rate P             fraction of requests answered 500
   --fault-hang-rate P              fraction of requests never answered
   --fault-close-rate P             fraction of requests cut mid-stream
@@ -93,6 +96,7 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                                        "kv-events-topic",
                                                        "kv-events-encoding",
                                                        "kv-events-buffer-steps",
+                                                       "store",
                                                        "fault-error-rate",
                                                        "fault-hang-rate",
                                                        "fault-close-rate",
@@ -178,6 +182,8 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
       o.kv_events_replay_endpoint = value;
     } else if (flag == "kv-events-topic") {
       o.kv_events_topic = value;
+    } else if (flag == "store") {
+      o.store = value;
     } else if (flag == "kv-events-encoding") {
       if (value == "array") {
         o.kv_events_encoding = EventEncoding::kArray;

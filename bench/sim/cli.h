@@ -43,6 +43,8 @@ struct SimOptions {
   bool kv_events_bind = false;
   size_t kv_events_buffer_steps = 10000;
 
+  std::string store;  // kvgate-store master address; empty: no external KV store.
+
   FaultOptions faults;
   std::string log_level = "info";
   bool help = false;

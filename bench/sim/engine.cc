@@ -75,6 +75,7 @@ StepResult Engine::Step(double now) {
   std::vector<Scheduled> scheduled;
   uint32_t budget = profile_.max_num_batched_tokens;
   uint32_t loaded_blocks = 0;
+  uint64_t external_loaded_tokens = 0;
   bool preempted = false;
 
   // 1. Running requests first, in admission order; make room by preempting the newest.
@@ -118,13 +119,31 @@ StepResult Engine::Step(double now) {
         absl::MakeConstSpan(s.hashes).first(std::min(s.hashes.size(), max_hit_blocks));
     const size_t gpu_hit = pool_.GpuPrefix(hs);
     const size_t host_hit = pool_.num_cpu_blocks() > 0 ? pool_.HostPrefix(hs, gpu_hit) : 0;
-    const uint32_t computed = static_cast<uint32_t>((gpu_hit + host_hit) * bs);
-    const uint32_t n =
-        std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - computed, budget);
-    const uint32_t total_blocks = BlocksFor(computed + n);
-    const uint32_t new_blocks = total_blocks - static_cast<uint32_t>(gpu_hit);
+    const size_t local_hit = gpu_hit + host_hit;
+    // Then the external store, for the blocks after the local hit (where vLLM asks its
+    // connector's get_num_new_matched_tokens). Loaded blocks get fresh GPU blocks.
+    size_t ext_hit = 0;
+    if (external_ != nullptr && local_hit < hs.size()) {
+      ext_hit = external_->Lookup(hs.subspan(local_hit));
+    }
+    // The chunk to run and the blocks it needs, for a given store hit.
+    auto plan = [&](size_t ext, uint32_t* computed, uint32_t* n, uint32_t* new_blocks) {
+      *computed = static_cast<uint32_t>((local_hit + ext) * bs);
+      *n = std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - *computed, budget);
+      *new_blocks = BlocksFor(*computed + *n) - static_cast<uint32_t>(gpu_hit);
+    };
+    uint32_t computed = 0, n = 0, new_blocks = 0;
+    plan(ext_hit, &computed, &n, &new_blocks);
     const uint32_t available = pool_.NumFreeBlocks() - pool_.NumFreeAmong(hs.first(gpu_hit));
     if (available < new_blocks) break;
+    if (ext_hit > 0) {
+      const size_t loaded = external_->Load(hs.subspan(local_hit, ext_hit));
+      if (loaded < ext_hit) {  // A failed load: recompute what did not arrive.
+        ext_hit = loaded;
+        plan(ext_hit, &computed, &n, &new_blocks);
+        if (available < new_blocks) break;
+      }
+    }
     pool_.AcquireCached(hs.first(gpu_hit), &s.blocks);
     if (host_hit > 0) {
       pool_.LoadFromHost(hs.subspan(gpu_hit, host_hit),
@@ -135,12 +154,22 @@ StepResult Engine::Step(double now) {
     }
     pool_.Allocate(new_blocks - static_cast<uint32_t>(host_hit), &s.blocks);
     s.num_computed = computed;
-    s.num_cached_blocks = static_cast<uint32_t>(gpu_hit + host_hit);
+    // Store-loaded blocks are registered (and announced) like computed ones, in step 4.
+    s.num_cached_blocks = static_cast<uint32_t>(local_hit);
+    s.num_saved_blocks = static_cast<uint32_t>(local_hit + ext_hit);
+    const uint32_t local_tokens = static_cast<uint32_t>(local_hit * bs);
+    const uint32_t ext_tokens = computed - local_tokens;
+    external_loaded_tokens += ext_tokens;
     counters_.prefix_cache_queries += s.tokens.size();
-    counters_.prefix_cache_hits += computed;
+    counters_.prefix_cache_hits += local_tokens;
+    if (external_ != nullptr) {
+      counters_.external_prefix_cache_queries += s.tokens.size() - local_tokens;
+      counters_.external_prefix_cache_hits += ext_tokens;
+    }
     if (!s.scheduled_once) {
       s.scheduled_once = true;
       s.cached_tokens = computed;
+      s.external_tokens = ext_tokens;
       s.first_scheduled_time = now;
       counters_.prompt_tokens += s.req.prompt.size();
     }
@@ -166,6 +195,9 @@ StepResult Engine::Step(double now) {
     result.num_scheduled_tokens += sc.n;
   }
   d += loaded_blocks * profile_.cpu_load_per_block_s;
+  // The real KV's transfer time from the store (the bytes moved here are a scaled-down stand-in).
+  d += static_cast<double>(external_loaded_tokens) *
+       static_cast<double>(profile_.kv_bytes_per_token) / profile_.store_bandwidth_bytes_per_s;
   result.duration = d;
   const double end = now + d;
 
@@ -180,6 +212,14 @@ StepResult Engine::Step(double now) {
       pool_.CacheBlocks(s.blocks, s.hashes, s.tokens, s.num_cached_blocks, full);
       s.num_cached_blocks = full;
     }
+    if (external_ != nullptr && full > s.num_saved_blocks) {
+      // Newly computed blocks go to the store after the step (vLLM's save_kv_layer).
+      const uint32_t from = s.num_saved_blocks;
+      external_->Save(absl::MakeConstSpan(s.hashes).subspan(from, full - from),
+                      from > 0 ? std::optional<uint64_t>(s.hashes[from - 1]) : std::nullopt,
+                      absl::MakeConstSpan(s.tokens).subspan(from * bs, (full - from) * bs));
+      s.num_saved_blocks = full;
+    }
     if (s.num_computed < s.tokens.size()) continue;  // Prefill chunk, no token yet.
     const uint32_t tok = OutputToken(seed_, s.prompt_hash, s.num_output);
     s.tokens.push_back(tok);
@@ -191,6 +231,7 @@ StepResult Engine::Step(double now) {
     out.new_tokens.push_back(tok);
     out.prompt_tokens = static_cast<uint32_t>(s.req.prompt.size());
     out.cached_tokens = s.cached_tokens;
+    out.external_tokens = s.external_tokens;
     out.completion_tokens = s.num_output;
     out.arrival = s.req.arrival;
     out.first_token_time = s.first_token_time;

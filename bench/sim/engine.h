@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "bench/sim/block_pool.h"
+#include "bench/sim/external_cache.h"
 #include "bench/sim/profile.h"
 
 namespace kvgate::sim {
@@ -31,7 +32,8 @@ struct RequestOutput {
   std::vector<uint32_t> new_tokens;
   bool finished = false;
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;      // Prefix-cache hit (GPU + host tier) at first scheduling.
+  uint32_t cached_tokens = 0;      // Prefix hit (GPU, host tier, store) at first scheduling.
+  uint32_t external_tokens = 0;    // Of which loaded from the external store.
   uint32_t completion_tokens = 0;  // Total so far.
   double arrival = 0;
   double first_token_time = -1;  // Simulated; set once the first token exists.
@@ -59,11 +61,17 @@ struct EngineCounters {
   uint64_t finished = 0;
   uint64_t steps = 0;
   uint64_t host_blocks_loaded = 0;
+  // The external store, as vLLM's vllm:external_prefix_cache_{queries,hits} (tokens).
+  uint64_t external_prefix_cache_queries = 0;
+  uint64_t external_prefix_cache_hits = 0;
 };
 
 class Engine {
  public:
   Engine(const Profile& profile, std::string model, uint64_t seed);
+
+  /// Connects an external KV store (not owned; outlives the engine). nullptr: none.
+  void SetExternalCache(ExternalKvCache* cache) { external_ = cache; }
 
   /// Queues a request. It is scheduled no earlier than the next Step().
   void AddRequest(EngineRequest request);
@@ -100,6 +108,8 @@ class Engine {
     uint64_t prompt_hash = 0;
     bool scheduled_once = false;
     uint32_t cached_tokens = 0;
+    uint32_t external_tokens = 0;
+    uint32_t num_saved_blocks = 0;  // Leading blocks the store has or was sent.
     double first_token_time = -1;
     double first_scheduled_time = -1;
   };
@@ -114,6 +124,7 @@ class Engine {
   const uint64_t seed_;
   const uint64_t root_hash_;
   std::vector<KvEvent> events_;
+  ExternalKvCache* external_ = nullptr;
   BlockPool pool_;
   std::vector<SeqPtr> running_;  // Admission order.
   std::deque<SeqPtr> waiting_;

@@ -21,6 +21,9 @@ absl::Status Profile::Validate() const {
                    decode_per_kv_token_s, cpu_load_per_block_s}) {
     if (!(v >= 0)) return bad("time costs", "must be >= 0");
   }
+  if (!(store_bandwidth_bytes_per_s > 0)) return bad("store_bandwidth_bytes_per_s", "must be > 0");
+  if (store_bytes_per_token == 0 || store_bytes_per_token > 65536)
+    return bad("store_bytes_per_token", "must be in [1, 65536]");
   if (step_fixed_s + prefill_per_token_s + decode_per_seq_s <= 0) {
     return bad("time costs", "must not all be zero (steps would take no time)");
   }
@@ -61,6 +64,12 @@ absl::StatusOr<Profile> ParseProfile(const std::string& yaml) {
         p.decode_per_kv_token_s = v.as<double>();
       } else if (key == "cpu_load_per_block_s") {
         p.cpu_load_per_block_s = v.as<double>();
+      } else if (key == "kv_bytes_per_token") {
+        p.kv_bytes_per_token = v.as<uint64_t>();
+      } else if (key == "store_bandwidth_bytes_per_s") {
+        p.store_bandwidth_bytes_per_s = v.as<double>();
+      } else if (key == "store_bytes_per_token") {
+        p.store_bytes_per_token = v.as<uint32_t>();
       } else {
         return absl::InvalidArgumentError(
             common::StrCat("profile: line ", kv.first.Mark().line + 1, ": unknown key ", key));

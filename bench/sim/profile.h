@@ -32,6 +32,14 @@ struct Profile {
   double decode_per_kv_token_s = 5.0e-8;
   double cpu_load_per_block_s = 2.0e-5;
 
+  // External KV store (kvgate-sim --store): a block loaded from it costs
+  // block_size * kv_bytes_per_token / store_bandwidth_bytes_per_s of step time (Llama-3-8B:
+  // 128 KiB of KV a token; 10 GB/s, a 100 Gb/s RDMA NIC's order), while only
+  // store_bytes_per_token real bytes a token travel through transfer/.
+  uint64_t kv_bytes_per_token = 131072;
+  double store_bandwidth_bytes_per_s = 1.0e10;
+  uint32_t store_bytes_per_token = 16;
+
   /// Checks ranges (kInvalidArgument naming the field).
   absl::Status Validate() const;
 };

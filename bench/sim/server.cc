@@ -1,5 +1,6 @@
 #include "bench/sim/server.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <boost/asio.hpp>
@@ -15,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "bench/sim/engine.h"
 #include "bench/sim/kv_events.h"
+#include "bench/sim/store_cache.h"
 #include "bench/sim/tokens.h"
 #include "common/json_util.h"
 #include "common/status_macros.h"
@@ -118,6 +120,8 @@ class EngineRunner {
   void Abort(uint64_t id) {
     if (pending_.erase(id) > 0) engine_.Abort(id);
   }
+
+  void SetExternalCache(ExternalKvCache* cache) { engine_.SetExternalCache(cache); }
 
   void ResetPrefixCache() {
     engine_.ResetPrefixCache();
@@ -234,8 +238,14 @@ enum class Fault { kNone, kError, kHang, kClose };
 class SimServer {
  public:
   SimServer(net::io_context& io, zmq::context_t& zmq_context, const SimOptions& options,
-            uint32_t index, const SimClock& clock)
-      : io_(io), zmq_(zmq_context), o_(options), index_(index), clock_(clock), acceptor_(io) {}
+            uint32_t index, const SimClock& clock, std::shared_ptr<store::StoreClient> store)
+      : io_(io),
+        zmq_(zmq_context),
+        o_(options),
+        index_(index),
+        clock_(clock),
+        store_(std::move(store)),
+        acceptor_(io) {}
 
   absl::Status Start() {
     for (uint32_t r = 0; r < o_.dp_size; ++r) {
@@ -257,6 +267,18 @@ class SimServer {
         pub = std::move(*p);
       }
       runners_.push_back(std::make_unique<EngineRunner>(io_, o_, r, clock_, std::move(pub)));
+      if (store_) {
+        // Each DP rank has its own GPU cache and connector; they share the store.
+        StoreCacheOptions so;
+        so.model = o_.model;
+        so.block_size = o_.profile.block_size;
+        so.bytes_per_token = o_.profile.store_bytes_per_token;
+        so.max_blocks = o_.profile.max_model_len / o_.profile.block_size + 1;
+        auto cache = StoreKvCache::Create(store_, so);
+        if (!cache.ok()) return cache.status();
+        runners_.back()->SetExternalCache(cache->get());
+        caches_.push_back(std::move(*cache));
+      }
     }
     boost::system::error_code ec;
     const auto addr = net::ip::make_address(o_.host, ec);
@@ -750,6 +772,16 @@ class SimServer {
           [](const EngineRunner& r) { return r.sim_now(); });
     counter("kvgate_sim_steps", "Engine steps run.",
             [](const EngineCounters& c) { return c.steps; });
+    if (store_) {
+      counter("vllm:external_prefix_cache_queries",
+              "External prefix cache queries from KV connector cross-instance cache sharing, in "
+              "terms of number of queried tokens.",
+              [](const EngineCounters& c) { return c.external_prefix_cache_queries; });
+      counter("vllm:external_prefix_cache_hits",
+              "External prefix cache hits from KV connector cross-instance cache sharing, in "
+              "terms of number of cached tokens.",
+              [](const EngineCounters& c) { return c.external_prefix_cache_hits; });
+    }
     return out;
   }
 
@@ -758,8 +790,10 @@ class SimServer {
   const SimOptions& o_;
   const uint32_t index_;
   const SimClock& clock_;
+  std::shared_ptr<store::StoreClient> store_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
+  std::vector<std::unique_ptr<StoreKvCache>> caches_;  // Before runners_: outlive the engines.
   std::vector<std::unique_ptr<EngineRunner>> runners_;
   std::optional<net::steady_timer> replay_timer_;
   kvindex::Canonicalizer canonicalizer_;
@@ -777,6 +811,7 @@ struct SimProcess::Impl {
   SimClock clock;
   zmq::context_t zmq_context{1};
   net::io_context io;  // Declared after the ZMQ context and before the servers.
+  std::shared_ptr<store::StoreClient> store;  // Shared by every engine (--store).
   std::vector<std::unique_ptr<SimServer>> servers;
   std::thread thread;
 };
@@ -790,8 +825,19 @@ SimProcess::~SimProcess() {
 
 absl::Status SimProcess::Start() {
   Impl& s = *impl_;
+  if (!s.options.store.empty()) {
+    store::StoreClientOptions co;
+    co.master = s.options.store;
+    co.name = common::StrCat("sim-", ::getpid(), "-", s.options.base_port);
+    co.timeout = std::chrono::milliseconds(500);  // A dead store must not stall the engines.
+    co.in_flight_wait = std::chrono::milliseconds(200);
+    auto client = store::StoreClient::Create(co);
+    if (!client.ok()) return client.status();
+    s.store = std::move(*client);
+    spdlog::info("kvgate-sim: engines use the store at {}", s.options.store);
+  }
   for (uint32_t i = 0; i < s.options.workers; ++i) {
-    auto server = std::make_unique<SimServer>(s.io, s.zmq_context, s.options, i, s.clock);
+    auto server = std::make_unique<SimServer>(s.io, s.zmq_context, s.options, i, s.clock, s.store);
     if (absl::Status st = server->Start(); !st.ok()) return st;
     spdlog::info("kvgate-sim worker {} listening on {}:{} ", i, s.options.host, server->port());
     s.servers.push_back(std::move(server));

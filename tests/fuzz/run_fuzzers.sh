@@ -24,7 +24,7 @@ HTTP1_SRCS="router/http/http1.cc router/http/body_framing.cc common/strings.cc"
 # (one line each: a TARGETS entry is read as one line)
 TOKENIZER_SRCS="kvindex/tokenizer.cc kvindex/hf_tokenizer.cc kvindex/hf_text.cc kvindex/hf_split.cc"
 TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template.cc"
-TOKENIZER_SRCS+=" kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
+TOKENIZER_SRCS+=" kvindex/jinja_lexer.cc kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"

@@ -1,0 +1,263 @@
+// The simulated engine's store connector (issue 14): after its local prefix hit an engine loads
+// the following blocks from the store instead of recomputing them, charged at the profile's
+// transfer bandwidth; it saves what it computes; a short or failed load falls back to recompute.
+// First against a fake store, then against a real kvgate-store in this process.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "bench/sim/engine.h"
+#include "bench/sim/server.h"
+#include "bench/sim/store_cache.h"
+#include "common/strings.h"
+#include "store/data_node.h"
+#include "store/master_service.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/test_util.h"
+
+namespace kvgate::sim {
+namespace {
+
+Profile SmallProfile() {
+  Profile p;
+  p.num_gpu_blocks = 64;
+  p.max_num_seqs = 4;
+  p.max_num_batched_tokens = 256;
+  p.step_fixed_s = 0.01;
+  p.prefill_per_token_s = 0.001;
+  p.prefill_per_token_ctx_s = 0;
+  p.decode_per_seq_s = 0.002;
+  p.decode_per_kv_token_s = 0;
+  p.kv_bytes_per_token = 1000;
+  p.store_bandwidth_bytes_per_s = 4e6;  // 0.25 ms a token, against 1 ms to prefill one
+  return p;
+}
+
+std::vector<uint32_t> Prompt(uint32_t n, uint32_t first) {
+  std::vector<uint32_t> t(n);
+  for (uint32_t i = 0; i < n; ++i) t[i] = first + i;
+  return t;
+}
+
+class FakeStore : public ExternalKvCache {
+ public:
+  size_t Lookup(absl::Span<const uint64_t> hashes) override {
+    ++lookups;
+    size_t n = 0;
+    while (n < hashes.size() && blocks.contains(hashes[n])) ++n;
+    return n;
+  }
+  size_t Load(absl::Span<const uint64_t> hashes) override {
+    return std::min(hashes.size(), load_limit);
+  }
+  void Save(absl::Span<const uint64_t> hashes, std::optional<uint64_t> parent,
+            absl::Span<const uint32_t> tokens) override {
+    EXPECT_EQ(tokens.size(), hashes.size() * 16);
+    if (!saved_order.empty()) {
+      EXPECT_TRUE(parent.has_value());
+    }
+    for (uint64_t h : hashes) {
+      blocks.insert(h);
+      saved_order.push_back(h);
+    }
+  }
+  absl::flat_hash_set<uint64_t> blocks;
+  std::vector<uint64_t> saved_order;
+  size_t load_limit = ~size_t{0};
+  int lookups = 0;
+};
+
+RequestOutput RunToEnd(Engine& e, uint64_t id, std::vector<uint32_t> prompt, double now = 0) {
+  e.AddRequest({id, std::move(prompt), 1, now});
+  RequestOutput last;
+  while (e.HasWork()) {
+    StepResult r = e.Step(now);
+    now += r.duration;
+    for (auto& o : r.outputs) last = o;
+  }
+  return last;
+}
+
+TEST(StoreConnector, SecondEngineLoadsWhatTheFirstComputed) {
+  FakeStore store;
+  Engine a(SmallProfile(), "m", 0);
+  a.SetExternalCache(&store);
+  const auto prompt = Prompt(128, 7);
+  const RequestOutput first = RunToEnd(a, 1, prompt);
+  EXPECT_EQ(first.cached_tokens, 0u);
+  EXPECT_EQ(store.saved_order.size(), 8u);  // Every full block it computed.
+
+  Engine b(SmallProfile(), "m", 0);
+  b.SetExternalCache(&store);
+  const RequestOutput loaded = RunToEnd(b, 1, prompt);
+  // All but the last block (vLLM always computes the last token) come from the store.
+  EXPECT_EQ(loaded.cached_tokens, 112u);
+  EXPECT_EQ(loaded.external_tokens, 112u);
+  EXPECT_EQ(b.counters().external_prefix_cache_hits, 112u);
+  EXPECT_EQ(b.counters().external_prefix_cache_queries, 128u);
+  EXPECT_EQ(b.counters().prefix_cache_hits, 0u);
+  // 16 tokens prefilled + 112 tokens of KV at 0.25 ms each, against 128 prefilled tokens.
+  EXPECT_NEAR(loaded.first_token_time, 0.01 + 16 * 0.001 + 112 * 0.00025, 1e-9);
+  EXPECT_NEAR(first.first_token_time, 0.01 + 128 * 0.001, 1e-9);
+
+  Engine plain(SmallProfile(), "m", 0);  // No store: recomputes everything.
+  EXPECT_EQ(RunToEnd(plain, 1, prompt).cached_tokens, 0u);
+}
+
+TEST(StoreConnector, LocalHitComesFirstAndOnlyTheRestIsAsked) {
+  FakeStore store;
+  Engine a(SmallProfile(), "m", 0);
+  a.SetExternalCache(&store);
+  RunToEnd(a, 1, Prompt(64, 7));                           // 4 blocks, in GPU and in the store
+  const RequestOutput r = RunToEnd(a, 2, Prompt(128, 7));  // shares those 4
+  EXPECT_EQ(r.cached_tokens, 64u);
+  EXPECT_EQ(r.external_tokens, 0u);  // The store holds nothing beyond the local hit.
+  EXPECT_EQ(a.counters().prefix_cache_hits, 64u);
+}
+
+TEST(StoreConnector, ShortLoadRecomputesTheRest) {
+  FakeStore store;
+  Engine a(SmallProfile(), "m", 0);
+  a.SetExternalCache(&store);
+  const auto prompt = Prompt(128, 7);
+  RunToEnd(a, 1, prompt);
+  Engine b(SmallProfile(), "m", 0);
+  b.SetExternalCache(&store);
+  store.load_limit = 3;  // The transfer broke after three blocks.
+  const RequestOutput r = RunToEnd(b, 1, prompt);
+  EXPECT_EQ(r.cached_tokens, 48u);
+  EXPECT_EQ(r.external_tokens, 48u);
+  EXPECT_NEAR(r.first_token_time, 0.01 + 80 * 0.001 + 48 * 0.00025, 1e-9);
+}
+
+// The real connector against a kvgate-store in this process.
+class StoreKvCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store::MasterServiceOptions mo;
+    mo.master.heartbeat_interval = std::chrono::milliseconds(50);
+    auto svc = store::MasterService::Start(mo);
+    ASSERT_TRUE(svc.ok()) << svc.status();
+    svc_ = std::move(*svc);
+    store::DataNodeOptions d;
+    d.name = "node";
+    d.master = svc_->address();
+    d.memory = 4 << 20;
+    d.transports = {"shm"};
+    auto n = store::DataNode::Start(d);
+    ASSERT_TRUE(n.ok()) << n.status();
+    node_ = std::move(*n);
+    for (int i = 0; i < 1000 && !node_->registered(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(node_->registered());
+  }
+  std::shared_ptr<store::StoreClient> Client() {
+    store::StoreClientOptions o;
+    o.master = svc_->address();
+    o.transports = {"shm"};
+    o.timeout = std::chrono::milliseconds(300);
+    auto c = store::StoreClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::shared_ptr<store::StoreClient>(std::move(*c)) : nullptr;
+  }
+  std::unique_ptr<StoreKvCache> Cache(std::shared_ptr<store::StoreClient> c) {
+    StoreCacheOptions o;
+    o.model = "m";
+    o.max_blocks = 64;
+    o.retry_after = std::chrono::milliseconds(200);
+    auto cache = StoreKvCache::Create(std::move(c), o);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    return cache.ok() ? std::move(*cache) : nullptr;
+  }
+  std::unique_ptr<store::MasterService> svc_;
+  std::unique_ptr<store::DataNode> node_;
+};
+
+TEST_F(StoreKvCacheTest, EnginesShareBlocksThroughTheStore) {
+  auto writer = Cache(Client());
+  auto reader = Cache(Client());
+  Engine a(SmallProfile(), "m", 0);
+  a.SetExternalCache(writer.get());
+  const auto prompt = Prompt(128, 7);
+  RunToEnd(a, 1, prompt);
+  writer->Flush();
+  EXPECT_EQ(writer->stats().saved_blocks, 8u);
+  Engine b(SmallProfile(), "m", 0);
+  b.SetExternalCache(reader.get());
+  const RequestOutput r = RunToEnd(b, 1, prompt);
+  EXPECT_EQ(r.external_tokens, 112u);
+  EXPECT_EQ(reader->stats().loaded_blocks, 7u);
+  EXPECT_EQ(svc_->master()->Stats().get_hits, 7u);
+  // b saves its last block only: the seven it loaded are the store's already.
+  reader->Flush();
+  EXPECT_EQ(reader->stats().saved_blocks + reader->stats().present_blocks, 1u);
+  // The bytes are the blocks' own (the store verified their checksums on the way).
+  EXPECT_EQ(reader->stats().load_failures, 0u);
+}
+
+// Over HTTP, as kvgate sees it: a session's first turn on worker 0, its next turn on worker 1,
+// which loads the prefix from the store instead of recomputing it.
+TEST_F(StoreKvCacheTest, AnotherWorkerLoadsTheSessionFromTheStore) {
+  SimOptions o;
+  o.base_port = 0;
+  o.workers = 2;
+  o.time_scale = 0.01;
+  o.profile.num_gpu_blocks = 512;
+  o.store = svc_->address();
+  SimProcess sim(o);
+  ASSERT_TRUE(sim.Start().ok());
+  sim.StartThread();
+  const auto ports = sim.ports();
+  std::string prompt;
+  for (int i = 0; i < 1000; ++i) prompt += common::StrCat(i ? "," : "", 100 + i * 3);
+  const std::string body =
+      common::StrCat(R"({"model":"sim-model","max_tokens":1,"prompt":[)", prompt, "]}");
+  auto first = testing::Fetch(ports[0], "POST", "/v1/completions", body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_NE(first.body.find(R"("cached_tokens":0)"), std::string::npos) << first.body;
+  // Worker 0 saves its 62 full blocks after the step.
+  ASSERT_TRUE(testing::WaitFor([&] { return svc_->master()->Stats().objects >= 62; }));
+  auto second = testing::Fetch(ports[1], "POST", "/v1/completions", body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  // All but the last block (vLLM computes the last token), from the store.
+  EXPECT_NE(second.body.find(R"("cached_tokens":992)"), std::string::npos) << second.body;
+  EXPECT_GE(svc_->master()->Stats().get_hits, 62u);
+  const std::string m = testing::Fetch(ports[1], "GET", "/metrics").body;
+  EXPECT_NE(m.find("vllm:external_prefix_cache_hits_total{"), std::string::npos) << m;
+  EXPECT_NE(m.find("} 992"), std::string::npos) << m;
+  // Its simulated TTFT: 8 tokens prefilled plus 992 tokens of KV at 10 GB/s, against 1000 tokens
+  // prefilled on worker 0.
+  auto ttft_sum = [](const std::string& metrics) {
+    const std::string key = "vllm:time_to_first_token_seconds_sum{";
+    const size_t at = metrics.find(key);
+    if (at == std::string::npos) return -1.0;
+    return std::stod(metrics.substr(metrics.find("} ", at) + 2));
+  };
+  const double loaded = ttft_sum(m);
+  const double computed = ttft_sum(testing::Fetch(ports[0], "GET", "/metrics").body);
+  EXPECT_GT(loaded, 0);
+  EXPECT_LT(loaded, computed * 0.5) << loaded << " vs " << computed;
+  sim.Stop();
+}
+
+TEST_F(StoreKvCacheTest, DeadStoreMeansRecomputeNotFailure) {
+  auto cache = Cache(Client());
+  node_.reset();
+  svc_.reset();  // The store goes away.
+  Engine e(SmallProfile(), "m", 0);
+  e.SetExternalCache(cache.get());
+  const auto start = std::chrono::steady_clock::now();
+  const RequestOutput r = RunToEnd(e, 1, Prompt(128, 7));
+  EXPECT_EQ(r.cached_tokens, 0u);
+  EXPECT_TRUE(r.finished);
+  EXPECT_FALSE(cache->stats().available);
+  EXPECT_GE(cache->stats().errors, 1u);
+  // Later lookups skip the store until retry_after: one time-out, not one per step.
+  EXPECT_EQ(cache->Lookup(std::vector<uint64_t>{1, 2}), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace kvgate::sim
