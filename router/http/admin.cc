@@ -122,7 +122,8 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
 void AppendStores(std::string& out, const GatewayState& state,
                   const std::vector<kvevents::SourceStatus>& sources) {
   const PreciseMode& precise = state.precise;
-  const auto stores = precise.Stores();
+  const auto stores_ptr = precise.Stores();
+  const auto& stores = *stores_ptr;
   out += "[";
   for (size_t i = 0; i < stores.size(); ++i) {
     const kvindex::Holder holder = PreciseMode::StoreHolder(i);
@@ -191,7 +192,8 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     common::StrAppend(&out, ",\"chosen\":", i == d.index,
                       ",\"matched_tokens\":{\"gpu\":", uint64_t{c.cached_blocks[0]} * bt,
                       ",\"host\":", uint64_t{c.cached_blocks[1]} * bt,
-                      ",\"store\":", uint64_t{c.cached_blocks[2]} * bt, "},\"load\":");
+                      ",\"store\":", uint64_t{c.cached_blocks[2]} * bt,
+                      "},\"store_tokens\":", uint64_t{c.cached_blocks[2]} * bt, ",\"load\":");
     AppendLoad(out, c.load);
     out += ",\"engine\":";
     AppendEngine(out, c.engine);
@@ -218,7 +220,8 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
   }
   out += "]";
   // What each store could supply of this prompt: its leading blocks in the store tier.
-  const auto stores = state.precise.Stores();
+  const auto stores_ptr = state.precise.Stores();
+  const auto& stores = *stores_ptr;
   if (!stores.empty()) {
     out += ",\"stores\":[";
     std::vector<kvindex::BlockHash> chain;

@@ -164,7 +164,7 @@ void PreciseMode::Configure(const WorkerList& workers,
   }
   {
     std::lock_guard lock(mu_);
-    stores_ = stores;
+    stores_ = std::make_shared<const std::vector<config::StoreConfig>>(stores);
   }
   for (const auto& w : workers) {
     const auto& ke = w->config().kv_events;
@@ -202,7 +202,7 @@ void PreciseMode::Configure(const WorkerList& workers,
   subscriber_.SetSources(std::move(sources));
 }
 
-std::vector<config::StoreConfig> PreciseMode::Stores() const {
+PreciseMode::StoreList PreciseMode::Stores() const {
   std::lock_guard lock(mu_);
   return stores_;
 }

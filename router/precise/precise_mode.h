@@ -46,8 +46,9 @@ class PreciseMode {
     return {kStoreHolderBase + static_cast<uint32_t>(i), 0};
   }
   static constexpr uint32_t kStoreHolderBase = 0xffff0000u;
-  /// The stores last configured (admin, explain).
-  std::vector<config::StoreConfig> Stores() const;
+  using StoreList = std::shared_ptr<const std::vector<config::StoreConfig>>;
+  /// The stores last configured (never null; routing reads it per request, so it is shared).
+  StoreList Stores() const;
 
   /// True when some worker has kv_events configured (requests are then tokenised).
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
@@ -94,7 +95,7 @@ class PreciseMode {
   mutable std::mutex mu_;  // Guards the maps below.
   absl::flat_hash_map<uint32_t, std::string> reasons_;
   absl::flat_hash_map<uint32_t, uint64_t> restarts_;
-  std::vector<config::StoreConfig> stores_;
+  StoreList stores_ = std::make_shared<const std::vector<config::StoreConfig>>();
 };
 
 }  // namespace kvgate::router

@@ -79,6 +79,18 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
   return plan;
 }
 
+const std::vector<kvindex::BlockHash>& RoutePlanner::TokenChainFor(RoutePlan& plan,
+                                                                   uint32_t block_size) {
+  auto it = std::find_if(plan.token_chains.begin(), plan.token_chains.end(),
+                         [block_size](const auto& e) { return e.first == block_size; });
+  if (it == plan.token_chains.end()) {
+    plan.token_chains.emplace_back(block_size, std::vector<kvindex::BlockHash>());
+    it = plan.token_chains.end() - 1;
+    PreciseMode::TokenChain(plan.tokens, plan.request->model(), block_size, &it->second);
+  }
+  return it->second;
+}
+
 void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
                                 absl::Span<Worker* const> workers, Decision& d) const {
   const config::RoutingConfig& config = *plan.config;
@@ -89,14 +101,7 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
     const Worker& w = *workers[i];
     if (w.precise_state() != PreciseState::kVerified || !w.config().kv_events) continue;
     const uint32_t bs = w.config().kv_events->block_size;
-    auto it = std::find_if(plan.token_chains.begin(), plan.token_chains.end(),
-                           [bs](const auto& e) { return e.first == bs; });
-    if (it == plan.token_chains.end()) {
-      plan.token_chains.emplace_back(bs, std::vector<kvindex::BlockHash>());
-      it = plan.token_chains.end() - 1;
-      PreciseMode::TokenChain(plan.tokens, plan.request->model(), bs, &it->second);
-    }
-    const auto& chain = it->second;
+    const auto& chain = TokenChainFor(plan, bs);
     holders.clear();
     for (uint32_t r = 0; r < w.config().dp_size; ++r) {
       holders.push_back(PreciseMode::HolderOf(w, r));
@@ -134,6 +139,30 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
     c.precise = true;
     c.dp_rank = best_rank;
     d.precise_blocks[i] = best_any;
+  }
+}
+
+void RoutePlanner::MatchStores(RoutePlan& plan, Decision& d) const {
+  const auto stores = precise_->Stores();
+  if (stores->empty()) return;
+  const config::RoutingConfig& config = *plan.config;
+  // Every worker can load what a shared store holds: the store's prefix is each candidate's
+  // store tier (kvaware charges it the load time instead of the recompute time).
+  uint32_t best = 0;
+  std::vector<kvindex::MatchResult> matches;
+  for (size_t i = 0; i < stores->size(); ++i) {
+    const uint32_t bs = (*stores)[i].kv_events.block_size;
+    const auto& chain = TokenChainFor(plan, bs);
+    const kvindex::Holder holder = PreciseMode::StoreHolder(i);
+    precise_->index().Match(chain, {&holder, 1}, &matches);
+    if (matches.empty()) continue;
+    const uint32_t blocks = matches[0].blocks[static_cast<int>(kvindex::Tier::kStore)];
+    best = std::max(best, static_cast<uint32_t>(uint64_t{blocks} * bs /
+                                                std::max<uint32_t>(1, config.block_tokens)));
+  }
+  for (Candidate& c : d.candidates) {
+    auto& store = c.cached_blocks[static_cast<int>(kvindex::Tier::kStore)];
+    store = std::max(store, best);
   }
 }
 
@@ -181,6 +210,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   for (const auto& c : d.candidates) deepest = std::max(deepest, c.cached_any_blocks);
   if (policy.UsesPrefixCache() && precise_ != nullptr && !plan.tokens.empty()) {
     MatchPrecise(plan, now, workers, d);
+    MatchStores(plan, d);
   }
 
   const ParsedRequest& req = *plan.request;

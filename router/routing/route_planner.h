@@ -117,6 +117,10 @@ class RoutePlanner {
   void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child);
   // Overrides the approximate matches of verified precise-mode candidates with the engines'
   // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
+  /// The token chain of the plan's prompt in `block_size` blocks, built once per plan.
+  static const std::vector<kvindex::BlockHash>& TokenChainFor(RoutePlan& plan, uint32_t block_size);
+  /// Raises every candidate's store tier to what the configured stores hold of the prompt.
+  void MatchStores(RoutePlan& plan, Decision& d) const;
   void MatchPrecise(RoutePlan& plan, SteadyClock::time_point now, absl::Span<Worker* const> workers,
                     Decision& d) const;
   // Counts and logs an index update the index refused (e.g. more holders than it has slots).

@@ -116,6 +116,8 @@ TEST_F(RouterStoreTest, StoredAndRemovedBlocksShowInTheStoreTier) {
       explain.find("\"stores\":[{\"name\":\"pool\",\"prefix_blocks\":6,\"prefix_tokens\":96}"),
       std::string::npos)
       << explain;
+  // The store is shared: every candidate could load those 96 tokens (kvaware's store tier).
+  EXPECT_NE(explain.find("\"store_tokens\":96,"), std::string::npos) << explain;
   // A prompt that shares only the first two blocks.
   std::vector<uint32_t> other = tokens;
   other[2 * kBlock + 1] = 9;
@@ -142,7 +144,9 @@ TEST(StoreConfigTest, StoresSectionIsValidated) {
         "stores:\n  - {name: a, model: m, port: 3, kv_events: {endpoint: tcp://h:1}}\n"}) {
     auto r = config::LoadConfigFromString(bad, "t");
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find("stores"), std::string::npos) << r.status();
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("stores"), std::string::npos) << r.status();
+    }
   }
 }
 
