@@ -144,13 +144,13 @@ RpcServer::~RpcServer() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   accept_thread_.join();
   ::close(listen_fd_);
-  std::vector<std::thread> threads;
+  std::map<uint64_t, std::thread> threads;
   {
     transfer::MutexLock lock(&mu_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(threads_);
   }
-  for (auto& t : threads) t.join();
+  for (auto& [id, t] : threads) t.join();
 }
 
 void RpcServer::AcceptLoop() {
@@ -167,17 +167,27 @@ void RpcServer::AcceptLoop() {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    transfer::MutexLock lock(&mu_);
-    if (stopping_) {
-      ::close(fd);
-      return;
+    std::vector<std::thread> done;
+    {
+      transfer::MutexLock lock(&mu_);
+      if (stopping_) {
+        ::close(fd);
+        return;
+      }
+      for (uint64_t id : finished_) {
+        done.push_back(std::move(threads_[id]));
+        threads_.erase(id);
+      }
+      finished_.clear();
+      fds_.push_back(fd);
+      const uint64_t id = next_id_++;
+      threads_.emplace(id, std::thread([this, id, fd] { Serve(id, fd); }));
     }
-    fds_.push_back(fd);
-    threads_.emplace_back([this, fd] { Serve(fd); });
+    for (auto& t : done) t.join();  // They have returned or are about to.
   }
 }
 
-void RpcServer::Serve(int fd) {
+void RpcServer::Serve(uint64_t id, int fd) {
   std::string body;
   for (;;) {
     uint8_t raw[kFrameHeaderSize];
@@ -205,6 +215,7 @@ void RpcServer::Serve(int fd) {
   transfer::MutexLock lock(&mu_);
   std::erase(fds_, fd);
   ::close(fd);
+  finished_.push_back(id);
 }
 
 RpcConnection::RpcConnection(std::string host, uint16_t port)

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,7 +49,7 @@ class RpcServer {
  private:
   RpcServer(int listen_fd, uint16_t port, RpcHandler handler);
   void AcceptLoop();
-  void Serve(int fd);
+  void Serve(uint64_t id, int fd);
 
   const int listen_fd_;
   const uint16_t port_;
@@ -58,7 +59,11 @@ class RpcServer {
   std::thread accept_thread_;
   transfer::Mutex mu_;
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // Connection threads by id; those whose connection ended are joined on the next accept, so a
+  // long-running master does not keep a stack per past connection.
+  std::map<uint64_t, std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 /// One connection to one server, reconnected on the next call after a failure. Thread-safe

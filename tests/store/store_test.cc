@@ -384,6 +384,12 @@ TEST(StoreMasterSocketTest, BadInputIsRefusedAndTheMasterServesOn) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*svc)->bad_requests(), 1u);
   EXPECT_GE((*svc)->protocol_errors(), 1u);
+  // Short-lived connections come and go (their threads are reaped as new ones arrive).
+  for (int i = 0; i < 50; ++i) {
+    RpcConnection once("127.0.0.1", (*svc)->port());
+    ASSERT_TRUE(
+        once.Call(Op::kHello, EncodeRequest(HelloRequest{"c"}), std::chrono::seconds(2)).ok());
+  }
 }
 
 TEST(StoreClientTest, BadAddressesAreClearErrors) {
