@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "common/url.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 #include "store/rpc.h"
@@ -61,7 +62,7 @@ absl::StatusOr<EtcdEndpoints> ParseEtcdUri(std::string_view uri) {
   }
   while (!rest.empty()) {
     size_t comma = rest.find(',');
-    auto hp = ParseHostPort(rest.substr(0, comma));
+    auto hp = common::ParseHostPort(rest.substr(0, comma));
     if (!hp.ok())
       return absl::InvalidArgumentError(common::StrCat("'", uri, "': ", hp.status().message()));
     out.endpoints.push_back(*hp);

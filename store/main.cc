@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/logging.h"
+#include "common/url.h"
 #include "spdlog/spdlog.h"
 #include "store/admin_http.h"
 #include "store/store_cli.h"
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<AdminHttpServer> http;
   if (!cli->http_listen.empty()) {
-    auto hp = ParseHostPort(cli->http_listen);
+    auto hp = kvgate::common::ParseHostPort(cli->http_listen);
     if (!hp.ok()) {
       spdlog::error("kvgate-store: --http-listen: {}", hp.status().message());
       return 2;

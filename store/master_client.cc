@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/url.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::store {
@@ -21,7 +22,7 @@ absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Create(
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
       std::string_view one = rest.substr(0, comma);
-      if (auto hp = ParseHostPort(one); !hp.ok()) return hp.status();
+      if (auto hp = common::ParseHostPort(one); !hp.ok()) return hp.status();
       masters.emplace_back(one);
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
@@ -52,7 +53,7 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
   }
   absl::Status last = absl::UnavailableError("store: no master answered as leader");
   for (const std::string& address : candidates) {
-    auto hp = ParseHostPort(address);
+    auto hp = common::ParseHostPort(address);
     if (!hp.ok()) return hp.status();
     auto conn = std::make_unique<RpcConnection>(hp->first, hp->second);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

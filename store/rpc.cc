@@ -79,22 +79,6 @@ void SetTimeouts(int fd, std::chrono::milliseconds t) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
-  const size_t colon = text.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(common::StrCat("'", text, "': expected HOST:PORT"));
-  }
-  std::string_view p = text.substr(colon + 1);
-  auto r = std::from_chars(p.data(), p.data() + p.size(), port);
-  if (r.ec != std::errc() || r.ptr != p.data() + p.size() || port > 65535)
-    return absl::InvalidArgumentError(common::StrCat("'", text, "': bad port"));
-  std::string host(text.substr(0, colon));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, static_cast<uint16_t>(port));
-}
-
 absl::StatusOr<std::pair<int, uint16_t>> ListenTcp(const std::string& host, uint16_t port,
                                                    std::string_view what) {
   addrinfo hints{};

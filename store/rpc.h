@@ -22,9 +22,6 @@
 
 namespace kvgate::store {
 
-/// "host:port" -> (host, port). @return kInvalidArgument naming the text.
-absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);
-
 /// A listening TCP socket on host:port (port 0: any); the fd and the bound port. `what` names
 /// the listener in errors. @return kUnavailable naming the address when it cannot listen.
 absl::StatusOr<std::pair<int, uint16_t>> ListenTcp(const std::string& host, uint16_t port,

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "common/strings.h"
+#include "common/url.h"
 #include "store/rpc.h"
 
 namespace kvgate::store {
@@ -145,7 +146,7 @@ absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
   }
   if (cli.master.master.low_watermark > cli.master.master.high_watermark)
     return absl::InvalidArgumentError("--low-watermark is above --high-watermark");
-  auto hp = ParseHostPort(listen);
+  auto hp = common::ParseHostPort(listen);
   if (!hp.ok())
     return absl::InvalidArgumentError(common::StrCat("--listen: ", hp.status().message()));
   cli.master.listen_host = hp->first;

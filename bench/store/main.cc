@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "bench/store/peer_clients.h"
+#include "common/url.h"
 #include "store/client.h"
-#include "store/rpc.h"
 #include "store/store_cli.h"
 
 namespace {
@@ -178,7 +178,7 @@ class PeerTarget final : public Target {
  public:
   PeerTarget(const Args& a, const uint8_t* patterns) : a_(a), patterns_(patterns) {
     const std::string& addr = a.redis.empty() ? a.memcached : a.redis;
-    auto hp = kvgate::store::ParseHostPort(addr);
+    auto hp = kvgate::common::ParseHostPort(addr);
     if (!hp.ok()) Die(std::string(hp.status().message()));
     auto p = a.redis.empty() ? kvgate::store::bench::ConnectMemcached(hp->first, hp->second)
                              : kvgate::store::bench::ConnectRedis(hp->first, hp->second);

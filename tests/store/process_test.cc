@@ -3,10 +3,7 @@
 // etcd (the standby takes over and every object on the data nodes is still readable). Also the
 // binary's contract: /health and /metrics, and kvgate-store-bench verifying every byte.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,6 +11,7 @@
 
 #include "store/client.h"
 #include "store/master_client.h"
+#include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"
 #include "tests/transfer/etcd_server.h"
@@ -33,29 +31,8 @@ std::string Bin(const std::string& name) {
 
 // GET http://127.0.0.1:port/path: {status, body}; {0, ""} when nothing answered.
 std::pair<int, std::string> HttpGet(uint16_t port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return {0, ""};
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string resp;
-  char buf[4096];
-  pollfd p{fd, POLLIN, 0};
-  while (::poll(&p, 1, 2000) == 1) {
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (resp.size() < 12) return {0, ""};
-  const size_t body = resp.find("\r\n\r\n");
-  return {std::atoi(resp.c_str() + 9), body == std::string::npos ? "" : resp.substr(body + 4)};
+  auto r = kvgate::testing::Fetch(port, "GET", path, "", {}, std::chrono::seconds(2));
+  return {r.status, r.body};
 }
 
 ObjectKey K(uint64_t h) { return {"proc|||0", h}; }
