@@ -68,8 +68,6 @@ struct StoreClientOptions {
   std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds in_flight_wait{5000};  // For a key another client is writing.
   size_t async_threads = 1;
-  /// KV objects are large: 1 MiB tcp slices (the engine's default is 64 KiB) cut per-slice
-  /// work (a back-to-back sweep on loopback: put 2.06 -> 2.79 GB/s; docs/benchmarks.md).
   /// Copies of 256 KiB objects go to the copy threads (the engine's default runs copies up to
   /// 1 MiB inline), so that a put's checksums overlap its shm copies.
   transfer::CopyPoolParams copy = [] {
@@ -77,6 +75,8 @@ struct StoreClientOptions {
     p.inline_max_bytes = 64 << 10;
     return p;
   }();
+  /// KV objects are large: 1 MiB tcp slices (the engine's default is 64 KiB) cut per-slice
+  /// work (a back-to-back sweep on loopback: put 2.06 -> 2.79 GB/s; docs/benchmarks.md).
   transfer::TcpParams tcp = [] {
     transfer::TcpParams p;
     p.slice_bytes = 1 << 20;
