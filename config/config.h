@@ -50,6 +50,9 @@ struct StoreConfig {
   std::string name;          // For admin and logs.
   std::string model;         // Namespace of its blocks (the model whose KV it holds).
   KvEventsConfig kv_events;  // endpoint, replay_endpoint, block_size of its objects.
+  // The store's HTTP listener (kvgate-store --http-listen), health-checked at /health: while
+  // it fails, routing counts nothing in the store tier. Unset: the store is assumed up.
+  std::optional<common::HttpUrl> address;
 
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
 };
@@ -109,6 +112,9 @@ struct WeightedPolicyConfig {  // llm-d EPP default scorer weights
   double prefix_weight = 3;
   double queue_weight = 2;
   double kv_utilization_weight = 2;
+  // llm-d's precise prefix scorer weighs a block by the medium that holds it.
+  double host_tier_weight = 0.8;
+  double store_tier_weight = 0.5;
 };
 
 struct ConsistentHashPolicyConfig {

@@ -327,10 +327,14 @@ void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
   }
   if (const YAML::Node s = n["weighted"]; s.IsDefined() && !s.IsNull()) {
     const std::string q = "routing.weighted";
-    if (r.ExpectMap(s, q, {"prefix_weight", "queue_weight", "kv_utilization_weight"})) {
+    if (r.ExpectMap(s, q,
+                    {"prefix_weight", "queue_weight", "kv_utilization_weight", "host_tier_weight",
+                     "store_tier_weight"})) {
       r.Double(s, q, "prefix_weight", &c->weighted.prefix_weight, 0, 1e6);
       r.Double(s, q, "queue_weight", &c->weighted.queue_weight, 0, 1e6);
       r.Double(s, q, "kv_utilization_weight", &c->weighted.kv_utilization_weight, 0, 1e6);
+      r.Double(s, q, "host_tier_weight", &c->weighted.host_tier_weight, 0, 1);
+      r.Double(s, q, "store_tier_weight", &c->weighted.store_tier_weight, 0, 1);
     }
   }
   if (const YAML::Node s = n["consistent_hash"]; s.IsDefined() && !s.IsNull()) {
@@ -502,12 +506,14 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["stores"]; n.IsDefined() && !n.IsNull()) {
       if (!n.IsSequence()) {
         r.Error(n, "stores", "must be a list");
+      } else if (n.size() > 16) {
+        r.Error(n, "stores", "at most 16 stores");
       } else {
         std::set<std::string> names;
         for (size_t i = 0; i < n.size(); ++i) {
           const std::string path = common::StrCat("stores[", i, "]");
           StoreConfig st;
-          if (!r.ExpectMap(n[i], path, {"name", "model", "kv_events"})) continue;
+          if (!r.ExpectMap(n[i], path, {"name", "model", "kv_events", "address"})) continue;
           if (!r.String(n[i], path, "name", &st.name) || st.name.empty()) {
             r.Error(n[i], Reader::Join(path, "name"), "is required");
           } else if (!names.insert(st.name).second) {
@@ -516,6 +522,17 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
           }
           if (!r.String(n[i], path, "model", &st.model) || st.model.empty())
             r.Error(n[i], Reader::Join(path, "model"), "is required (the model of its blocks)");
+          if (std::string address; r.String(n[i], path, "address", &address)) {
+            // HOST:PORT or http://HOST:PORT.
+            auto url = common::ParseHttpUrl(address.find("://") == std::string::npos
+                                                ? common::StrCat("http://", address)
+                                                : address);
+            if (url.ok()) {
+              st.address = std::move(*url);
+            } else {
+              r.Error(n[i]["address"], Reader::Join(path, "address"), url.status().message());
+            }
+          }
           if (const YAML::Node e = n[i]["kv_events"]; e.IsDefined() && !e.IsNull()) {
             ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &st.kv_events);
           } else {

@@ -259,6 +259,7 @@ class Session {
         rec->prompt_tokens = ev.prompt_tokens;
         rec->completion_tokens = ev.completion_tokens;
         rec->cached_tokens = ev.cached_tokens;
+        rec->store_tokens = ev.store_tokens;
       }
       if (!ev.error.empty() && rec->error.empty()) rec->error = StrCat("stream: ", ev.error);
     };

@@ -87,9 +87,11 @@ Report BuildReport(const std::vector<RequestRecord>& records,
     ++report.ok;
     report.prompt_tokens += r.prompt_tokens;
     report.cached_tokens += r.cached_tokens;
+    report.store_tokens += r.store_tokens;
     report.completion_tokens += r.completion_tokens;
     w.prompt_tokens += r.prompt_tokens;
     w.cached_tokens += r.cached_tokens;
+    w.store_tokens += r.store_tokens;
     if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
     if (r.tpot_s() >= 0) tpot.push_back(r.tpot_s());
     e2e.push_back(r.e2e_s);
@@ -111,8 +113,11 @@ std::string ReportToJson(const Report& r) {
   StrAppend(&out, ",\"totals\":{\"requests\":", r.requests, ",\"ok\":", r.ok,
             ",\"errors\":", r.errors, ",\"conversations\":", r.conversations,
             ",\"prompt_tokens\":", r.prompt_tokens, ",\"cached_tokens\":", r.cached_tokens,
-            ",\"completion_tokens\":", r.completion_tokens, ",\"cached_ratio\":");
+            ",\"store_tokens\":", r.store_tokens, ",\"completion_tokens\":", r.completion_tokens,
+            ",\"cached_ratio\":");
   AppendNumber(&out, r.cached_ratio());
+  out.append(",\"store_ratio\":");
+  AppendNumber(&out, Ratio(r.store_tokens, r.prompt_tokens));
   out.append(",\"duration_s\":");
   AppendNumber(&out, r.duration_s);
   out.append(",\"requests_per_s\":");
@@ -141,7 +146,7 @@ std::string ReportToJson(const Report& r) {
     common::AppendJsonString(out, worker.empty() ? "unknown" : worker);
     StrAppend(&out, ":{\"requests\":", w.requests, ",\"errors\":", w.errors,
               ",\"prompt_tokens\":", w.prompt_tokens, ",\"cached_tokens\":", w.cached_tokens,
-              ",\"cached_ratio\":");
+              ",\"store_tokens\":", w.store_tokens, ",\"cached_ratio\":");
     AppendNumber(&out, Ratio(w.cached_tokens, w.prompt_tokens));
     StrAppend(&out, ",\"max_concurrent\":", w.max_concurrent, "}");
   }
@@ -175,7 +180,7 @@ std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
     out.append(",\"e2e_s\":");
     AppendNumber(&out, r.e2e_s);
     StrAppend(&out, ",\"status\":", r.status, ",\"prompt_tokens\":", r.prompt_tokens,
-              ",\"cached_tokens\":", r.cached_tokens,
+              ",\"cached_tokens\":", r.cached_tokens, ",\"store_tokens\":", r.store_tokens,
               ",\"completion_tokens\":", r.completion_tokens, ",\"worker\":");
     common::AppendJsonString(out, r.worker);
     out.append(",\"error\":");
@@ -195,6 +200,10 @@ std::string ReportToTable(const Report& r) {
                      r.output_tokens_per_s());
   out += fmt::format("tokens prompt {}  cached {} ({:.1f}%)  completion {}\n", r.prompt_tokens,
                      r.cached_tokens, 100.0 * r.cached_ratio(), r.completion_tokens);
+  if (r.store_tokens > 0) {
+    out += fmt::format("  of the cached, loaded from the KV store {} ({:.1f}% of prompt tokens)\n",
+                       r.store_tokens, 100.0 * Ratio(r.store_tokens, r.prompt_tokens));
+  }
   out += fmt::format("\n{:<10}{:>10}{:>10}{:>10}{:>10}{:>8}\n", "latency", "mean ms", "p50 ms",
                      "p90 ms", "p99 ms", "n");
   auto row = [&](const char* name, const LatencySummary& s) {

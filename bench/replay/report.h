@@ -23,6 +23,7 @@ struct RequestRecord {
   bool usage = false;        // A usage object was seen.
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
+  uint64_t store_tokens = 0;       // Of cached_tokens, loaded from a KV store (kvgate-sim's usage).
   uint64_t completion_tokens = 0;  // From usage, else the number of content events.
   std::string worker;              // X-Kvgate-Worker response header, if any.
 
@@ -44,6 +45,7 @@ struct WorkerSummary {
   uint64_t errors = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
+  uint64_t store_tokens = 0;
   uint64_t max_concurrent = 0;  // Streams open at once (response header to end of body).
 };
 
@@ -66,6 +68,7 @@ struct Report {
   std::map<std::string, uint64_t> error_kinds;  // "http_503", "transport", ...
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
+  uint64_t store_tokens = 0;  // Of cached_tokens, loaded from a KV store.
   uint64_t completion_tokens = 0;
   uint64_t conversations = 0;
   LatencySummary ttft, tpot, e2e;

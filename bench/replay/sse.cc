@@ -133,6 +133,7 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
             od::value pv;
             if (pf.unescaped_key().get(pkey) || pf.value().get(pv)) return false;
             if (pkey == "cached_tokens") event->cached_tokens = U64(pv);
+            if (pkey == "kv_store_tokens") event->store_tokens = U64(pv);
           }
         }
       }

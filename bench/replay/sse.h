@@ -35,6 +35,7 @@ struct StreamEvent {
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   uint64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens
+  uint64_t store_tokens = 0;   // ... .kv_store_tokens (kvgate-sim with a store): loaded from it
   std::string error;           // A top-level "error" object's message.
 };
 

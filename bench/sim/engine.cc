@@ -170,6 +170,8 @@ StepResult Engine::Step(double now) {
       s.scheduled_once = true;
       s.cached_tokens = computed;
       s.external_tokens = ext_tokens;
+      counters_.usage_cached_tokens += computed;
+      counters_.usage_store_tokens += ext_tokens;
       s.first_scheduled_time = now;
       counters_.prompt_tokens += s.req.prompt.size();
     }

@@ -64,6 +64,10 @@ struct EngineCounters {
   // The external store, as vLLM's vllm:external_prefix_cache_{queries,hits} (tokens).
   uint64_t external_prefix_cache_queries = 0;
   uint64_t external_prefix_cache_hits = 0;
+  // What the responses' usage reports, summed (first scheduling of each request only; the
+  // vLLM counters above count a preempted request again when it is rescheduled).
+  uint64_t usage_cached_tokens = 0;
+  uint64_t usage_store_tokens = 0;  // Of those, loaded from the store.
 };
 
 class Engine {

@@ -73,7 +73,8 @@ struct Pending {
   bool finished = false;
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
-  net::steady_timer wake;  // Cancelled whenever something changes.
+  uint32_t store_tokens = 0;  // Of cached_tokens, loaded from the store.
+  net::steady_timer wake;     // Cancelled whenever something changes.
 };
 
 // Drives one Engine on the io thread: one step at a time, each ending on a timer at its
@@ -164,6 +165,7 @@ class EngineRunner {
       p.tokens.insert(p.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       p.prompt_tokens = out.prompt_tokens;
       p.cached_tokens = out.cached_tokens;
+      p.store_tokens = out.external_tokens;
       p.finished = out.finished;
       p.wake.cancel();
       if (out.finished) pending_.erase(it);

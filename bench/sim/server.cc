@@ -45,10 +45,15 @@ std::string HeaderValue(const Request& req, std::string_view name) {
   return it == req.end() ? std::string() : std::string(it->value());
 }
 
-std::string UsageJson(uint32_t prompt, uint32_t completion, uint32_t cached) {
+// With a store (--store), prompt_tokens_details also says how many of the cached tokens were
+// loaded from it (`kv_store_tokens`, kvgate-sim's own field: vLLM reports them only in its
+// external prefix-cache metrics), so that a replay can count them per request.
+std::string UsageJson(uint32_t prompt, uint32_t completion, uint32_t cached,
+                      std::optional<uint32_t> store) {
   return common::StrCat("{\"prompt_tokens\":", prompt, ",\"total_tokens\":", prompt + completion,
                         ",\"completion_tokens\":", completion,
-                        ",\"prompt_tokens_details\":{\"cached_tokens\":", cached, "}}");
+                        ",\"prompt_tokens_details\":{\"cached_tokens\":", cached,
+                        store ? common::StrCat(",\"kv_store_tokens\":", *store) : "", "}}");
 }
 
 // What a completion request asked for.
@@ -410,7 +415,7 @@ class SimServer {
           &body, "\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],",
           "\"usage\":",
           UsageJson(pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
-                    pending->cached_tokens),
+                    pending->cached_tokens, StoreTokens(*pending)),
           ",\"prompt_logprobs\":null,\"kv_transfer_params\":null}");
       if (fault == Fault::kClose) co_return false;  // Connection closed, no answer.
       co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
@@ -462,7 +467,7 @@ class SimServer {
           common::StrAppend(
               &out, "data: ", prefix, ",\"choices\":[],\"usage\":",
               UsageJson(pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
-                        pending->cached_tokens),
+                        pending->cached_tokens, StoreTokens(*pending)),
               "}\n\n");
         }
         out += "data: [DONE]\n\n";
@@ -532,8 +537,9 @@ class SimServer {
     auto counter = [&](std::string_view name, std::string_view help, auto value_of) {
       family(name, "counter", help);
       for (const auto& r : runners_) {
+        // Exact integers: "%.6g" would round token counts in the millions.
         common::StrAppend(&out, name, "_total", labels(*r), " ",
-                          static_cast<double>(value_of(r->engine().counters())), "\n");
+                          uint64_t{value_of(r->engine().counters())}, "\n");
       }
     };
     auto histogram = [&](std::string_view name, std::string_view help, auto hist_of) {
@@ -601,6 +607,9 @@ class SimServer {
           [](const EngineRunner& r) { return r.sim_now(); });
     counter("kvgate_sim_steps", "Engine steps run.",
             [](const EngineCounters& c) { return c.steps; });
+    counter("kvgate_sim_usage_cached_tokens",
+            "Sum of the cached_tokens the responses reported (each request once).",
+            [](const EngineCounters& c) { return c.usage_cached_tokens; });
     if (store_) {
       counter("vllm:external_prefix_cache_queries",
               "External prefix cache queries from KV connector cross-instance cache sharing, in "
@@ -610,8 +619,16 @@ class SimServer {
               "External prefix cache hits from KV connector cross-instance cache sharing, in "
               "terms of number of cached tokens.",
               [](const EngineCounters& c) { return c.external_prefix_cache_hits; });
+      counter("kvgate_sim_usage_store_tokens",
+              "Of kvgate_sim_usage_cached_tokens, those loaded from the store.",
+              [](const EngineCounters& c) { return c.usage_store_tokens; });
     }
     return out;
+  }
+
+  // The usage's kv_store_tokens: only with a store.
+  std::optional<uint32_t> StoreTokens(const Pending& p) const {
+    return store_ ? std::optional<uint32_t>(p.store_tokens) : std::nullopt;
   }
 
   net::io_context& io_;

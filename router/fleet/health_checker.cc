@@ -51,6 +51,16 @@ struct HealthChecker::Impl {
     worker->RecordHealthCheck(ok, cfg);
   }
 
+  net::awaitable<void> CheckStore(size_t i, common::HttpUrl url, config::HealthCheckConfig cfg) {
+    auto r = co_await HttpGet(ioc, url, "/health", milliseconds(cfg.timeout_ms));
+    const bool ok = r.ok() && r->status >= 200 && r->status < 300;
+    if (!ok) {
+      spdlog::debug("health check of store {} failed: {}", url.ToString(),
+                    r.ok() ? common::StrCat("status ", r->status) : r.status().ToString());
+    }
+    state.precise.RecordStoreHealth(i, ok, cfg);
+  }
+
   net::awaitable<void> DiscoverOne(WorkerSharedPtr worker, milliseconds timeout) {
     auto r = co_await HttpGet(ioc, worker->config().url, "/v1/models", timeout);
     if (r.ok() && r->status == 200) {
@@ -105,6 +115,13 @@ struct HealthChecker::Impl {
       if (cfg->health_check.enabled) {
         for (const auto& w : snapshot->workers) {
           net::co_spawn(ioc, CheckOne(w, cfg->health_check), net::detached);
+        }
+      }
+      // Stores are checked even with worker checks off: a dead store must leave the tier.
+      for (size_t i = 0; i < cfg->stores.size(); ++i) {
+        if (cfg->stores[i].address) {
+          net::co_spawn(ioc, CheckStore(i, *cfg->stores[i].address, cfg->health_check),
+                        net::detached);
         }
       }
       timer.expires_after(milliseconds(cfg->health_check.interval_ms));

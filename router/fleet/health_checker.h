@@ -1,5 +1,6 @@
 // File: router/fleet/health_checker.h
-// Control-plane loops on the control thread: active health checks (GET /health) and discovery
+// Control-plane loops on the control thread: active health checks (GET /health, of workers
+// and of the stores that have an address) and discovery
 // of each worker's models (GET /v1/models), which also refreshes the /v1/models union served
 // to clients. Thread-compatible: created, run and stopped on the control io_context.
 #pragma once

@@ -38,7 +38,7 @@ Worker::Worker(config::WorkerConfig config, uint32_t id)
       precise_state_(config_.kv_events ? PreciseState::kPending : PreciseState::kOff) {}
 
 bool Worker::IsAvailable(SteadyClock::time_point now) const {
-  return healthy() && !BreakerOpen(now);
+  return healthy() && !draining() && !BreakerOpen(now);
 }
 
 bool Worker::BreakerOpen(SteadyClock::time_point now) const {

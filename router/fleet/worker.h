@@ -52,9 +52,14 @@ class Worker {
   const std::string& authority() const { return authority_; }
   WorkerIdentity identity() const { return {id_, name_, config_.weight}; }
 
-  /// True when the worker may receive traffic: actively healthy and its breaker is not open.
+  /// True when the worker may receive new traffic: actively healthy, not draining and its
+  /// breaker is not open.
   bool IsAvailable(SteadyClock::time_point now) const;
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+
+  /// A draining worker gets no new requests and keeps its in-flight ones (POST /admin/drain).
+  void SetDraining(bool draining) { draining_.store(draining, std::memory_order_relaxed); }
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
   /// Feeds one active health-check result; ejects after `unhealthy_threshold` failures in a row
   /// and readmits after `healthy_threshold` successes. @return true when health changed.
@@ -119,6 +124,7 @@ class Worker {
   const std::string authority_;
 
   std::atomic<bool> healthy_{true};  // optimistic until the first check says otherwise
+  std::atomic<bool> draining_{false};
   std::atomic<uint32_t> check_failures_{0};
   std::atomic<uint32_t> check_successes_{0};
   std::atomic<uint32_t> passive_failures_{0};

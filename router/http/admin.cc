@@ -5,6 +5,8 @@
 #include "router/http/response_writer.h"
 #include "router/routing/parsed_request.h"
 #include "router/server/thread_context.h"
+#include "simdjson.h"
+#include "spdlog/spdlog.h"
 
 namespace kvgate::router {
 namespace {
@@ -132,7 +134,13 @@ void AppendStores(std::string& out, const GatewayState& state,
     common::AppendJsonString(out, stores[i].name);
     out += ",\"model\":";
     common::AppendJsonString(out, stores[i].model);
-    out += ",\"kv_events\":";
+    out += ",\"address\":";
+    if (stores[i].address) {
+      common::AppendJsonString(out, stores[i].address->ToString());
+    } else {
+      out += "null";
+    }
+    common::StrAppend(&out, ",\"up\":", precise.StoreUp(i), ",\"kv_events\":");
     common::AppendJsonString(out, stores[i].kv_events.endpoint);
     common::StrAppend(
         &out, ",\"block_size\":", stores[i].kv_events.block_size, ",\"blocks\":",
@@ -206,6 +214,25 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     } else {
       out += "null";
     }
+    if (s.predicted_ttft_s >= 0) {
+      const TtftParts& t = s.ttft_parts;
+      const std::pair<std::string_view, double> parts[] = {
+          {"queue", t.queue},
+          {"prefill", t.prefill},
+          {"host_load", t.host_load},
+          {"store_load", t.store_load},
+          {"decode_interference", t.decode_interference},
+          {"kv_wait", t.kv_wait}};
+      out += ",\"predicted_ttft_parts_s\":";
+      char sep = '{';
+      for (const auto& [name, seconds] : parts) {
+        out += sep;
+        sep = ',';
+        AppendKey(out, name);
+        AppendNumber(out, seconds);
+      }
+      out += "}";
+    }
     out += ",\"score\":";
     AppendNumber(out, s.score);
     common::StrAppend(&out, ",\"eligible\":", s.eligible, ",\"note\":");
@@ -236,10 +263,13 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
       if (i > 0) out += ",";
       out += "{\"name\":";
       common::AppendJsonString(out, stores[i].name);
-      common::StrAppend(&out, ",\"prefix_blocks\":", blocks,
+      common::StrAppend(&out, ",\"up\":", state.precise.StoreUp(i), ",\"prefix_blocks\":", blocks,
                         ",\"prefix_tokens\":", uint64_t{blocks} * bs, "}");
     }
-    out += "]";
+    out += "],\"store_tokens_per_second\":";
+    AppendNumber(out, state.planner.store_rate().TokensPerSecond(
+                          cfg.routing.kvaware.store_tokens_per_second));
+    common::StrAppend(&out, ",\"store_rate_samples\":", state.planner.store_rate().samples());
   }
   out += "}";
   return out;
@@ -260,7 +290,7 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     common::AppendJsonString(out, w->name());
     common::StrAppend(&out, ",\"id\":", w->id(), ",\"role\":\"",
                       config::WorkerRoleName(w->config().role), "\",\"healthy\":", w->healthy(),
-                      ",\"available\":", w->IsAvailable(now),
+                      ",\"available\":", w->IsAvailable(now), ",\"draining\":", w->draining(),
                       ",\"breaker_open\":", w->BreakerOpen(now), ",\"weight\":");
     AppendNumber(out, w->config().weight);
     out += ",\"models\":[";
@@ -331,6 +361,39 @@ net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
                                                                : 400,
                       common::Sv(json.status().message()), "invalid_request_error",
                       "explain_failed");
+}
+
+net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex) {
+  std::string body(ex.body);
+  body.reserve(body.size() + simdjson::SIMDJSON_PADDING);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  std::string_view url;
+  bool draining = true;
+  bool parsed = !parser.iterate(body.data(), body.size(), body.capacity()).get(doc) &&
+                !doc["worker"].get_string().get(url);
+  if (parsed) {
+    auto d = doc["draining"];
+    if (d.error() != simdjson::NO_SUCH_FIELD) parsed = !d.get_bool().get(draining);
+  }
+  if (!parsed) {
+    co_await WriteError(tc, ex, 400,
+                        "expected {\"worker\": \"http://host:port\", \"draining\": true|false}",
+                        "invalid_request_error", "invalid_body");
+    co_return;
+  }
+  for (const auto& w : ex.snapshot->workers) {
+    if (w->name() != url) continue;
+    w->SetDraining(draining);
+    spdlog::warn("worker {} {} (admin)", w->name(), draining ? "draining" : "no longer draining");
+    std::string out = "{\"worker\":";
+    common::AppendJsonString(out, w->name());
+    common::StrAppend(&out, ",\"draining\":", draining ? "true" : "false", "}");
+    co_await WriteResponse(tc, ex, 200, "application/json", out);
+    co_return;
+  }
+  co_await WriteError(tc, ex, 404, common::StrCat("no worker ", url), "invalid_request_error",
+                      "unknown_worker");
 }
 
 }  // namespace kvgate::router

@@ -38,6 +38,10 @@ struct PreciseMode::Metrics {
         bad(Counter(r, "kvgate_kv_events_bad_messages_total", "Undecodable event messages")),
         orphans(Counter(r, "kvgate_kv_events_orphan_blocks_total",
                         "Stored blocks whose parent kvgate never saw (not indexed)")),
+        store_up(BuildGauge()
+                     .Name("kvgate_store_up")
+                     .Help("1 while the store's health checks pass and routing counts its tier")
+                     .Register(r)),
         blocks(BuildGauge()
                    .Name("kvgate_kv_blocks")
                    .Help("Blocks each worker holds per tier, from its KV events")
@@ -87,6 +91,7 @@ struct PreciseMode::Metrics {
   prometheus::Family<prometheus::Counter>& restarts;
   prometheus::Family<prometheus::Counter>& bad;
   prometheus::Family<prometheus::Counter>& orphans;
+  prometheus::Family<prometheus::Gauge>& store_up;
   prometheus::Family<prometheus::Gauge>& blocks;
   prometheus::Histogram& lag;
   std::mutex mu;                       // Guards `last` (refresh vs reload).
@@ -164,6 +169,19 @@ void PreciseMode::Configure(const WorkerList& workers,
   }
   {
     std::lock_guard lock(mu_);
+    // A store keeps its health across a reload that leaves it in place.
+    for (size_t i = 0; i < kMaxStores; ++i) {
+      if (i < stores.size() && i < stores_->size() && (*stores_)[i] == stores[i]) continue;
+      store_down_[i].store(false, std::memory_order_relaxed);
+      store_failures_[i] = store_successes_[i] = 0;
+    }
+    for (size_t i = stores.size(); i < stores_->size(); ++i) {
+      const prometheus::Labels l = {{"store", (*stores_)[i].name}};
+      if (metrics_->store_up.Has(l)) metrics_->store_up.Remove(&metrics_->store_up.Add(l));
+    }
+    for (size_t i = 0; i < stores.size(); ++i) {
+      metrics_->store_up.Add({{"store", stores[i].name}}).Set(StoreUp(i) ? 1 : 0);
+    }
     stores_ = std::make_shared<const std::vector<config::StoreConfig>>(stores);
   }
   for (const auto& w : workers) {
@@ -205,6 +223,35 @@ void PreciseMode::Configure(const WorkerList& workers,
 PreciseMode::StoreList PreciseMode::Stores() const {
   std::lock_guard lock(mu_);
   return stores_;
+}
+
+bool PreciseMode::RecordStoreHealth(size_t i, bool ok, const config::HealthCheckConfig& cfg) {
+  if (i >= kMaxStores) return false;
+  const StoreList stores = Stores();
+  if (i >= stores->size()) return false;
+  const bool down = store_down_[i].load(std::memory_order_relaxed);
+  bool changed = false;
+  if (ok) {
+    store_failures_[i] = 0;
+    if (down && ++store_successes_[i] >= cfg.healthy_threshold) changed = true;
+  } else {
+    store_successes_[i] = 0;
+    if (!down && ++store_failures_[i] >= cfg.unhealthy_threshold) changed = true;
+  }
+  if (!changed) return false;
+  store_down_[i].store(!down, std::memory_order_relaxed);
+  const std::string& name = (*stores)[i].name;
+  if (down) {
+    spdlog::info("store {} is up again: routing counts its tier", name);
+  } else {
+    spdlog::error(
+        "store {} failed {} health checks: routing stops counting its tier (workers "
+        "recompute what they would have loaded)",
+        name, cfg.unhealthy_threshold);
+  }
+  std::lock_guard lock(mu_);
+  metrics_->store_up.Add({{"store", name}}).Set(down ? 1 : 0);
+  return true;
 }
 
 const kvindex::Tokenizer* PreciseMode::TokenizerFor(const config::PreciseConfig& config,

@@ -6,6 +6,8 @@
 // thread's PreciseProber proves each worker in sync. See docs/precise-mode.md. Thread-safe.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +51,17 @@ class PreciseMode {
   using StoreList = std::shared_ptr<const std::vector<config::StoreConfig>>;
   /// The stores last configured (never null; routing reads it per request, so it is shared).
   StoreList Stores() const;
+
+  /// The most stores one gateway follows (config validation enforces it).
+  static constexpr size_t kMaxStores = 16;
+  /// Whether routing counts the i-th store's tier: a store with an `address` is up until
+  /// `unhealthy_threshold` health checks in a row fail, and up again after `healthy_threshold`
+  /// pass (a dead store's blocks cannot be loaded; workers recompute them). Lock-free.
+  bool StoreUp(size_t i) const {
+    return i < kMaxStores && !store_down_[i].load(std::memory_order_relaxed);
+  }
+  /// One health-check result of the i-th store (control thread). @return true when it changed.
+  bool RecordStoreHealth(size_t i, bool ok, const config::HealthCheckConfig& cfg);
 
   /// True when some worker has kv_events configured (requests are then tokenised).
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
@@ -96,6 +109,9 @@ class PreciseMode {
   absl::flat_hash_map<uint32_t, std::string> reasons_;
   absl::flat_hash_map<uint32_t, uint64_t> restarts_;
   StoreList stores_ = std::make_shared<const std::vector<config::StoreConfig>>();
+  std::array<std::atomic<bool>, kMaxStores> store_down_{};
+  std::array<uint32_t, kMaxStores> store_failures_{};   // Control thread only.
+  std::array<uint32_t, kMaxStores> store_successes_{};  // Control thread only.
 };
 
 }  // namespace kvgate::router

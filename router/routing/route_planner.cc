@@ -1,6 +1,7 @@
 #include "router/routing/route_planner.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/assert.h"
 #include "common/strings.h"
@@ -151,6 +152,7 @@ void RoutePlanner::MatchStores(RoutePlan& plan, Decision& d) const {
   uint32_t best = 0;
   std::vector<kvindex::MatchResult> matches;
   for (size_t i = 0; i < stores->size(); ++i) {
+    if (!precise_->StoreUp(i)) continue;  // What it held cannot be loaded now.
     const uint32_t bs = (*stores)[i].kv_events.block_size;
     const auto& chain = TokenChainFor(plan, bs);
     const kvindex::Holder holder = PreciseMode::StoreHolder(i);
@@ -223,6 +225,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   r.chain = plan.chain;
   r.prompt_tokens = plan.prompt_tokens;
   r.block_tokens = config.block_tokens;
+  r.store_tokens_per_second = store_rate_.TokensPerSecond(config.kvaware.store_tokens_per_second);
   r.now = now;
   const uint64_t chain_key = plan.chain.empty() ? 0 : plan.chain.back();
   {
@@ -245,9 +248,21 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     d.dp_rank = chosen.dp_rank;
     d.predicted_cached_tokens = std::min<int64_t>(
         static_cast<int64_t>(chosen.cached_blocks[0]) * config.block_tokens, r.prompt_tokens);
+    const int64_t local = std::max(chosen.cached_blocks[0], chosen.cached_blocks[1]);
+    d.predicted_store_tokens = std::clamp<int64_t>(
+        (static_cast<int64_t>(chosen.cached_blocks[2]) - local) * config.block_tokens, 0,
+        r.prompt_tokens - d.predicted_cached_tokens);
     d.queue_tokens_at_dispatch = chosen.load.pending_prefill_tokens;
     if (commit) {
-      const int64_t uncached = r.prompt_tokens - d.predicted_cached_tokens;
+      // Loading from a store keeps the engine busy for a fraction of the recompute time: the
+      // loaded tokens are reserved as that many prefill tokens, so that the queue the next
+      // decisions see is the engine's time, not its token count.
+      const double prefill_rate =
+          chosen.prefill_rate > 0 ? chosen.prefill_rate : config.kvaware.prefill_tokens_per_second;
+      const double load_share = std::min(1.0, prefill_rate / r.store_tokens_per_second);
+      const int64_t uncached =
+          r.prompt_tokens - d.predicted_cached_tokens - d.predicted_store_tokens +
+          std::llround(static_cast<double>(d.predicted_store_tokens) * load_share);
       const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
       d.worker->Reserve(d.reservation, uncached, blocks);
     }
@@ -279,8 +294,25 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   const config::RoutingConfig& config = *plan.config;
   w.Release(d.reservation);
   if (outcome.success && outcome.ttfb_seconds > 0) {
-    w.ObservePrefill(static_cast<double>(d.queue_tokens_at_dispatch + d.reservation.prefill_tokens),
-                     outcome.ttfb_seconds);
+    // What the engine prefilled: the prompt less what it reported cached (GPU, host and store
+    // alike), else what the decision predicted.
+    double computed = static_cast<double>(d.reservation.prefill_tokens);
+    double loaded = 0;  // from a store: cached beyond the local prediction, up to the store's
+    if (outcome.cached_tokens >= 0) {
+      computed = std::max<double>(
+          0, static_cast<double>(plan.prompt_tokens) - static_cast<double>(outcome.cached_tokens));
+      loaded = static_cast<double>(std::clamp<int64_t>(
+          outcome.cached_tokens - d.predicted_cached_tokens, 0, d.predicted_store_tokens));
+    }
+    const double queued = static_cast<double>(d.queue_tokens_at_dispatch);
+    double prefill_seconds = outcome.ttfb_seconds;
+    if (loaded >= StoreLoadRate::kMinTokens) {
+      const double configured = config.kvaware.store_tokens_per_second;
+      const double rate = w.PrefillRate(config.kvaware.prefill_tokens_per_second);
+      store_rate_.Observe(loaded, outcome.ttfb_seconds - (queued + computed) / rate, configured);
+      prefill_seconds -= loaded / store_rate_.TokensPerSecond(configured);
+    }
+    w.ObservePrefill(queued + computed, prefill_seconds);
   }
   Prediction p;
   if (!outcome.success || outcome.cached_tokens < 0 || !plan.policy->UsesPrefixCache() ||
@@ -288,15 +320,16 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     return p;
   }
   p.compared = true;
-  p.predicted_tokens = d.predicted_cached_tokens;
+  // The engine reports store-loaded tokens as cached, as vLLM does.
+  p.predicted_tokens = d.predicted_cached_tokens + d.predicted_store_tokens;
   p.actual_tokens = outcome.cached_tokens;
   w.ObservePrediction(p.predicted_tokens, p.actual_tokens);
-  if (p.predicted_tokens > p.actual_tokens && !d.candidates[d.index].precise) {
+  if (d.predicted_cached_tokens > p.actual_tokens && !d.candidates[d.index].precise) {
     // The index believed blocks [actual, predicted) were cached; the engine had evicted them.
     // (In precise mode the events correct the index instead.)
     const size_t from = static_cast<size_t>(p.actual_tokens / config.block_tokens);
-    const size_t to =
-        std::min(plan.chain.size(), static_cast<size_t>(p.predicted_tokens / config.block_tokens));
+    const size_t to = std::min(
+        plan.chain.size(), static_cast<size_t>(d.predicted_cached_tokens / config.block_tokens));
     if (to > from) {
       index_.Remove(HolderOf(w), absl::MakeConstSpan(plan.chain).subspan(from, to - from),
                     kvindex::Tier::kGpu);

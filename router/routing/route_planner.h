@@ -31,6 +31,7 @@
 #include "router/routing/parsed_request.h"
 #include "router/routing/policy_registry.h"
 #include "router/routing/routing_policy.h"
+#include "router/routing/store_load_rate.h"
 
 namespace kvgate::router {
 
@@ -59,7 +60,8 @@ struct Decision {
   std::vector<CandidateScore> scores;    // filled for explain only
   std::vector<uint32_t> precise_blocks;  // per candidate: leading engine blocks matched
   Reservation reservation;               // what Decide reserved (released by Complete)
-  int64_t predicted_cached_tokens = 0;
+  int64_t predicted_cached_tokens = 0;   // in the chosen worker's GPU (and host) tiers
+  int64_t predicted_store_tokens = 0;    // beyond those, loadable from a store
   int64_t queue_tokens_at_dispatch = 0;
   int dp_rank = -1;  // the DP rank to name in X-data-parallel-rank, -1 none
 };
@@ -110,17 +112,21 @@ class RoutePlanner {
 
   static kvindex::Holder HolderOf(const Worker& worker) { return {worker.id(), 0}; }
 
+  /// The store tier's load rate as learned from TTFTs (admin, kvaware).
+  const StoreLoadRate& store_rate() const { return store_rate_; }
+
  private:
   // Records, at the point where a routed prompt leaves what the fleet has cached, which block
   // followed; a prefix that was continued in two different ways is a shared prefix.
   bool SeenFork(kvindex::BlockHash parent) const;
   void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child);
-  // Overrides the approximate matches of verified precise-mode candidates with the engines'
-  // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
   /// The token chain of the plan's prompt in `block_size` blocks, built once per plan.
   static const std::vector<kvindex::BlockHash>& TokenChainFor(RoutePlan& plan, uint32_t block_size);
-  /// Raises every candidate's store tier to what the configured stores hold of the prompt.
+  /// Raises every candidate's store tier to what the configured stores that are up hold of the
+  /// prompt.
   void MatchStores(RoutePlan& plan, Decision& d) const;
+  // Overrides the approximate matches of verified precise-mode candidates with the engines'
+  // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
   void MatchPrecise(RoutePlan& plan, SteadyClock::time_point now, absl::Span<Worker* const> workers,
                     Decision& d) const;
   // Counts and logs an index update the index refused (e.g. more holders than it has slots).
@@ -129,6 +135,7 @@ class RoutePlanner {
   kvindex::PrefixIndex index_;
   PreciseMode* const precise_;
   std::atomic<uint64_t> index_errors_{0};
+  StoreLoadRate store_rate_;
   std::mutex decision_mu_;  // one decision (choose + reserve) at a time; a leaf lock
   std::atomic<uint64_t> epoch_{0};
   // parent block -> first child seen, or kForked once a second one was seen. Bounded: cleared

@@ -54,6 +54,8 @@ struct RouteRequest {
   // continued that prefix in different ways (a shared system prompt, a common tool block), so
   // the match is shared context rather than one session's own history.
   bool match_is_shared_prefix = false;
+  // Loading a store's KV into a worker: learned from TTFTs, else the configured figure.
+  double store_tokens_per_second = 0;
   SteadyClock::time_point now{};
 };
 
@@ -74,9 +76,20 @@ struct Candidate {
 };
 
 /// Per-candidate explanation filled when asked (POST /admin/explain).
+/// kvaware's predicted TTFT of one candidate, term by term (seconds; explain shows them).
+struct TtftParts {
+  double queue = 0;       // the prefill queued ahead of this request
+  double prefill = 0;     // the uncached tokens, recomputed
+  double host_load = 0;   // tokens in the worker's host tier, loaded
+  double store_load = 0;  // tokens loadable from a store
+  double decode_interference = 0;
+  double kv_wait = 0;  // waiting for KV room beside the running requests
+};
+
 struct CandidateScore {
   double score = 0;              // the policy's own figure (see docs/routing.md per policy)
   double predicted_ttft_s = -1;  // kvaware only
+  TtftParts ttft_parts;          // kvaware only
   bool eligible = true;          // false: filtered out before scoring (e.g. over load bound)
   std::string note;
 };

@@ -36,6 +36,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/v1/", true, kPost, &HandleProxy},
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
       {"/admin/explain", false, kPost, &HandleAdminExplain, true},
+      {"/admin/drain", false, kPost, &HandleAdminDrain, true},
   };
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());

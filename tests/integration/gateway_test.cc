@@ -24,6 +24,7 @@ namespace kvgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
@@ -506,6 +507,45 @@ TEST_F(GatewayTest, DrainFinishesInFlightStreamsAndRefusesNewOnes) {
   EXPECT_THAT(rest, HasSubstr("[DONE]"));
   EXPECT_TRUE(s.done());
   EXPECT_TRUE(drained.get());
+}
+
+TEST_F(GatewayTest, DrainedWorkerGetsNoNewRequestsUntilUndrained) {
+  FakeUpstream& a = AddFake();
+  FakeUpstream& b = AddFake();
+  auto c = BaseConfig();
+  AddWorker(c, a.url());
+  AddWorker(c, b.url());
+  StartGateway(c);
+  // An in-flight stream on `a` survives the drain.
+  StreamingRequest s(port_, "/v1/chat/completions", ChatBody(true),
+                     {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "2"}});
+  ASSERT_TRUE(s.ReadHeader());
+  ASSERT_EQ(s.Header("x-kvgate-worker"), a.url());
+  auto r = Fetch(port_, "POST", "/admin/drain", common::StrCat(R"({"worker":")", a.url(), R"("})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr(R"("draining":true)"));
+  EXPECT_THAT(Fetch(port_, "GET", "/admin/workers").body, HasSubstr(R"("draining":true)"));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Chat(false).Header("x-kvgate-worker"), b.url());
+  a.ReleaseChunk();
+  a.ReleaseChunk();
+  EXPECT_THAT(s.ReadAll(5s), HasSubstr("[DONE]"));
+  // Back in rotation.
+  r = Fetch(port_, "POST", "/admin/drain",
+            common::StrCat(R"({"worker":")", a.url(), R"(","draining":false})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::set<std::string> seen;
+  for (int i = 0; i < 4; ++i) seen.insert(Chat(false).Header("x-kvgate-worker"));
+  EXPECT_EQ(seen.size(), 2u);
+  // Bad input: a clear error, nothing changed.
+  r = Fetch(port_, "POST", "/admin/drain", R"({"worker":"http://nowhere:1"})");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_THAT(r.body, HasSubstr("unknown_worker"));
+  for (const char* bad : {"", "{", R"({"worker":3})", R"({"worker":"x","draining":"yes"})"}) {
+    r = Fetch(port_, "POST", "/admin/drain", bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_THAT(r.body, HasSubstr("invalid_body")) << bad;
+  }
+  EXPECT_THAT(Fetch(port_, "GET", "/admin/workers").body, Not(HasSubstr(R"("draining":true)")));
 }
 
 }  // namespace

@@ -35,6 +35,20 @@ RequestRecord Ok(std::string worker, uint64_t prompt, uint64_t cached) {
   return r;
 }
 
+TEST(ReportTest, StoreLoadedTokensArePartOfTheCached) {
+  RequestRecord a = Ok("w1", 1000, 900);
+  a.store_tokens = 600;
+  RequestRecord b = Ok("w2", 1000, 100);
+  const Report r = BuildReport({a, b}, {}, 1.0);
+  EXPECT_EQ(r.cached_tokens, 1000u);
+  EXPECT_EQ(r.store_tokens, 600u);
+  EXPECT_EQ(r.workers.at("w1").store_tokens, 600u);
+  const std::string json = ReportToJson(r);
+  EXPECT_THAT(json, HasSubstr(R"("cached_tokens":1000,"store_tokens":600)"));
+  EXPECT_THAT(json, HasSubstr(R"("store_ratio":0.3)"));
+  EXPECT_THAT(ReportToTable(r), HasSubstr("loaded from the KV store 600 (30.0% of prompt tokens)"));
+}
+
 TEST(ReportTest, CountsPerWorkerAndErrors) {
   RequestRecord failed;
   failed.status = 503;

@@ -1,16 +1,12 @@
 // The gateway (kvgate, a separate process) in front of an in-process kvgate-sim: requests are
 // proxied and streamed tokens arrive incrementally, not in one piece at the end.
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-
 #include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"
+#include "tests/sim/gateway_binary.h"
 
 namespace kvgate::sim {
 namespace {
@@ -18,20 +14,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// KVGATE_GATEWAY_BIN, else the kvgate next to this test, else build/debug/bin/kvgate.
-std::string GatewayBinary() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("KVGATE_GATEWAY_BIN")) candidates.push_back(env);
-  candidates.push_back(std::string(KVGATE_TEST_BIN_DIR) + "/kvgate");
-  candidates.push_back(std::string(KVGATE_TEST_SOURCE_DIR) + "/build/debug/bin/kvgate");
-  for (const auto& c : candidates) {
-    if (::access(c.c_str(), X_OK) == 0) return c;
-  }
-  return "";
-}
-
 TEST(GatewayEndToEnd, ProxiesToTheSimulatorAndStreamsIncrementally) {
-  const std::string binary = GatewayBinary();
+  const std::string binary = TestBinary("kvgate");
   if (binary.empty()) GTEST_SKIP() << "kvgate binary not built (set KVGATE_GATEWAY_BIN)";
   SimOptions o;
   o.base_port = 0;

@@ -113,7 +113,8 @@ TEST_F(RouterStoreTest, StoredAndRemovedBlocksShowInTheStoreTier) {
       << Workers();
   const std::string explain = Explain(tokens);
   EXPECT_NE(
-      explain.find("\"stores\":[{\"name\":\"pool\",\"prefix_blocks\":6,\"prefix_tokens\":96}"),
+      explain.find(
+          "\"stores\":[{\"name\":\"pool\",\"up\":true,\"prefix_blocks\":6,\"prefix_tokens\":96}"),
       std::string::npos)
       << explain;
   // The store is shared: every candidate could load those 96 tokens (kvaware's store tier).
@@ -134,6 +135,15 @@ TEST(StoreConfigTest, StoresSectionIsValidated) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   ASSERT_EQ(ok->stores.size(), 1u);
   EXPECT_EQ(ok->stores[0].kv_events.endpoint, "tcp://h:5557");
+  EXPECT_FALSE(ok->stores[0].address);
+  auto addressed = config::LoadConfigFromString(
+      "stores:\n  - {name: a, model: m, address: \"10.0.0.5:7480\", kv_events: {endpoint: "
+      "tcp://h:1}}\n  - {name: b, model: m, address: \"http://s:80\", kv_events: {endpoint: "
+      "tcp://h:2}}\n",
+      "t");
+  ASSERT_TRUE(addressed.ok()) << addressed.status();
+  EXPECT_EQ(addressed->stores[0].address->ToString(), "http://10.0.0.5:7480");
+  EXPECT_EQ(addressed->stores[1].address->ToString(), "http://s:80");
   for (const char* bad :
        {"stores: {}\n", "stores:\n  - model: m\n    kv_events: {endpoint: tcp://h:1}\n",
         "stores:\n  - name: a\n    kv_events: {endpoint: tcp://h:1}\n",
@@ -141,7 +151,9 @@ TEST(StoreConfigTest, StoresSectionIsValidated) {
         "stores:\n  - name: a\n    model: m\n    kv_events: {endpoint: bad}\n",
         "stores:\n  - {name: a, model: m, kv_events: {endpoint: tcp://h:1}}\n"
         "  - {name: a, model: m, kv_events: {endpoint: tcp://h:2}}\n",
-        "stores:\n  - {name: a, model: m, port: 3, kv_events: {endpoint: tcp://h:1}}\n"}) {
+        "stores:\n  - {name: a, model: m, port: 3, kv_events: {endpoint: tcp://h:1}}\n",
+        "stores:\n  - {name: a, model: m, address: \"ftp://x\", kv_events: {endpoint: "
+        "tcp://h:1}}\n"}) {
     auto r = config::LoadConfigFromString(bad, "t");
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

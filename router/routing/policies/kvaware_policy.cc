@@ -11,6 +11,12 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c) con
 }
 
 double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, double rate) const {
+  const TtftParts p = PredictParts(r, c, rate);
+  return p.queue + p.prefill + p.host_load + p.store_load + p.decode_interference + p.kv_wait;
+}
+
+TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
+                                      double rate) const {
   const double bt = r.block_tokens;
   const double prompt = r.prompt_tokens;
   double gpu = c.cached_blocks[0] * bt;
@@ -23,9 +29,15 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, dou
   host = std::min(host, prompt - gpu);
   store = std::min(store, prompt - gpu - host);
   const double uncached = prompt - gpu - host - store;
-  double ttft = static_cast<double>(c.load.pending_prefill_tokens) / rate + uncached / rate +
-                host / config_.host_tokens_per_second + store / config_.store_tokens_per_second +
-                config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
+  const double store_rate =
+      r.store_tokens_per_second > 0 ? r.store_tokens_per_second : config_.store_tokens_per_second;
+  TtftParts p;
+  p.queue = static_cast<double>(c.load.pending_prefill_tokens) / rate;
+  p.prefill = uncached / rate;
+  p.host_load = host / config_.host_tokens_per_second;
+  p.store_load = store / store_rate;
+  p.decode_interference =
+      config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
   // KV pressure: the engine admits a prompt only when its new blocks fit beside those of the
   // requests it is still running; until then it waits for decodes to finish (or preempts one).
   // Long agentic contexts make this the main source of tail latency.
@@ -34,9 +46,9 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, dou
   if (capacity > 0 && prompt > 0) {
     const double resident = static_cast<double>(c.load.active_kv_blocks) * bt;
     const double overflow = resident + (prompt - gpu) - capacity;
-    if (overflow > 0) ttft += config_.kv_full_wait_seconds * std::min(1.0, overflow / prompt);
+    if (overflow > 0) p.kv_wait = config_.kv_full_wait_seconds * std::min(1.0, overflow / prompt);
   }
-  return ttft;
+  return p;
 }
 
 size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
@@ -67,9 +79,11 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
       observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
   std::vector<double> score(c.size());
   std::vector<double> ttft(c.size());
+  std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
   for (size_t i = 0; i < c.size(); ++i) {
     const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
     ttft[i] = PredictTtft(request, c[i], rate);
+    if (scores != nullptr) parts[i] = PredictParts(request, c[i], rate);
     score[i] = ttft[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
 
@@ -115,6 +129,7 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     for (size_t i = 0; i < c.size(); ++i) {
       (*scores)[i].score = score[i];
       (*scores)[i].predicted_ttft_s = ttft[i];
+      (*scores)[i].ttft_parts = parts[i];
       (*scores)[i].eligible = eligible[i];
       if (!eligible[i]) (*scores)[i].note = "at load bound (fair share + spill_bound)";
     }

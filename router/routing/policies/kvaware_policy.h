@@ -1,4 +1,4 @@
-// File: router/policies/kvaware_policy.h
+// File: router/routing/policies/kvaware_policy.h
 // kvgate's default: send each request where it will see its first token soonest, without
 // hot-spotting. For every candidate it predicts
 //   ttft = pending_prefill_tokens / rate                      (queue ahead, reserved by the
@@ -6,7 +6,10 @@
 //        + uncached_tokens / rate                             (this prompt's recompute)
 //        + host_extra / host_rate + store_extra / store_rate  (loading cached KV instead)
 //        + decode_interference_seconds × active_decode
-// with `rate` the worker's prefill throughput learned from observed TTFTs. A cached prefix
+//        + kv_full_wait_seconds × the share of the prompt that does not fit beside the
+//          running requests' KV
+// with store_rate learned from TTFTs of requests that loaded from a store (StoreLoadRate),
+// and `rate` the worker's prefill throughput learned from observed TTFTs. A cached prefix
 // shorter than min_match_tokens does not count. The score adds a long-horizon balance term,
 // balance_weight × (recent_work - mean recent_work) / rate, where recent_work decays with
 // balance_half_life_ms: sessions come back, so the work a worker was recently given predicts
@@ -37,6 +40,9 @@ class KvAwarePolicy : public RoutingPolicy {
   double PredictTtft(const RouteRequest& request, const Candidate& candidate) const;
   /// Same with the candidate's prefill rate (tokens/s) given.
   double PredictTtft(const RouteRequest& request, const Candidate& candidate, double rate) const;
+  /// The same prediction term by term.
+  TtftParts PredictParts(const RouteRequest& request, const Candidate& candidate,
+                         double rate) const;
 
  private:
   const config::KvAwarePolicyConfig config_;

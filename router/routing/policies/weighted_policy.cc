@@ -17,8 +17,13 @@ size_t WeightedPolicy::Choose(const RouteRequest& request, absl::Span<const Cand
   const double total_blocks = static_cast<double>(request.chain.size());
   std::vector<double> neg_total(c.size());
   for (size_t i = 0; i < c.size(); ++i) {
-    const double prefix =
-        total_blocks > 0 ? std::clamp(c[i].cached_blocks[0] / total_blocks, 0.0, 1.0) : 0;
+    // Leading blocks by the best tier holding them, weighted per tier.
+    const double gpu = c[i].cached_blocks[0];
+    const double host = std::max(0.0, static_cast<double>(c[i].cached_blocks[1]) - gpu);
+    const double store = std::max(0.0, static_cast<double>(c[i].cached_blocks[2]) -
+                                           std::max<double>(gpu, c[i].cached_blocks[1]));
+    const double held = gpu + config_.host_tier_weight * host + config_.store_tier_weight * store;
+    const double prefix = total_blocks > 0 ? std::clamp(held / total_blocks, 0.0, 1.0) : 0;
     const double queue = qmax == qmin ? 1.0 : (qmax - c[i].engine.waiting) / (qmax - qmin);
     const double kv = std::clamp(1.0 - c[i].engine.kv_usage, 0.0, 1.0);
     neg_total[i] = -(config_.prefix_weight * prefix + config_.queue_weight * queue +

@@ -11,6 +11,7 @@
 #include "router/routing/policies/load_balancing_policies.h"
 #include "router/routing/policies/weighted_policy.h"
 #include "router/routing/policy_registry.h"
+#include "router/routing/store_load_rate.h"
 
 namespace kvgate::router {
 namespace {
@@ -236,6 +237,22 @@ TEST_F(PolicyTest, WeightedUsesLlmdDefaultScorers) {
   EXPECT_NEAR(s[2].score, 3.5, 1e-9);
 }
 
+TEST_F(PolicyTest, WeightedWeighsBlocksByTheirTier) {
+  MakeWorkers(2);
+  WeightedPolicy p(config::WeightedPolicyConfig{});  // host 0.8, store 0.5
+  chain_.assign(10, 0);
+  request_.chain = chain_;
+  candidates_[0].cached_blocks[0] = 4;  // 4 in GPU, the next 6 in the shared store
+  candidates_[0].cached_blocks[2] = 10;
+  candidates_[1].cached_blocks[1] = 10;  // all 10 in its host tier
+  candidates_[1].cached_blocks[2] = 10;
+  std::vector<CandidateScore> s;
+  p.Choose(request_, candidates_, &s);
+  // prefix (4 + 0.5 x 6) / 10 = 0.7 against 0.8 x 10 / 10 = 0.8; queue and KV tie (2 + 2).
+  EXPECT_NEAR(s[0].score, 3 * 0.7 + 4, 1e-9);
+  EXPECT_NEAR(s[1].score, 3 * 0.8 + 4, 1e-9);
+}
+
 class KvAwareTest : public PolicyTest {
  protected:
   void SetUp() override {
@@ -283,6 +300,50 @@ TEST_F(KvAwareTest, HostAndStoreHitsAreCheaperThanRecompute) {
   EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 0.08, 1e-9);
   EXPECT_NEAR(p.PredictTtft(request_, candidates_[1]), 0.16, 1e-9);
   EXPECT_EQ(Choose(p), 0u);
+}
+
+TEST_F(KvAwareTest, PredictionPartsAddUpAndUseTheLearnedStoreRate) {
+  KvAwarePolicy p(cfg_);  // prefill 10k tok/s
+  candidates_[0].load.pending_prefill_tokens = 5000;
+  candidates_[0].cached_blocks[0] = 250;     // 4000 tokens in GPU
+  candidates_[0].cached_blocks[2] = 750;     // the next 8000 in the store
+  request_.store_tokens_per_second = 40000;  // learned: 0.2 s for the 8000
+  const TtftParts t = p.PredictParts(request_, candidates_[0], 10000);
+  EXPECT_NEAR(t.queue, 0.5, 1e-9);
+  EXPECT_NEAR(t.prefill, 0.4, 1e-9);  // 4000 uncached
+  EXPECT_NEAR(t.store_load, 0.2, 1e-9);
+  EXPECT_EQ(t.host_load, 0);
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.1, 1e-9);
+  std::vector<CandidateScore> s;
+  p.Choose(request_, candidates_, &s);
+  EXPECT_NEAR(s[0].ttft_parts.store_load, 0.2, 1e-9);
+  EXPECT_NEAR(s[0].predicted_ttft_s, 1.1, 1e-9);
+}
+
+// With the session's prefix in the store, leaving a queued owner costs a load, not a
+// recompute: kvaware moves the session sooner than it would without the store.
+TEST_F(KvAwareTest, StoreMakesMovingASessionCheap) {
+  KvAwarePolicy p(cfg_);
+  candidates_[1].cached_blocks[0] = 1000;  // the owner holds all 16000 tokens
+  candidates_[1].cached_any_blocks = 1000;
+  candidates_[1].load.pending_prefill_tokens = 8000;  // 0.8 s queue, less than 1.6 s recompute
+  EXPECT_EQ(Choose(p), 1u);
+  for (auto& c : candidates_) c.cached_blocks[2] = 1000;  // the store holds the session too
+  EXPECT_NE(Choose(p), 1u);  // 0.16 s to load elsewhere beats 0.8 s of queue
+}
+
+TEST(StoreLoadRate, LearnsFromTheTimeBeyondQueueAndRecompute) {
+  StoreLoadRate r;
+  EXPECT_EQ(r.TokensPerSecond(100000), 100000);  // configured until observed
+  r.Observe(512, 1.0, 100000);                   // too short a load to measure anything
+  EXPECT_EQ(r.samples(), 0u);
+  r.Observe(20000, 0.5, 100000);  // 25 us a token
+  EXPECT_NEAR(r.TokensPerSecond(100000), 40000, 1e-6);
+  r.Observe(20000, 1000, 100000);  // an outlier is capped at 10x the configured cost
+  EXPECT_NEAR(r.TokensPerSecond(100000), 1 / (0.9 * 25e-6 + 0.1 * 1e-4), 1e-3);
+  StoreLoadRate fast;
+  fast.Observe(20000, -0.1, 100000);  // a queue shorter than predicted: free, clamped
+  EXPECT_EQ(fast.TokensPerSecond(100000), 1e9);
 }
 
 TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {

@@ -1,0 +1,222 @@
+#include "router/pd/pd_bodies.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/json_util.h"
+#include "common/strings.h"
+#include "simdjson.h"
+
+namespace kvgate::router::pd {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+constexpr std::pair<std::string_view, PdProtocol> kNames[] = {
+    {"vllm-nixl", PdProtocol::kVllmNixl},
+    {"vllm-mooncake", PdProtocol::kVllmMooncake},
+    {"vllm-p2p-nccl", PdProtocol::kVllmP2pNccl},
+    {"sglang-bootstrap", PdProtocol::kSglangBootstrap},
+};
+
+// One top-level member: its unescaped name and its value's bytes (inside the parsed body).
+struct RawMember {
+  std::string key;
+  std::string_view value;
+};
+
+// A value's bytes without the whitespace simdjson's raw views carry after it.
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+absl::Status Invalid(std::string_view why) {
+  return absl::InvalidArgumentError(common::StrCat("request body: ", why));
+}
+
+// Splits a JSON object into its top-level members.
+absl::Status Members(const simdjson::padded_string& json, od::parser& parser,
+                     std::vector<RawMember>* out) {
+  od::document doc;
+  od::object obj;
+  // First the object's extent: nothing but whitespace may follow it.
+  std::string_view whole;
+  if (parser.iterate(json).get(doc) || doc.get_object().get(obj) || obj.raw_json().get(whole)) {
+    return Invalid("not a JSON object");
+  }
+  const std::string_view text(json.data(), json.size());
+  const size_t end = static_cast<size_t>(whole.data() - json.data()) + whole.size();
+  if (!TrimRight(text.substr(end)).empty()) return Invalid("content after the JSON object");
+  if (parser.iterate(json).get(doc) || doc.get_object().get(obj)) {
+    return Invalid("not a JSON object");
+  }
+  for (auto field : obj) {
+    RawMember m;
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return Invalid("malformed member name");
+    m.key = key;
+    od::value v;
+    od::json_type type;
+    if (field.value().get(v) || v.type().get(type)) return Invalid("malformed value");
+    std::string_view bytes;
+    simdjson::error_code e = simdjson::SUCCESS;
+    if (type == od::json_type::object) {
+      od::object o;
+      e = v.get_object().get(o);
+      if (!e) e = o.raw_json().get(bytes);
+    } else if (type == od::json_type::array) {
+      od::array a;
+      e = v.get_array().get(a);
+      if (!e) e = a.raw_json().get(bytes);
+    } else {
+      bytes = TrimRight(v.raw_json_token());
+      // Scalars are validated as they would be read.
+      if (type == od::json_type::string) {
+        std::string_view s;
+        e = v.get_string().get(s);
+      } else if (type == od::json_type::number) {
+        double d;
+        e = v.get_double().get(d);
+      } else if (type == od::json_type::boolean) {
+        bool b;
+        e = v.get_bool().get(b);
+      } else {
+        bool null = false;
+        e = v.is_null().get(null);
+        if (!e && !null) e = simdjson::INCORRECT_TYPE;
+      }
+    }
+    if (e) return Invalid(common::StrCat("malformed value of '", m.key, "'"));
+    m.value = TrimRight(bytes);
+    out->push_back(std::move(m));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::optional<PdProtocol> PdProtocolFromName(std::string_view name) {
+  for (const auto& [n, p] : kNames) {
+    if (n == name) return p;
+  }
+  return std::nullopt;
+}
+
+std::string_view PdProtocolName(PdProtocol protocol) {
+  for (const auto& [n, p] : kNames) {
+    if (p == protocol) return n;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
+                                            absl::Span<const std::string_view> remove,
+                                            absl::Span<const JsonMember> set) {
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (auto s = Members(json, parser, &members); !s.ok()) return s;
+  std::vector<bool> placed(set.size(), false);
+  std::string out;
+  out.reserve(body.size() + 256);
+  out.push_back('{');
+  bool first = true;
+  auto append = [&](std::string_view key, std::string_view value) {
+    if (!first) out.push_back(',');
+    first = false;
+    common::AppendJsonString(out, key);
+    out.push_back(':');
+    out.append(value);
+  };
+  for (const RawMember& m : members) {
+    if (std::find(remove.begin(), remove.end(), m.key) != remove.end()) continue;
+    auto it =
+        std::find_if(set.begin(), set.end(), [&](const JsonMember& s) { return s.first == m.key; });
+    if (it != set.end()) {
+      const size_t i = static_cast<size_t>(it - set.begin());
+      if (placed[i]) continue;  // A duplicate member: the first one takes the new value.
+      placed[i] = true;
+      append(m.key, it->second);
+      continue;
+    }
+    append(m.key, m.value);
+  }
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (!placed[i]) append(set[i].first, set[i].second);
+  }
+  out.push_back('}');
+  return out;
+}
+
+absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params) {
+  // max_completion_tokens only when the client used it (vLLM rejects neither, but an absent
+  // member stays absent).
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (auto s = Members(json, parser, &members); !s.ok()) return s;
+  const bool has_max_completion =
+      std::any_of(members.begin(), members.end(),
+                  [](const RawMember& m) { return m.key == "max_completion_tokens"; });
+  std::vector<JsonMember> set = {
+      {"stream", "false"}, {"max_tokens", "1"}, {"kv_transfer_params", params}};
+  if (has_max_completion) set.push_back({"max_completion_tokens", "1"});
+  constexpr std::string_view kRemove[] = {"stream_options", "min_tokens", "min_completion_tokens"};
+  return RewriteTopLevel(body, kRemove, set);
+}
+
+absl::StatusOr<std::string> VllmDecodeBody(std::string_view body, std::string_view params) {
+  const JsonMember set[] = {{"kv_transfer_params", params}};
+  return RewriteTopLevel(body, {}, set);
+}
+
+std::string MooncakeDecodeParams(std::string_view prefill_host, uint16_t bootstrap_port) {
+  std::string out = R"({"do_remote_decode":false,"do_remote_prefill":true,)"
+                    R"("bootstrap_server_host":)";
+  common::AppendJsonString(out, BracketHost(prefill_host));
+  common::StrAppend(&out, ",\"bootstrap_server_port\":", bootstrap_port, "}");
+  return out;
+}
+
+std::string P2pNcclRequestId(std::string_view prefill_zmq, std::string_view decode_zmq,
+                             std::string_view hex) {
+  return common::StrCat("___prefill_addr_", prefill_zmq, "___decode_addr_", decode_zmq, "_", hex);
+}
+
+absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view prefill_host,
+                                       uint16_t bootstrap_port, uint64_t room, int decode_dp_rank) {
+  std::string host;
+  common::AppendJsonString(host, BracketHost(prefill_host));
+  const std::string port = common::StrCat(bootstrap_port);
+  // 63 bits: SGLang draws rooms in [0, 2^63 - 1].
+  const std::string room_json = common::StrCat(room & ((uint64_t{1} << 63) - 1));
+  const std::string rank = common::StrCat(decode_dp_rank);
+  std::vector<JsonMember> set = {
+      {"bootstrap_host", host}, {"bootstrap_port", port}, {"bootstrap_room", room_json}};
+  if (decode_dp_rank >= 0) set.push_back({"data_parallel_rank", rank});
+  return RewriteTopLevel(body, {}, set);
+}
+
+std::string BracketHost(std::string_view host) {
+  if (host.find(':') != std::string_view::npos && !host.starts_with('[')) {
+    return common::StrCat("[", host, "]");
+  }
+  return std::string(host);
+}
+
+absl::StatusOr<std::string> KvTransferParamsOf(std::string_view response) {
+  const simdjson::padded_string json(response);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (auto s = Members(json, parser, &members); !s.ok()) return s;
+  for (const RawMember& m : members) {
+    if (m.key == "kv_transfer_params" && m.value != "null") return std::string(m.value);
+  }
+  return absl::NotFoundError("prefill's response has no kv_transfer_params");
+}
+
+}  // namespace kvgate::router::pd

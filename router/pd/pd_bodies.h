@@ -1,0 +1,81 @@
+// File: router/pd/pd_bodies.h
+// What kvgate sends to a prefill and to a decode worker under each P/D protocol (reference/
+// protocols.md §4): the client's body rewritten at its top level only — every member kvgate
+// does not change keeps its exact bytes, so a decode worker sees the client's own numbers and
+// strings — plus the ids and parameters the engines' connectors match transfers by. Pure
+// functions, no I/O; the P/D dispatcher and the golden tests share them. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace kvgate::router::pd {
+
+enum class PdProtocol {
+  kVllmNixl,         // prefill first (max_tokens 1), its kv_transfer_params to decode
+  kVllmMooncake,     // both at once, decode pointed at prefill's bootstrap server
+  kVllmP2pNccl,      // prefill first; peers' addresses in X-Request-Id
+  kSglangBootstrap,  // the same body to both at once, with a bootstrap rendezvous
+};
+
+std::optional<PdProtocol> PdProtocolFromName(std::string_view name);
+std::string_view PdProtocolName(PdProtocol protocol);
+
+/// A member to set: its name and its value as raw JSON.
+using JsonMember = std::pair<std::string_view, std::string_view>;
+
+/// `body` (a JSON object) with the top-level members named in `remove` dropped and those in
+/// `set` replacing a member of the same name in place, or appended in order when absent.
+/// @return kInvalidArgument when `body` is not one JSON object.
+absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
+                                            absl::Span<const std::string_view> remove,
+                                            absl::Span<const JsonMember> set);
+
+/// vLLM's prefill request (NIXL and Mooncake connectors): `stream` false, `max_tokens` 1 (and
+/// `max_completion_tokens` 1 when present), without `stream_options`, `min_tokens` and
+/// `min_completion_tokens` (prefill does not support them), `kv_transfer_params` = `params`.
+absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params);
+
+/// vLLM's decode request: the client's body (its own `stream`, `max_tokens`, ...) with
+/// `kv_transfer_params` = `params`, forwarded verbatim from prefill's response (NIXL) or built
+/// by kvgate (Mooncake).
+absl::StatusOr<std::string> VllmDecodeBody(std::string_view body, std::string_view params);
+
+/// What prefill is told under NIXL: export the KV for a remote decode.
+inline constexpr std::string_view kNixlPrefillParams =
+    R"({"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,)"
+    R"("remote_block_ids":null,"remote_host":null,"remote_port":null})";
+/// ... and under vLLM's MooncakeConnector.
+inline constexpr std::string_view kMooncakePrefillParams =
+    R"({"do_remote_decode":true,"do_remote_prefill":false})";
+/// What decode is told under vLLM's MooncakeConnector: pull from prefill's bootstrap server.
+std::string MooncakeDecodeParams(std::string_view prefill_host, uint16_t bootstrap_port);
+
+/// The X-Request-Id vLLM's P2pNcclConnector parses its peers' ZMQ addresses out of:
+/// "___prefill_addr_<P>___decode_addr_<D>_<hex>". Exactly this shape, or the transfer fails.
+std::string P2pNcclRequestId(std::string_view prefill_zmq, std::string_view decode_zmq,
+                             std::string_view hex);
+
+/// SGLang's P/D body, the same for prefill and decode: top-level `bootstrap_host` (prefill's
+/// host, IPv6 in brackets), `bootstrap_port` (its --disaggregation-bootstrap-port) and
+/// `bootstrap_room` (a random 63-bit rendezvous id), plus `data_parallel_rank` when the decode
+/// worker is data-parallel (>= 0).
+absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view prefill_host,
+                                       uint16_t bootstrap_port, uint64_t room,
+                                       int decode_dp_rank = -1);
+
+/// A host as it goes in a URL or a bootstrap field: IPv6 literals in brackets.
+std::string BracketHost(std::string_view host);
+
+/// The top-level `kv_transfer_params` of prefill's JSON response, as raw JSON.
+/// @return kNotFound when absent or null (prefill did not export its KV: decode would
+///         recompute), kInvalidArgument for a body that is not a JSON object.
+absl::StatusOr<std::string> KvTransferParamsOf(std::string_view response);
+
+}  // namespace kvgate::router::pd
