@@ -38,30 +38,30 @@ absl::Status Invalid(std::string_view why) {
   return absl::InvalidArgumentError(common::StrCat("request body: ", why));
 }
 
-// Splits a JSON object into its top-level members.
+// Splits a JSON object into its top-level members. The whole document is validated first
+// (ondemand alone would pass nested values it skips over unread).
 absl::Status Members(const simdjson::padded_string& json, od::parser& parser,
                      std::vector<RawMember>* out) {
+  simdjson::dom::parser dom;
+  simdjson::dom::element root;
+  if (auto e = dom.parse(json).get(root); e) {
+    return Invalid(common::StrCat("not valid JSON (", simdjson::error_message(e), ")"));
+  }
+  if (!root.is_object()) return Invalid("not a JSON object");
   od::document doc;
   od::object obj;
-  // First the object's extent: nothing but whitespace may follow it.
-  std::string_view whole;
-  if (parser.iterate(json).get(doc) || doc.get_object().get(obj) || obj.raw_json().get(whole)) {
-    return Invalid("not a JSON object");
-  }
-  const std::string_view text(json.data(), json.size());
-  const size_t end = static_cast<size_t>(whole.data() - json.data()) + whole.size();
-  if (!TrimRight(text.substr(end)).empty()) return Invalid("content after the JSON object");
   if (parser.iterate(json).get(doc) || doc.get_object().get(obj)) {
     return Invalid("not a JSON object");
   }
   for (auto field : obj) {
     RawMember m;
     std::string_view key;
-    if (field.unescaped_key().get(key)) return Invalid("malformed member name");
-    m.key = key;
     od::value v;
     od::json_type type;
-    if (field.value().get(v) || v.type().get(type)) return Invalid("malformed value");
+    if (field.unescaped_key().get(key) || field.value().get(v) || v.type().get(type)) {
+      return Invalid("malformed member");
+    }
+    m.key = key;
     std::string_view bytes;
     simdjson::error_code e = simdjson::SUCCESS;
     if (type == od::json_type::object) {
@@ -73,22 +73,7 @@ absl::Status Members(const simdjson::padded_string& json, od::parser& parser,
       e = v.get_array().get(a);
       if (!e) e = a.raw_json().get(bytes);
     } else {
-      bytes = TrimRight(v.raw_json_token());
-      // Scalars are validated as they would be read.
-      if (type == od::json_type::string) {
-        std::string_view s;
-        e = v.get_string().get(s);
-      } else if (type == od::json_type::number) {
-        double d;
-        e = v.get_double().get(d);
-      } else if (type == od::json_type::boolean) {
-        bool b;
-        e = v.get_bool().get(b);
-      } else {
-        bool null = false;
-        e = v.is_null().get(null);
-        if (!e && !null) e = simdjson::INCORRECT_TYPE;
-      }
+      bytes = v.raw_json_token();
     }
     if (e) return Invalid(common::StrCat("malformed value of '", m.key, "'"));
     m.value = TrimRight(bytes);

@@ -26,12 +26,14 @@ TOKENIZER_SRCS="kvindex/tokenizer.cc kvindex/hf_tokenizer.cc kvindex/hf_text.cc 
 TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template.cc"
 TOKENIZER_SRCS+=" kvindex/jinja_lexer.cc kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
+PD_SRCS="router/pd/pd_bodies.cc common/strings.cc common/json_util.cc"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
   "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
   "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"
+  "pd_bodies|tests/fuzz/pd_bodies_fuzzer.cc|${PD_SRCS}|simdjson absl_status absl_statusor absl_strings|20"
 )
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
