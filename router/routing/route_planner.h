@@ -60,8 +60,8 @@ struct Decision {
   std::vector<CandidateScore> scores;    // filled for explain only
   std::vector<uint32_t> precise_blocks;  // per candidate: leading engine blocks matched
   Reservation reservation;               // what Decide reserved (released by Complete)
-  int64_t predicted_cached_tokens = 0;   // in the chosen worker's GPU (and host) tiers
-  int64_t predicted_store_tokens = 0;    // beyond those, loadable from a store
+  int64_t predicted_cached_tokens = 0;   // in the chosen worker's GPU tier
+  int64_t predicted_store_tokens = 0;    // beyond its GPU and host tiers, from a store
   int64_t queue_tokens_at_dispatch = 0;
   int dp_rank = -1;  // the DP rank to name in X-data-parallel-rank, -1 none
 };
