@@ -41,23 +41,26 @@ std::vector<std::string> ParseModelIds(std::string body) {
 struct HealthChecker::Impl {
   Impl(net::io_context& ioc, GatewayState& state) : ioc(ioc), state(state) {}
 
-  net::awaitable<void> CheckOne(WorkerSharedPtr worker, config::HealthCheckConfig cfg) {
-    auto r = co_await HttpGet(ioc, worker->config().url, cfg.path, milliseconds(cfg.timeout_ms));
+  // One GET of `url` + `path`: true on a 2xx (failures logged at debug, naming `what`).
+  net::awaitable<bool> Probe(const common::HttpUrl& url, std::string path, std::string_view what,
+                             uint32_t timeout_ms) {
+    auto r = co_await HttpGet(ioc, url, std::move(path), milliseconds(timeout_ms));
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     if (!ok) {
-      spdlog::debug("health check of {} failed: {}", worker->name(),
+      spdlog::debug("health check of {} failed: {}", what,
                     r.ok() ? common::StrCat("status ", r->status) : r.status().ToString());
     }
+    co_return ok;
+  }
+
+  net::awaitable<void> CheckOne(WorkerSharedPtr worker, config::HealthCheckConfig cfg) {
+    const bool ok = co_await Probe(worker->config().url, cfg.path, worker->name(), cfg.timeout_ms);
     worker->RecordHealthCheck(ok, cfg);
   }
 
   net::awaitable<void> CheckStore(size_t i, common::HttpUrl url, config::HealthCheckConfig cfg) {
-    auto r = co_await HttpGet(ioc, url, "/health", milliseconds(cfg.timeout_ms));
-    const bool ok = r.ok() && r->status >= 200 && r->status < 300;
-    if (!ok) {
-      spdlog::debug("health check of store {} failed: {}", url.ToString(),
-                    r.ok() ? common::StrCat("status ", r->status) : r.status().ToString());
-    }
+    const std::string what = common::StrCat("store ", url.ToString());
+    const bool ok = co_await Probe(url, "/health", what, cfg.timeout_ms);
     state.precise.RecordStoreHealth(i, ok, cfg);
   }
 

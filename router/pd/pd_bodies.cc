@@ -82,6 +82,43 @@ absl::Status Members(const simdjson::padded_string& json, od::parser& parser,
   return absl::OkStatus();
 }
 
+// The object of `members` less `remove`, with `set` replacing members in place (the first of
+// duplicates) or appended in order.
+std::string Serialize(const std::vector<RawMember>& members,
+                      absl::Span<const std::string_view> remove, absl::Span<const JsonMember> set,
+                      size_t size_hint) {
+  std::vector<bool> placed(set.size(), false);
+  std::string out;
+  out.reserve(size_hint + 256);
+  out.push_back('{');
+  bool first = true;
+  auto append = [&](std::string_view key, std::string_view value) {
+    if (!first) out.push_back(',');
+    first = false;
+    common::AppendJsonString(out, key);
+    out.push_back(':');
+    out.append(value);
+  };
+  for (const RawMember& m : members) {
+    if (std::find(remove.begin(), remove.end(), m.key) != remove.end()) continue;
+    auto it =
+        std::find_if(set.begin(), set.end(), [&](const JsonMember& s) { return s.first == m.key; });
+    if (it == set.end()) {
+      append(m.key, m.value);
+      continue;
+    }
+    const size_t i = static_cast<size_t>(it - set.begin());
+    if (placed[i]) continue;  // A duplicate member: the first one takes the new value.
+    placed[i] = true;
+    append(m.key, it->second);
+  }
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (!placed[i]) append(set[i].first, set[i].second);
+  }
+  out.push_back('}');
+  return out;
+}
+
 }  // namespace
 
 std::optional<PdProtocol> PdProtocolFromName(std::string_view name) {
@@ -105,53 +142,23 @@ absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
   od::parser parser;
   std::vector<RawMember> members;
   if (auto s = Members(json, parser, &members); !s.ok()) return s;
-  std::vector<bool> placed(set.size(), false);
-  std::string out;
-  out.reserve(body.size() + 256);
-  out.push_back('{');
-  bool first = true;
-  auto append = [&](std::string_view key, std::string_view value) {
-    if (!first) out.push_back(',');
-    first = false;
-    common::AppendJsonString(out, key);
-    out.push_back(':');
-    out.append(value);
-  };
-  for (const RawMember& m : members) {
-    if (std::find(remove.begin(), remove.end(), m.key) != remove.end()) continue;
-    auto it =
-        std::find_if(set.begin(), set.end(), [&](const JsonMember& s) { return s.first == m.key; });
-    if (it != set.end()) {
-      const size_t i = static_cast<size_t>(it - set.begin());
-      if (placed[i]) continue;  // A duplicate member: the first one takes the new value.
-      placed[i] = true;
-      append(m.key, it->second);
-      continue;
-    }
-    append(m.key, m.value);
-  }
-  for (size_t i = 0; i < set.size(); ++i) {
-    if (!placed[i]) append(set[i].first, set[i].second);
-  }
-  out.push_back('}');
-  return out;
+  return Serialize(members, remove, set, body.size());
 }
 
 absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params) {
-  // max_completion_tokens only when the client used it (vLLM rejects neither, but an absent
-  // member stays absent).
   const simdjson::padded_string json(body);
   od::parser parser;
   std::vector<RawMember> members;
   if (auto s = Members(json, parser, &members); !s.ok()) return s;
-  const bool has_max_completion =
-      std::any_of(members.begin(), members.end(),
-                  [](const RawMember& m) { return m.key == "max_completion_tokens"; });
   std::vector<JsonMember> set = {
       {"stream", "false"}, {"max_tokens", "1"}, {"kv_transfer_params", params}};
-  if (has_max_completion) set.push_back({"max_completion_tokens", "1"});
+  // max_completion_tokens only when the client used it: an absent member stays absent.
+  if (std::any_of(members.begin(), members.end(),
+                  [](const RawMember& m) { return m.key == "max_completion_tokens"; })) {
+    set.push_back({"max_completion_tokens", "1"});
+  }
   constexpr std::string_view kRemove[] = {"stream_options", "min_tokens", "min_completion_tokens"};
-  return RewriteTopLevel(body, kRemove, set);
+  return Serialize(members, kRemove, set, body.size());
 }
 
 absl::StatusOr<std::string> VllmDecodeBody(std::string_view body, std::string_view params) {

@@ -5,6 +5,7 @@
 
 #include "bench/sim/tokens.h"
 #include "gtest/gtest.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -22,12 +23,6 @@ Profile SmallProfile(uint32_t gpu_blocks, uint32_t cpu_blocks = 0) {
   p.decode_per_kv_token_s = 0;
   p.cpu_load_per_block_s = 0.005;
   return p;
-}
-
-std::vector<uint32_t> Prompt(uint32_t n, uint32_t first) {
-  std::vector<uint32_t> t(n);
-  for (uint32_t i = 0; i < n; ++i) t[i] = first + i;
-  return t;
 }
 
 // Runs one request alone to completion; returns its last output.

@@ -16,6 +16,7 @@
 #include "store/master_service.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -33,12 +34,6 @@ Profile SmallProfile() {
   p.kv_bytes_per_token = 1000;
   p.store_bandwidth_bytes_per_s = 4e6;  // 0.25 ms a token, against 1 ms to prefill one
   return p;
-}
-
-std::vector<uint32_t> Prompt(uint32_t n, uint32_t first) {
-  std::vector<uint32_t> t(n);
-  for (uint32_t i = 0; i < n; ++i) t[i] = first + i;
-  return t;
 }
 
 class FakeStore : public ExternalKvCache {
