@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/url.h"
@@ -39,6 +40,11 @@ struct WorkerConfig {
   double weight = 1.0;
   uint64_t kv_capacity_tokens = 0;  // 0: from the worker's vllm:cache_config_info, else a default
   std::optional<KvEventsConfig> kv_events;  // set: precise mode for this worker
+  // P/D (a prefill worker's rendezvous, reference/protocols.md §4): SGLang's
+  // --disaggregation-bootstrap-port and vLLM MooncakeConnector's bootstrap port (both 8998 by
+  // default), and the "ip:port" P2pNcclConnector peers reach it on (its kv_port).
+  uint16_t bootstrap_port = 8998;
+  std::string zmq_address;
 
   // A reload keeps a live worker (its health, load and index) only when every field is equal.
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
@@ -161,6 +167,19 @@ struct RoutingConfig {
   PreciseConfig precise;
 };
 
+// Prefill/decode disaggregation (docs/pd.md): which engine protocol moves a request's KV from
+// a prefill worker to a decode worker, per model.
+struct PdConfig {
+  std::string protocol;  // vllm-nixl, vllm-mooncake, vllm-p2p-nccl, sglang-bootstrap; "" = off
+  std::vector<std::pair<std::string, std::string>> model_protocols;  // model -> protocol|none
+  // The decode worker's cached prefix leaves fewer uncached prompt tokens than this: it
+  // prefills them itself, no prefill stage (vLLM Router's pd_uncached_token_threshold). 0 =
+  // always disaggregate. vLLM protocols only: an SGLang decode server needs a prefill peer.
+  uint32_t skip_prefill_below_tokens = 256;
+  bool fallback_to_mixed = true;         // a failed prefill is served by a mixed worker when any
+  uint32_t release_timeout_ms = 60'000;  // the request that frees blocks of a failed decode
+};
+
 struct AdminConfig {
   std::string listen;  // "HOST:PORT" for a separate admin listener; empty = main listener
   std::string token;   // when set, admin endpoints need "Authorization: Bearer <token>"
@@ -184,6 +203,7 @@ struct Config {
   HealthCheckConfig health_check;
   CircuitBreakerConfig circuit_breaker;
   RoutingConfig routing;
+  PdConfig pd;
   AdminConfig admin;
   AccessLogConfig access_log;
   std::vector<WorkerConfig> workers;

@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/tokenizer.h"
+#include "router/pd/pd_bodies.h"
 #include "router/routing/policy_registry.h"
 #include "yaml-cpp/yaml.h"
 
@@ -213,9 +214,9 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
 
 void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen) {
-  if (!r.ExpectMap(
-          node, path,
-          {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens", "kv_events"})) {
+  if (!r.ExpectMap(node, path,
+                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens", "kv_events",
+                    "bootstrap_port", "zmq_address"})) {
     return;
   }
   std::string url;
@@ -265,9 +266,54 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   r.Uint(node, path, "dp_size", &w->dp_size, 1, 1024);
   r.Double(node, path, "weight", &w->weight, 0.0, 1e6);
   r.Uint(node, path, "kv_capacity_tokens", &w->kv_capacity_tokens);
+  r.Uint(node, path, "bootstrap_port", &w->bootstrap_port, 1, 65535);
+  if (r.String(node, path, "zmq_address", &w->zmq_address) && !w->zmq_address.empty()) {
+    if (auto hp = common::ParseHostPort(w->zmq_address); !hp.ok()) {
+      r.Error(node["zmq_address"], Reader::Join(path, "zmq_address"), hp.status().message());
+    }
+  }
   if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
     ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &w->kv_events.emplace());
   }
+}
+
+bool CheckPdProtocol(Reader& r, const YAML::Node& n, const std::string& path,
+                     const std::string& name, bool allow_none) {
+  if (router::pd::PdProtocolFromName(name) || (allow_none && name == "none")) return true;
+  r.Error(n, path,
+          common::StrCat("unknown P/D protocol '", name,
+                         "' (expected vllm-nixl, vllm-mooncake, vllm-p2p-nccl or sglang-bootstrap",
+                         allow_none ? ", or none" : "", ")"));
+  return false;
+}
+
+void ReadPd(Reader& r, const YAML::Node& n, PdConfig* c) {
+  const std::string p = "pd";
+  if (!r.ExpectMap(n, p,
+                   {"protocol", "models", "skip_prefill_below_tokens", "fallback_to_mixed",
+                    "release_timeout_ms"})) {
+    return;
+  }
+  if (r.String(n, p, "protocol", &c->protocol) && !c->protocol.empty()) {
+    CheckPdProtocol(r, n["protocol"], "pd.protocol", c->protocol, false);
+  }
+  if (const YAML::Node m = n["models"]; m.IsDefined() && !m.IsNull()) {
+    if (!m.IsMap()) {
+      r.Error(m, "pd.models", "must map model names to P/D protocols");
+    } else {
+      for (const auto& kv : m) {
+        const std::string path = common::StrCat("pd.models.", kv.first.Scalar());
+        if (!kv.second.IsScalar()) {
+          r.Error(kv.second, path, "expected a P/D protocol name or none");
+        } else if (CheckPdProtocol(r, kv.second, path, kv.second.Scalar(), true)) {
+          c->model_protocols.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+        }
+      }
+    }
+  }
+  r.Uint(n, p, "skip_prefill_below_tokens", &c->skip_prefill_below_tokens);
+  r.Bool(n, p, "fallback_to_mixed", &c->fallback_to_mixed);
+  r.Uint(n, p, "release_timeout_ms", &c->release_timeout_ms, 1);
 }
 
 bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const std::string& name) {
@@ -394,10 +440,11 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   if (root.IsNull()) return c;  // an empty file means all defaults
   Reader r(source);
   try {
-    if (!r.ExpectMap(root, "",
-                     {"listen", "threads", "log_level", "drain_timeout_ms",
-                      "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
-                      "circuit_breaker", "routing", "admin", "access_log", "workers", "stores"})) {
+    if (!r.ExpectMap(
+            root, "",
+            {"listen", "threads", "log_level", "drain_timeout_ms", "models_refresh_interval_ms",
+             "limits", "upstream", "retry", "health_check", "circuit_breaker", "routing", "pd",
+             "admin", "access_log", "workers", "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -475,6 +522,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["routing"]; n.IsDefined() && !n.IsNull()) {
       ReadRouting(r, n, &c.routing);
     }
+    if (const YAML::Node n = root["pd"]; n.IsDefined() && !n.IsNull()) ReadPd(r, n, &c.pd);
     if (const YAML::Node n = root["admin"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "admin", {"listen", "token"})) {
         if (r.String(n, "admin", "listen", &c.admin.listen) && !c.admin.listen.empty()) {

@@ -3,6 +3,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "config/loader.h"
+#include "router/pd/pd_bodies.h"
 
 namespace kvgate::router {
 
@@ -15,6 +16,11 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --listen HOST:PORT  address to serve on (default 0.0.0.0:8000)
   --worker URL        an inference worker, e.g. http://10.0.0.5:8000 (repeatable; added to
                       the workers of the config file)
+  --pd-protocol P     prefill/decode disaggregation: vllm-nixl, vllm-mooncake,
+                      vllm-p2p-nccl or sglang-bootstrap (see docs/pd.md)
+  --prefill URL [PORT]
+                      a prefill worker, with its bootstrap port (default 8998; repeatable)
+  --decode URL        a decode worker (repeatable)
   --threads N         gateway threads (default: number of cores)
   --policy NAME       routing policy (kvaware, round_robin, least_request, random,
                       power_of_two, consistent_hash, cache_aware, cost, weighted)
@@ -57,6 +63,25 @@ absl::StatusOr<CliOptions> ParseCli(int argc, const char* const* argv) {
     } else if (arg == "--worker") {
       KVGATE_ASSIGN_OR_RETURN(std::string w, need_value(arg));
       o.workers.push_back(std::move(w));
+    } else if (arg == "--pd-protocol") {
+      KVGATE_ASSIGN_OR_RETURN(o.pd_protocol, need_value(arg));
+    } else if (arg == "--prefill") {
+      KVGATE_ASSIGN_OR_RETURN(std::string w, need_value(arg));
+      std::optional<uint16_t> port;
+      // SGLang's form: an optional bootstrap port follows the URL.
+      uint64_t n = 0;
+      if (!has_inline && i + 1 < argc && common::ParseUint64(argv[i + 1], &n)) {
+        if (n == 0 || n > 65535) {
+          return absl::InvalidArgumentError(
+              common::StrCat("--prefill: bootstrap port must be 1-65535, got ", n));
+        }
+        port = static_cast<uint16_t>(n);
+        ++i;
+      }
+      o.prefill.emplace_back(std::move(w), port);
+    } else if (arg == "--decode") {
+      KVGATE_ASSIGN_OR_RETURN(std::string w, need_value(arg));
+      o.decode.push_back(std::move(w));
     } else if (arg == "--threads") {
       KVGATE_ASSIGN_OR_RETURN(std::string t, need_value(arg));
       uint64_t n = 0;
@@ -96,6 +121,34 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
     config::WorkerConfig wc;
     wc.url = *url;
     c.workers.push_back(std::move(wc));
+  }
+  auto add_pd_worker = [&](std::string_view flag, const std::string& w, config::WorkerRole role,
+                           std::optional<uint16_t> port) -> absl::Status {
+    auto url = common::ParseHttpUrl(w);
+    if (!url.ok())
+      return absl::InvalidArgumentError(common::StrCat(flag, ": ", url.status().message()));
+    config::WorkerConfig wc;
+    wc.url = *url;
+    wc.role = role;
+    if (port) wc.bootstrap_port = *port;
+    c.workers.push_back(std::move(wc));
+    return absl::OkStatus();
+  };
+  for (const auto& [w, port] : o.prefill) {
+    KVGATE_RETURN_IF_ERROR(add_pd_worker("--prefill", w, config::WorkerRole::kPrefill, port));
+  }
+  for (const auto& w : o.decode) {
+    KVGATE_RETURN_IF_ERROR(add_pd_worker("--decode", w, config::WorkerRole::kDecode, std::nullopt));
+  }
+  if (o.pd_protocol) {
+    if (!pd::PdProtocolFromName(*o.pd_protocol)) {
+      return absl::InvalidArgumentError(common::StrCat(
+          "--pd-protocol: unknown protocol '", *o.pd_protocol,
+          "' (expected vllm-nixl, vllm-mooncake, vllm-p2p-nccl or sglang-bootstrap)"));
+    }
+    c.pd.protocol = *o.pd_protocol;
+  } else if (c.pd.protocol.empty() && (!o.prefill.empty() || !o.decode.empty())) {
+    return absl::InvalidArgumentError("--prefill/--decode need --pd-protocol");
   }
   if (o.threads) c.threads = *o.threads;
   if (o.log_level) c.log_level = *o.log_level;

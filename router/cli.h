@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,10 @@ struct CliOptions {
   std::optional<std::string> config_path;
   std::optional<std::string> listen;  // HOST:PORT
   std::vector<std::string> workers;   // --worker URL, repeatable
+  // P/D quick start: --pd-protocol P --prefill URL [BOOTSTRAP_PORT] --decode URL.
+  std::optional<std::string> pd_protocol;
+  std::vector<std::pair<std::string, std::optional<uint16_t>>> prefill;
+  std::vector<std::string> decode;
   std::optional<uint32_t> threads;
   std::optional<std::string> log_level;
   std::optional<std::string> policy;

@@ -25,7 +25,8 @@ net::awaitable<void> Backoff(ThreadContext& tc, const config::RetryConfig& retry
   co_await timer.async_wait(kNoThrow);
 }
 
-// The prediction metrics of one completed attempt, in this thread's shard.
+}  // namespace
+
 void RecordPrediction(const WorkerSeries& s, const Prediction& p) {
   if (!p.compared) return;
   s.predicted->Increment(static_cast<double>(p.predicted_tokens));
@@ -37,29 +38,44 @@ void RecordPrediction(const WorkerSeries& s, const Prediction& p) {
   }
 }
 
-}  // namespace
-
 net::awaitable<void> RetryDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) {
+  co_await Serve(tc, ex, plan, Options{});
+}
+
+net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc, Exchange& ex,
+                                                               RoutePlan& plan, Options o) {
   const config::Config& cfg = *ex.snapshot->config;
   RoutePlanner& planner = tc.state.planner;
   ArmDisconnectWatch(ex.conn);
   absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
 
-  std::string last_error;
-  const uint32_t max_attempts = std::max(1u, cfg.retry.max_attempts);
+  Result result;
+  const uint32_t max_attempts = o.retry ? std::max(1u, cfg.retry.max_attempts) : 1u;
   for (uint32_t attempt = 0; attempt < max_attempts; ++attempt) {
-    const size_t untried = plan.available.size() - plan.tried.size();
+    // `first`'s worker is among `tried` already.
+    const size_t untried = plan.available.size() - plan.tried.size() + (o.first ? 1 : 0);
     if (untried == 0) break;
     if (attempt > 0) co_await Backoff(tc, cfg.retry, attempt - 1);
-    if (ex.conn.client_gone) break;
-    Decision d = planner.Decide(plan, attempt, /*commit=*/true, SteadyClock::now());
+    if (ex.conn.client_gone) {
+      if (o.first) planner.Complete(plan, *o.first, RouteOutcome{});
+      break;
+    }
+    Decision d = o.first ? *std::move(o.first)
+                         : planner.Decide(plan, attempt, /*commit=*/true, SteadyClock::now());
+    o.first.reset();
     Worker& worker = *d.worker;
-    const UpstreamAttempt a{&worker, d.dp_rank, attempt + 1 == max_attempts || untried == 1};
+    UpstreamAttempt a;
+    a.worker = &worker;
+    a.dp_rank = d.dp_rank;
+    a.last = attempt + 1 == max_attempts || untried == 1;
+    a.body = o.body;
+    a.request_id = o.request_id;
     ex.attempts = attempt + 1;
     const AttemptResult r = co_await upstream_.Send(tc, ex, a);
 
     const WorkerSeries& series = tc.ForWorker(worker.id(), worker.name());
     if (r.ttfb_seconds >= 0) {
+      result.got_head = true;
       ex.ttfb_seconds = r.ttfb_seconds;
       series.ttfb->Observe(r.ttfb_seconds);
     }
@@ -67,48 +83,59 @@ net::awaitable<void> RetryDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, 
     ex.prompt_tokens = r.prompt_tokens;
     RouteOutcome outcome;
     outcome.success = r.outcome == AttemptOutcome::kRelayed;
-    outcome.cached_tokens = r.cached_tokens;
-    outcome.ttfb_seconds = r.ttfb_seconds;
+    if (o.learn) {
+      outcome.cached_tokens = r.cached_tokens;
+      outcome.ttfb_seconds = r.ttfb_seconds;
+    }
     RecordPrediction(series, planner.Complete(plan, d, outcome));
 
     switch (r.outcome) {
       case AttemptOutcome::kRelayed:
-        co_return;
+        result.answered = true;
+        co_return result;
       case AttemptOutcome::kClientGone:
         ex.status = 499;  // nginx's "client closed request"
         CloseAfterResponse(ex);
         spdlog::info("request {}: {}", ex.request_id, r.reason);
-        co_return;
+        result.answered = true;
+        co_return result;
       case AttemptOutcome::kTimeout:
         ex.worker = worker.name();
         ex.worker_id = worker.id();
         co_await WriteError(tc, ex, 504, r.reason, "timeout", "upstream_timeout");
-        co_return;
+        result.answered = true;
+        co_return result;
       case AttemptOutcome::kBadResponse:
         ex.worker = worker.name();
         ex.worker_id = worker.id();
         spdlog::warn("request {}: {}", ex.request_id, r.reason);
         co_await WriteError(tc, ex, 502, r.reason, "upstream_error", "bad_upstream_response");
-        co_return;
+        result.answered = true;
+        co_return result;
       case AttemptOutcome::kRetry:
         break;
     }
-    last_error = r.reason;
+    result.last_error = r.reason;
     spdlog::warn("request {}: attempt {} on {} failed: {}", ex.request_id, attempt + 1,
                  worker.name(), r.reason);
     if (attempt + 1 < max_attempts && plan.tried.size() < plan.available.size()) {
       tc.state.metrics.Retries(r.metric_reason).Increment();
     }
   }
+  if (o.first) planner.Complete(plan, *o.first, RouteOutcome{});
   if (ex.conn.client_gone) {
     ex.status = 499;
     CloseAfterResponse(ex);
-    co_return;
+    result.answered = true;
+    co_return result;
   }
+  if (!o.answer_unavailable) co_return result;
   co_await WriteError(tc, ex, 503,
                       common::StrCat("no worker could serve the request after ", ex.attempts,
-                                     " attempt(s); last error: ", last_error),
+                                     " attempt(s); last error: ", result.last_error),
                       "service_unavailable", "upstream_unavailable");
+  result.answered = true;
+  co_return result;
 }
 
 }  // namespace kvgate::router

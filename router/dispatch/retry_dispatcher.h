@@ -6,10 +6,19 @@
 // stops the worker's generation. Thread-compatible: one per gateway thread.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "router/dispatch/dispatcher.h"
 #include "router/upstream/upstream.h"
 
 namespace kvgate::router {
+
+struct WorkerSeries;
+
+/// The prediction metrics of one completed attempt, in this thread's shard.
+void RecordPrediction(const WorkerSeries& series, const Prediction& p);
 
 class RetryDispatcher : public Dispatcher {
  public:
@@ -18,6 +27,22 @@ class RetryDispatcher : public Dispatcher {
 
   // router::Dispatcher
   net::awaitable<void> Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) override;
+
+  /// How Serve() deviates from Dispatch(): the P/D dispatcher's decode stage.
+  struct Options {
+    std::optional<Decision> first;      // a committed decision on the plan: the first attempt's
+    const std::string* body = nullptr;  // sent instead of the client's body
+    std::string_view request_id;        // X-Request-Id instead of the exchange's
+    bool retry = true;  // false: one attempt (the worker is named in a KV rendezvous)
+    bool learn = true;  // false: TTFT and cached tokens are not this worker's own prefill
+    bool answer_unavailable = true;  // false: when no attempt got an answer, say so, write nothing
+  };
+  struct Result {
+    bool answered = false;   // the client got a response (relayed or an error) or is gone
+    bool got_head = false;   // some worker's response head arrived (a decode pulled its KV)
+    std::string last_error;  // of the last failed attempt
+  };
+  net::awaitable<Result> Serve(ThreadContext& tc, Exchange& ex, RoutePlan& plan, Options options);
 
  private:
   Upstream& upstream_;

@@ -84,6 +84,20 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       underestimated_tokens("kvgate_prefix_prediction_underestimated_tokens_total",
                             "Cached tokens the worker had beyond the prediction", Type::kCounter,
                             {"worker"}, {}, shards),
+      pd_decisions("kvgate_pd_decisions_total",
+                   "P/D requests by how they were served: disaggregated, skipped_cached (the "
+                   "decode worker held the prompt), skipped_no_prefill, fallback_mixed, "
+                   "unavailable",
+                   Type::kCounter, {"protocol", "decision"}, {}, shards),
+      pd_stage("kvgate_pd_stage_seconds",
+               "P/D stage latency: prefill (request to its whole response) and "
+               "decode_first_token (decode request to its first byte, KV transfer included)",
+               Type::kHistogram, {"stage"}, LatencyBuckets(), shards),
+      pd_failures("kvgate_pd_failures_total", "P/D stages that failed, by stage", Type::kCounter,
+                  {"stage"}, {}, shards),
+      pd_releases("kvgate_pd_held_block_releases_total",
+                  "Requests sent to free the KV a prefill worker held for a decode that failed",
+                  Type::kCounter, {"result"}, {}, shards),
       retries_(BuildCounter()
                    .Name("kvgate_upstream_retries_total")
                    .Help("Requests retried on another worker, by reason")
@@ -115,6 +129,9 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
   families.push_back(requests.Collect(current_worker(2)));
   families.push_back(request_duration.Collect());
   families.push_back(router_overhead.Collect());
+  for (const ShardedFamily* f : {&pd_decisions, &pd_stage, &pd_failures, &pd_releases}) {
+    families.push_back(f->Collect());
+  }
   for (const ShardedFamily* f :
        {&ttfb, &predicted_tokens, &actual_tokens, &overestimated_tokens, &underestimated_tokens}) {
     families.push_back(f->Collect(current_worker(0)));

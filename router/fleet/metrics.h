@@ -41,6 +41,11 @@ class RouterMetrics {
   ShardedFamily actual_tokens;          // kvgate_prefix_prediction_actual_tokens_total{worker}
   ShardedFamily overestimated_tokens;   // ..._overestimated_tokens_total{worker}
   ShardedFamily underestimated_tokens;  // ..._underestimated_tokens_total{worker}
+  // Prefill/decode disaggregation (router/dispatch/pd_dispatcher.h).
+  ShardedFamily pd_decisions;  // kvgate_pd_decisions_total{protocol,decision}
+  ShardedFamily pd_stage;      // kvgate_pd_stage_seconds{stage}: prefill, decode_first_token
+  ShardedFamily pd_failures;   // kvgate_pd_failures_total{stage}
+  ShardedFamily pd_releases;   // kvgate_pd_held_block_releases_total{result}
 
   prometheus::Counter& Retries(std::string_view reason);
   prometheus::Counter& ConfigReloads(bool ok);

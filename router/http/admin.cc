@@ -4,6 +4,7 @@
 #include "common/strings.h"
 #include "router/http/response_writer.h"
 #include "router/routing/parsed_request.h"
+#include "router/routing/pd_choice.h"
 #include "router/server/thread_context.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
@@ -246,6 +247,29 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     out += "}";
   }
   out += "]";
+  // Prefill/decode: both picks, and whether prefill would be skipped and why.
+  if (PdProtocolFor(cfg.pd, model)) {
+    const PdChoice pd =
+        ChoosePd(state.planner, *plan, cfg.pd, model, /*commit=*/false, SteadyClock::now());
+    out += ",\"pd\":{\"protocol\":";
+    common::AppendJsonString(out, pd::PdProtocolName(pd.protocol));
+    out += ",\"decision\":";
+    common::AppendJsonString(out, pd.mode == PdMode::kNotPd ? "not_pd" : PdDecisionLabel(pd));
+    common::StrAppend(&out, ",\"prefill_skipped\":", pd.mode == PdMode::kDirect, ",\"reason\":");
+    common::AppendJsonString(out, pd.reason);
+    auto worker = [&out](const char* key, const std::optional<Decision>& d) {
+      common::StrAppend(&out, ",\"", key, "\":");
+      if (d) {
+        common::AppendJsonString(out, d->worker->name());
+      } else {
+        out += "null";
+      }
+    };
+    worker("decode", pd.decode);
+    worker("prefill", pd.prefill);
+    common::StrAppend(&out, ",\"decode_uncached_tokens\":", pd.decode_uncached_tokens,
+                      ",\"skip_prefill_below_tokens\":", cfg.pd.skip_prefill_below_tokens, "}");
+  }
   // What each store could supply of this prompt: its leading blocks in the store tier.
   const auto stores_ptr = state.precise.Stores();
   const auto& stores = *stores_ptr;

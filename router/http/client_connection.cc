@@ -106,10 +106,9 @@ void ArmDisconnectWatch(ClientConnection& conn) {
           return;  // a pipelined request: the client is still there
         }
         c->client_gone = true;
-        if (c->upstream != nullptr) {
-          error_code ignored;
-          c->upstream->cancel(ignored);
-        }
+        error_code ignored;
+        if (c->upstream != nullptr) c->upstream->cancel(ignored);
+        if (c->side_upstream != nullptr) c->side_upstream->cancel(ignored);
       });
 }
 

@@ -42,9 +42,11 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   // The deadline, checked by the thread's sweep.
   SteadyClock::time_point deadline = SteadyClock::time_point::max();
   DeadlineKind deadline_kind = DeadlineKind::kNone;
-  bool deadline_expired = false;    // set by the sweep; cleared by the next SetDeadline()
-  tcp::socket* upstream = nullptr;  // the worker connection a kUpstream deadline (and a
-                                    // client disconnect) cancels; null when none
+  bool deadline_expired = false;         // set by the sweep; cleared by the next SetDeadline()
+  tcp::socket* upstream = nullptr;       // the worker connection a kUpstream deadline (and a
+                                         // client disconnect) cancels; null when none
+  tcp::socket* side_upstream = nullptr;  // a P/D prefill stage's connection, which a client
+                                         // disconnect cancels too
   // The disconnect watch: while a request is served, a client that closes its side cancels
   // the worker connection, so the worker stops generating for nobody.
   bool client_gone = false;

@@ -150,8 +150,8 @@ absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_v
   od::parser parser;
   std::vector<RawMember> members;
   if (auto s = Members(json, parser, &members); !s.ok()) return s;
-  std::vector<JsonMember> set = {
-      {"stream", "false"}, {"max_tokens", "1"}, {"kv_transfer_params", params}};
+  std::vector<JsonMember> set = {{"stream", "false"}, {"max_tokens", "1"}};
+  if (!params.empty()) set.push_back({"kv_transfer_params", params});
   // max_completion_tokens only when the client used it: an absent member stays absent.
   if (std::any_of(members.begin(), members.end(),
                   [](const RawMember& m) { return m.key == "max_completion_tokens"; })) {

@@ -39,7 +39,8 @@ absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
 
 /// vLLM's prefill request (NIXL and Mooncake connectors): `stream` false, `max_tokens` 1 (and
 /// `max_completion_tokens` 1 when present), without `stream_options`, `min_tokens` and
-/// `min_completion_tokens` (prefill does not support them), `kv_transfer_params` = `params`.
+/// `min_completion_tokens` (prefill does not support them), `kv_transfer_params` = `params`
+/// (none when empty: P2pNcclConnector matches by request id).
 absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params);
 
 /// vLLM's decode request: the client's body (its own `stream`, `max_tokens`, ...) with

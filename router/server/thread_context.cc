@@ -1,7 +1,7 @@
 #include "router/server/thread_context.h"
 
 #include "common/assert.h"
-#include "router/dispatch/retry_dispatcher.h"
+#include "router/dispatch/pd_dispatcher.h"
 #include "router/upstream/http1_upstream.h"
 
 namespace kvgate::router {
@@ -28,7 +28,7 @@ ThreadContext::ThreadContext(GatewayState& state, uint32_t index)
       rng(0x6b76676174ULL + index),
       upstream(std::make_unique<Http1Upstream>()),
       scratch_(std::make_unique_for_overwrite<char[]>(kScratchBytes)) {
-  dispatcher = std::make_unique<RetryDispatcher>(*upstream);
+  dispatcher = std::make_unique<PdDispatcher>(*upstream);
 }
 
 ThreadContext::~ThreadContext() = default;

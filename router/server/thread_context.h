@@ -59,7 +59,7 @@ class ThreadContext {
   UpstreamPool pool{ioc};
   absl::flat_hash_set<ClientConnectionPtr> connections;
   std::unique_ptr<Upstream> upstream;      // HTTP/1.1 to workers
-  std::unique_ptr<Dispatcher> dispatcher;  // the dispatch mode (today: retries)
+  std::unique_ptr<Dispatcher> dispatcher;  // retries, and P/D for models with a protocol
 
   /// 64 KiB this thread reuses for bytes that are written on before it yields (response
   /// relay): never hold it across a co_await.

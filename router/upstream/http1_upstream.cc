@@ -4,6 +4,7 @@
 
 #include "common/strings.h"
 #include "router/fleet/worker.h"
+#include "router/http/body_framing.h"
 #include "router/http/http1.h"
 #include "router/http/response_writer.h"
 #include "router/server/thread_context.h"
@@ -41,9 +42,15 @@ net::awaitable<error_code> WriteUpstream(tcp::socket& s, std::string_view head,
   co_return wec;
 }
 
+std::string_view BodyOf(const Exchange& ex, const UpstreamAttempt& attempt) {
+  return attempt.body != nullptr ? std::string_view(*attempt.body) : ex.body;
+}
+
 }  // namespace
 
-void AppendUpstreamHead(const Exchange& ex, const Worker& worker, int dp_rank, std::string* out) {
+void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std::string* out) {
+  const Worker& worker = *attempt.worker;
+  const int dp_rank = attempt.dp_rank;
   const http1::RequestHead& h = ex.head;
   common::StrAppend(out, h.method_text, " ", h.path, h.query.empty() ? "" : "?", h.query,
                     " HTTP/1.1\r\nhost: ", worker.authority(), "\r\n");
@@ -57,10 +64,12 @@ void AppendUpstreamHead(const Exchange& ex, const Worker& worker, int dp_rank, s
     }
     common::StrAppend(out, f.name, ": ", f.value, "\r\n");
   }
-  common::StrAppend(out, "x-request-id: ", ex.request_id, "\r\n");
+  common::StrAppend(
+      out, "x-request-id: ",
+      attempt.request_id.empty() ? std::string_view(ex.request_id) : attempt.request_id, "\r\n");
   // vLLM's header: the rank whose cache precise mode matched (or that it spread onto).
   if (rank) common::StrAppend(out, "x-data-parallel-rank: ", dp_rank, "\r\n");
-  common::StrAppend(out, "content-length: ", ex.body.size(), "\r\n\r\n");
+  common::StrAppend(out, "content-length: ", BodyOf(ex, attempt).size(), "\r\n\r\n");
 }
 
 net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& ex,
@@ -106,7 +115,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
 
     static thread_local std::string head;
     head.clear();
-    AppendUpstreamHead(ex, worker, attempt.dp_rank, &head);
+    AppendUpstreamHead(ex, attempt, &head);
     if (!ex.overhead_recorded) {
       ex.overhead_recorded = true;
       tc.OverheadSeries().Observe(
@@ -114,7 +123,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     }
     client.SetDeadline(DeadlineKind::kUpstream,
                        milliseconds(cfg.upstream.connect_timeout_ms + cfg.limits.write_timeout_ms));
-    const error_code wec = co_await WriteUpstream(socket, head, ex.body);
+    const error_code wec = co_await WriteUpstream(socket, head, BodyOf(ex, attempt));
     if (wec) {
       client.ClearDeadline();
       error_code ignored;
@@ -270,6 +279,185 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
   }
   result.reason = common::StrCat(worker.name(), " closed the connection twice");
   result.metric_reason = "upstream_reset";
+  co_return result;
+}
+
+namespace {
+
+// What the fetch's deadline timer shares with the coroutine: the handler may run after the
+// fetch returned, so it reads only this.
+struct FetchDeadline {
+  bool expired = false;
+  bool done = false;
+  FetchControl* control = nullptr;
+};
+
+// Keeps ClientConnection::side_upstream and the control pointing at the fetch's socket.
+void Expose(ClientConnection& client, FetchControl& control, tcp::socket* socket) {
+  control.socket = socket;
+  if (!control.outlive_client) client.side_upstream = socket;
+}
+
+}  // namespace
+
+net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchange& ex,
+                                                 const UpstreamAttempt& attempt,
+                                                 milliseconds timeout, uint64_t max_body_bytes,
+                                                 FetchControl& control) {
+  Worker& worker = *attempt.worker;
+  const config::Config& cfg = *ex.snapshot->config;
+  ClientConnection& client = ex.conn;
+  FetchResult result;
+  const auto start = Clock::now();
+  auto deadline = std::make_shared<FetchDeadline>();
+  deadline->control = &control;
+  net::steady_timer timer(tc.ioc);
+  timer.expires_after(timeout);
+  timer.async_wait([deadline](const error_code& ec) {
+    if (ec || deadline->done) return;
+    deadline->expired = true;
+    deadline->control->Cancel();
+  });
+  struct Finish {
+    ClientConnection& client;
+    FetchControl& control;
+    FetchDeadline& deadline;
+    net::steady_timer& timer;
+    ~Finish() {
+      deadline.done = true;
+      timer.cancel();
+      Expose(client, control, nullptr);
+    }
+  } finish{client, control, *deadline, timer};
+  // Why the fetch stopped waiting, when it was not the worker's doing.
+  auto interrupted = [&]() -> bool {
+    if (deadline->expired) {
+      result.timed_out = true;
+      result.reason =
+          common::StrCat(worker.name(), " did not answer within ", timeout.count(), " ms");
+      return true;
+    }
+    if (control.cancelled || (client.client_gone && !control.outlive_client)) {
+      result.cancelled = true;
+      result.reason = control.cancelled ? "cancelled" : "the client disconnected";
+      return true;
+    }
+    return false;
+  };
+
+  std::string head;
+  AppendUpstreamHead(ex, attempt, &head);
+  for (int fresh = 0; fresh < 2; ++fresh) {
+    if (interrupted()) co_return result;
+    UpstreamConnectionPtr conn = fresh == 0 ? tc.pool.TakeIdle(worker.authority()) : nullptr;
+    const bool reused = conn != nullptr;
+    if (!reused) {
+      tcp::socket* connecting = nullptr;
+      auto connected = co_await tc.pool.Connect(worker.config().url, &connecting);
+      if (interrupted()) co_return result;
+      if (!connected.ok()) {
+        worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
+        result.reason = std::string(connected.status().message());
+        co_return result;
+      }
+      conn = *std::move(connected);
+    }
+    tcp::socket& socket = conn->socket;
+    Expose(client, control, &socket);
+    const error_code wec = co_await WriteUpstream(socket, head, BodyOf(ex, attempt));
+    if (interrupted()) co_return result;
+    if (wec) {
+      if (reused) continue;
+      worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
+      result.reason = common::StrCat("writing to ", worker.name(), ": ", wec.message());
+      co_return result;
+    }
+
+    // Head, then body, gathered in `in`; the body's payload goes to result.body.
+    std::string in;
+    char buf[16 * 1024];
+    int status = 0;
+    bool keep_alive = false;
+    std::optional<http1::BodyFraming> framing;
+    bool got_any = false;
+    bool stale = false;
+    for (;;) {
+      error_code ec;
+      size_t n = socket.read_some(net::buffer(buf), ec);
+      if (ec == net::error::would_block || ec == net::error::try_again) {
+        auto [aec] = co_await socket.async_wait(tcp::socket::wait_read, kNoThrow);
+        if (interrupted()) co_return result;
+        if (aec) {
+          result.reason = common::StrCat("waiting for ", worker.name(), ": ", aec.message());
+          co_return result;
+        }
+        continue;
+      }
+      if (ec == net::error::eof && framing) {
+        if (framing->OnEof() == http1::BodyFraming::Status::kDone) break;
+      }
+      if (ec) {
+        if (reused && !got_any && IsRetryableRead(ec)) {
+          stale = true;
+          break;
+        }
+        worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
+        result.reason = common::StrCat("reading from ", worker.name(), ": ", ec.message());
+        co_return result;
+      }
+      got_any = true;
+      in.append(buf, n);
+      if (!framing) {
+        http1::ResponseHead response;
+        const http1::ParseResult pr = http1::ParseResponseHead(
+            in, ex.head.method, http1::ParseLimits{kMaxResponseHeadBytes, 256}, &response);
+        if (pr.status == http1::ParseStatus::kIncomplete) continue;
+        if (pr.status == http1::ParseStatus::kError) {
+          result.reason = common::StrCat(worker.name(), " sent a malformed response: ", pr.error);
+          co_return result;
+        }
+        if (response.status < 200) {  // 100 Continue, 103 Early Hints: the next head counts
+          in.erase(0, pr.head_bytes);
+          continue;
+        }
+        status = response.status;
+        keep_alive = response.keep_alive;
+        framing.emplace(response.body, response.content_length);
+        in.erase(0, pr.head_bytes);
+      }
+      size_t consumed = 0;
+      const auto fs = framing->Feed(in, &consumed,
+                                    [&](std::string_view payload) { result.body.append(payload); });
+      in.erase(0, consumed);
+      if (fs == http1::BodyFraming::Status::kError) {
+        result.reason =
+            common::StrCat(worker.name(), " sent a malformed response body: ", framing->error());
+        co_return result;
+      }
+      if (result.body.size() > max_body_bytes) {
+        result.reason =
+            common::StrCat(worker.name(), "'s response is larger than ", max_body_bytes, " bytes");
+        co_return result;
+      }
+      if (fs == http1::BodyFraming::Status::kDone) break;
+    }
+    if (stale) {
+      error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    worker.RecordSuccess();
+    result.answered = true;
+    result.status = status;
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (keep_alive && in.empty() && framing->kind() != http1::BodyKind::kUntilClose) {
+      Expose(client, control, nullptr);
+      conn->authority = worker.authority();
+      tc.pool.PutIdle(std::move(conn), cfg.upstream.max_idle_per_worker);
+    }
+    co_return result;
+  }
+  result.reason = common::StrCat(worker.name(), " closed the connection twice");
   co_return result;
 }
 

@@ -15,12 +15,16 @@ class Http1Upstream : public Upstream {
   // router::Upstream
   net::awaitable<AttemptResult> Send(ThreadContext& tc, Exchange& ex,
                                      const UpstreamAttempt& attempt) override;
+  net::awaitable<FetchResult> Fetch(ThreadContext& tc, const Exchange& ex,
+                                    const UpstreamAttempt& attempt,
+                                    std::chrono::milliseconds timeout, uint64_t max_body_bytes,
+                                    FetchControl& control) override;
 };
 
 /// Appends the request head kvgate sends to `worker` for `ex` (exposed for tests): the
 /// client's method and normalised target, Host set to the worker, the client's end-to-end
 /// fields (hop-by-hop ones, and those its Connection field names, dropped), the request id,
-/// the DP rank when `dp_rank` >= 0, and the body's Content-Length.
-void AppendUpstreamHead(const Exchange& ex, const Worker& worker, int dp_rank, std::string* out);
+/// the DP rank when `dp_rank` >= 0, and the Content-Length of the body the attempt sends.
+void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std::string* out);
 
 }  // namespace kvgate::router

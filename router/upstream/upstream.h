@@ -5,6 +5,8 @@
 // other upstream kinds plug in here. Thread-compatible: one per gateway thread.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +24,9 @@ struct UpstreamAttempt {
   Worker* worker = nullptr;
   int dp_rank = -1;   // sent as X-data-parallel-rank when >= 0 and the worker has DP ranks
   bool last = false;  // a 5xx on the last attempt is relayed rather than retried
+  // P/D stages send a rewritten body and the id both stages share (reference/protocols.md §4).
+  const std::string* body = nullptr;  // null: the client's body
+  std::string_view request_id;        // X-Request-Id; empty: the exchange's id
 };
 
 enum class AttemptOutcome : uint8_t {
@@ -41,6 +46,33 @@ struct AttemptResult {
   int64_t prompt_tokens = -1;
 };
 
+/// A whole response read into memory (a P/D prefill stage, whose answer the client never sees).
+struct FetchResult {
+  bool answered = false;  // a complete response arrived (any status)
+  bool timed_out = false;
+  bool cancelled = false;  // by FetchControl::Cancel or the client's disconnect
+  int status = 0;
+  std::string body;    // de-chunked
+  std::string reason;  // why nothing complete arrived
+  double seconds = 0;  // request written -> response complete
+};
+
+/// Lets the dispatcher end a fetch running beside another stage. The client's disconnect
+/// cancels it too (ClientConnection::side_upstream), unless `outlive_client`. Thread-compatible
+/// (the exchange's thread).
+struct FetchControl {
+  tcp::socket* socket = nullptr;  // while the fetch has one
+  bool cancelled = false;
+  bool outlive_client = false;  // the client's disconnect does not end this fetch
+  void Cancel() {
+    cancelled = true;
+    if (socket != nullptr) {
+      error_code ignored;
+      socket->cancel(ignored);
+    }
+  }
+};
+
 class Upstream {
  public:
   virtual ~Upstream() = default;
@@ -50,6 +82,14 @@ class Upstream {
   /// itself: outcomes other than kRelayed leave the client untouched for the dispatcher.
   virtual net::awaitable<AttemptResult> Send(ThreadContext& tc, Exchange& ex,
                                              const UpstreamAttempt& attempt) = 0;
+
+  /// Sends the exchange's request (with the attempt's body and id) to `attempt.worker` and
+  /// reads the whole response, at most `max_body_bytes`, within `timeout`. The client is not
+  /// touched. May run beside Send() on the same exchange.
+  virtual net::awaitable<FetchResult> Fetch(ThreadContext& tc, const Exchange& ex,
+                                            const UpstreamAttempt& attempt,
+                                            std::chrono::milliseconds timeout,
+                                            uint64_t max_body_bytes, FetchControl& control) = 0;
 };
 using UpstreamPtr = std::unique_ptr<Upstream>;
 

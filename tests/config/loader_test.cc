@@ -205,5 +205,41 @@ TEST(ConfigValidate, DuplicateFromCommandLine) {
   EXPECT_THAT(std::string(ValidateConfig(c).message()), HasSubstr("duplicate worker"));
 }
 
+TEST(ConfigLoader, PdSectionAndWorkerBootstrap) {
+  auto c = LoadConfigFromString(R"(
+pd:
+  protocol: vllm-nixl
+  models: {small: none, chat: sglang-bootstrap}
+  skip_prefill_below_tokens: 512
+  fallback_to_mixed: false
+  release_timeout_ms: 2000
+workers:
+  - {url: "http://p:8000", role: prefill, bootstrap_port: 9100, zmq_address: "10.0.0.1:21001"}
+  - {url: "http://d:8000", role: decode}
+)",
+                                "pd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pd.protocol, "vllm-nixl");
+  ASSERT_EQ(c->pd.model_protocols.size(), 2u);
+  EXPECT_EQ(c->pd.model_protocols[0], (std::pair<std::string, std::string>{"small", "none"}));
+  EXPECT_EQ(c->pd.skip_prefill_below_tokens, 512u);
+  EXPECT_FALSE(c->pd.fallback_to_mixed);
+  EXPECT_EQ(c->pd.release_timeout_ms, 2000u);
+  EXPECT_EQ(c->workers[0].bootstrap_port, 9100);
+  EXPECT_EQ(c->workers[0].zmq_address, "10.0.0.1:21001");
+  EXPECT_EQ(c->workers[1].bootstrap_port, 8998);  // SGLang's and Mooncake's default
+}
+
+TEST(ConfigLoader, PdErrorsNameTheKey) {
+  EXPECT_THAT(Error("pd: {protocol: nixl}"), HasSubstr("pd.protocol: unknown P/D protocol 'nixl'"));
+  EXPECT_THAT(Error("pd: {models: {m: bogus}}"), HasSubstr("pd.models.m: unknown P/D protocol"));
+  EXPECT_THAT(Error("pd: {protocol: none}"), HasSubstr("pd.protocol"));
+  EXPECT_THAT(Error("pd: {typo: 1}"), HasSubstr("typo"));
+  EXPECT_THAT(Error("workers: [{url: 'http://a:1', bootstrap_port: 70000}]"),
+              HasSubstr("bootstrap_port"));
+  EXPECT_THAT(Error("workers: [{url: 'http://a:1', zmq_address: 'nope'}]"),
+              HasSubstr("zmq_address"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

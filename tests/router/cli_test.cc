@@ -46,5 +46,30 @@ TEST(Cli, Flags) {
   EXPECT_THAT(CliUsage(), HasSubstr("--worker URL"));
 }
 
+TEST(Cli, PdQuickStart) {
+  auto o = Parse({"--pd-protocol", "sglang-bootstrap", "--prefill", "http://p1:30000", "9001",
+                  "--prefill", "http://p2:30000", "--decode", "http://d1:30000"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  auto c = BuildConfig(*o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pd.protocol, "sglang-bootstrap");
+  ASSERT_EQ(c->workers.size(), 3u);
+  EXPECT_EQ(c->workers[0].role, config::WorkerRole::kPrefill);
+  EXPECT_EQ(c->workers[0].bootstrap_port, 9001);
+  EXPECT_EQ(c->workers[1].bootstrap_port, 8998);
+  EXPECT_EQ(c->workers[2].role, config::WorkerRole::kDecode);
+  EXPECT_EQ(c->workers[2].url.ToString(), "http://d1:30000");
+
+  auto bad = Parse({"--pd-protocol", "nixl", "--decode", "http://d:1"});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_THAT(std::string(BuildConfig(*bad).status().message()), HasSubstr("--pd-protocol"));
+  auto missing = Parse({"--prefill", "http://p:1", "--decode", "http://d:1"});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_THAT(std::string(BuildConfig(*missing).status().message()),
+              HasSubstr("need --pd-protocol"));
+  EXPECT_THAT(std::string(Parse({"--prefill", "http://p:1", "0"}).status().message()),
+              HasSubstr("bootstrap port"));
+}
+
 }  // namespace
 }  // namespace kvgate::router

@@ -1,0 +1,327 @@
+#include "router/dispatch/pd_dispatcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "common/strings.h"
+#include "router/http/response_writer.h"
+#include "router/server/thread_context.h"
+#include "router/upstream/usage_scanner.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+using pd::PdProtocol;
+using std::chrono::milliseconds;
+
+// Retries and fallbacks of one stage stay within its pool.
+void RestrictTo(RoutePlan& plan, const absl::InlinedVector<Worker*, 16>& pool) {
+  plan.available = pool;
+  std::erase_if(plan.tried, [&pool](uint32_t id) {
+    return std::none_of(pool.begin(), pool.end(), [id](const Worker* w) { return w->id() == id; });
+  });
+}
+
+bool PrefillOk(const FetchResult& r) { return r.answered && r.status >= 200 && r.status < 300; }
+
+void Count(ThreadContext& tc, ShardedFamily& family, std::string_view label) {
+  const std::string_view values[] = {label};
+  family.Get(tc.index, values)->Increment();
+}
+
+// Releases the prefill decision and records what the prefill stage taught.
+void FinishPrefill(ThreadContext& tc, const RoutePlan& plan, Decision& d, const FetchResult& r) {
+  RouteOutcome outcome;
+  outcome.success = PrefillOk(r);
+  if (outcome.success) {
+    UsageScanner usage;
+    usage.Feed(r.body);
+    outcome.cached_tokens = usage.cached_tokens();
+    outcome.ttfb_seconds = r.seconds;  // a prefill's whole answer is its time to first token
+  }
+  const Worker& w = *d.worker;
+  RecordPrediction(tc.ForWorker(w.id(), w.name()), tc.state.planner.Complete(plan, d, outcome));
+  RouterMetrics& m = tc.state.metrics;
+  if (r.answered) {
+    const std::string_view stage[] = {"prefill"};
+    m.pd_stage.Get(tc.index, stage)->Observe(r.seconds);
+  }
+  if (!outcome.success && !r.cancelled) Count(tc, m.pd_failures, "prefill");
+}
+
+// The "ip:port" vLLM's P2pNcclConnector reaches a worker on.
+std::string ZmqAddress(const Worker& w) {
+  const config::WorkerConfig& c = w.config();
+  if (!c.zmq_address.empty()) return c.zmq_address;
+  return common::StrCat(pd::BracketHost(c.url.host), ":", c.bootstrap_port);
+}
+
+std::string RandomHex(ThreadContext& tc) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex(32, '0');
+  for (char& c : hex) c = kDigits[tc.rng() & 15];
+  return hex;
+}
+
+uint64_t RandomRoom(ThreadContext& tc) {
+  // minstd gives 31 bits a draw.
+  const uint64_t a = tc.rng(), b = tc.rng(), c = tc.rng();
+  return ((a << 33) ^ (b << 2) ^ c) & ((uint64_t{1} << 63) - 1);
+}
+
+// The prefill stage of a concurrent protocol: when it fails before the client saw a byte, the
+// decode stage (waiting for a KV transfer that will not come) is cancelled.
+net::awaitable<void> RunPrefill(Upstream& upstream, ThreadContext& tc, Exchange& ex,
+                                UpstreamAttempt attempt, milliseconds timeout, uint64_t max_bytes,
+                                FetchControl& control, FetchResult& out, bool& done,
+                                net::steady_timer& wake) {
+  out = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, control);
+  if (!PrefillOk(out) && !out.cancelled && !ex.response_started && ex.conn.upstream != nullptr) {
+    error_code ignored;
+    ex.conn.upstream->cancel(ignored);
+  }
+  done = true;
+  wake.cancel();
+}
+
+}  // namespace
+
+net::awaitable<void> PdDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) {
+  const config::PdConfig& pdc = ex.snapshot->config->pd;
+  if (pdc.protocol.empty() && pdc.model_protocols.empty()) {
+    co_await retry_.Dispatch(tc, ex, plan);
+    co_return;
+  }
+  PdChoice c = ChoosePd(tc.state.planner, plan, pdc, ex.model, /*commit=*/true, SteadyClock::now());
+  if (c.mode != PdMode::kNotPd) {
+    const std::string_view labels[] = {pd::PdProtocolName(c.protocol), PdDecisionLabel(c)};
+    tc.state.metrics.pd_decisions.Get(tc.index, labels)->Increment();
+    spdlog::debug("request {}: P/D {}: {}", ex.request_id, PdDecisionLabel(c), c.reason);
+  }
+  switch (c.mode) {
+    case PdMode::kNotPd:
+      co_await retry_.Dispatch(tc, ex, plan);
+      co_return;
+    case PdMode::kFallbackMixed:
+      RestrictTo(plan, c.mixed_pool);
+      co_await retry_.Dispatch(tc, ex, plan);
+      co_return;
+    case PdMode::kUnavailable:
+      co_await WriteError(tc, ex, 503, c.reason, "service_unavailable", "no_healthy_worker");
+      co_return;
+    case PdMode::kDirect: {
+      RestrictTo(plan, c.decode_pool);
+      RetryDispatcher::Options o;
+      o.first = std::move(c.decode);
+      co_await retry_.Serve(tc, ex, plan, std::move(o));
+      co_return;
+    }
+    case PdMode::kDisaggregate:
+      co_await Disaggregate(tc, ex, plan, c);
+      co_return;
+  }
+}
+
+net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
+                                                PdChoice& c) {
+  const config::Config& cfg = *ex.snapshot->config;
+  RoutePlanner& planner = tc.state.planner;
+  Decision& pre = *c.prefill;
+  Worker& pw = *pre.worker;
+  Worker& dw = *c.decode->worker;
+  // The decode worker pulls the prompt's KV: it does not prefill it.
+  dw.ReleasePrefill(c.decode->reservation);
+  ArmDisconnectWatch(ex.conn);
+  absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
+
+  const std::string& host = pw.config().url.host;
+  const uint16_t bootstrap_port = pw.config().bootstrap_port;
+  std::string request_id = ex.request_id;
+  absl::StatusOr<std::string> prefill_body;
+  absl::StatusOr<std::string> decode_body = std::string();  // empty: the client's body
+  switch (c.protocol) {
+    case PdProtocol::kVllmNixl:
+      prefill_body = pd::VllmPrefillBody(ex.body, pd::kNixlPrefillParams);
+      break;
+    case PdProtocol::kVllmP2pNccl:
+      request_id = pd::P2pNcclRequestId(ZmqAddress(pw), ZmqAddress(dw), RandomHex(tc));
+      prefill_body = pd::VllmPrefillBody(ex.body, "");
+      break;
+    case PdProtocol::kVllmMooncake:
+      prefill_body = pd::VllmPrefillBody(ex.body, pd::kMooncakePrefillParams);
+      decode_body = pd::VllmDecodeBody(ex.body, pd::MooncakeDecodeParams(host, bootstrap_port));
+      break;
+    case PdProtocol::kSglangBootstrap:
+      prefill_body =
+          pd::SglangBody(ex.body, host, bootstrap_port, RandomRoom(tc), c.decode->dp_rank);
+      decode_body = prefill_body;
+      break;
+  }
+  if (!prefill_body.ok() || !decode_body.ok()) {
+    planner.Complete(plan, pre, RouteOutcome{});
+    planner.Complete(plan, *c.decode, RouteOutcome{});
+    const absl::Status& s = prefill_body.ok() ? decode_body.status() : prefill_body.status();
+    co_await WriteError(tc, ex, 400, common::Sv(s.message()), "invalid_request_error",
+                        "invalid_json");
+    co_return;
+  }
+  UpstreamAttempt pa;
+  pa.worker = &pw;
+  pa.dp_rank = pre.dp_rank;
+  pa.last = true;
+  pa.body = &*prefill_body;
+  pa.request_id = request_id;
+  const milliseconds timeout(cfg.upstream.response_timeout_ms);
+  const uint64_t max_bytes = cfg.limits.max_body_bytes;
+  RetryDispatcher::Options decode;
+  decode.first = std::move(c.decode);
+  decode.request_id = request_id;
+  decode.learn = false;
+  c.decode.reset();
+
+  if (c.protocol == PdProtocol::kVllmNixl || c.protocol == PdProtocol::kVllmP2pNccl) {
+    FetchControl control;
+    const FetchResult pr = co_await upstream_.Fetch(tc, ex, pa, timeout, max_bytes, control);
+    FinishPrefill(tc, plan, pre, pr);
+    if (ex.conn.client_gone || !PrefillOk(pr)) {
+      planner.Complete(plan, *decode.first, RouteOutcome{});
+      if (ex.conn.client_gone) {
+        ex.status = 499;
+        CloseAfterResponse(ex);
+        co_return;
+      }
+      co_await PrefillFailed(tc, ex, plan, c, pr);
+      co_return;
+    }
+    std::string params;
+    if (c.protocol == PdProtocol::kVllmNixl) {
+      auto p = pd::KvTransferParamsOf(pr.body);
+      if (p.ok()) {
+        params = *std::move(p);
+        decode_body = pd::VllmDecodeBody(ex.body, params);
+      } else {
+        spdlog::warn(
+            "request {}: prefill on {} returned no usable kv_transfer_params ({}); the "
+            "decode worker recomputes the prompt",
+            ex.request_id, pw.name(), p.status().message());
+      }
+    }
+    if (decode_body.ok() && !decode_body->empty()) decode.body = &*decode_body;
+    // NIXL: any decode worker can pull from the prefill worker; P2P names this one in the id.
+    decode.retry = c.protocol == PdProtocol::kVllmNixl;
+    RestrictTo(plan, c.decode_pool);
+    const RetryDispatcher::Result r = co_await retry_.Serve(tc, ex, plan, std::move(decode));
+    if (r.got_head) {
+      const std::string_view stage[] = {"decode_first_token"};
+      tc.state.metrics.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
+    } else {
+      if (!ex.conn.client_gone) Count(tc, tc.state.metrics.pd_failures, "decode");
+      if (!params.empty()) co_await ReleaseHeld(tc, ex, c, params, request_id);
+    }
+    co_return;
+  }
+
+  // Mooncake and SGLang: both stages at once (prefill waits for decode's rendezvous).
+  if (!decode_body->empty()) decode.body = &*decode_body;
+  decode.retry = false;  // the rendezvous names this decode worker
+  decode.answer_unavailable = false;
+  FetchControl control;
+  FetchResult pr;
+  bool done = false;
+  net::steady_timer wake(tc.ioc);
+  net::co_spawn(tc.ioc,
+                RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, control, pr, done, wake),
+                net::detached);
+  RestrictTo(plan, c.decode_pool);
+  const RetryDispatcher::Result r = co_await retry_.Serve(tc, ex, plan, std::move(decode));
+  // Decode is over: a prefill still running is for nobody (its transfer, if any, completed).
+  if (!done) control.Cancel();
+  while (!done) {
+    wake.expires_at(SteadyClock::time_point::max());
+    co_await wake.async_wait(kNoThrow);
+  }
+  FinishPrefill(tc, plan, pre, pr);
+  if (r.got_head) {
+    const std::string_view stage[] = {"decode_first_token"};
+    tc.state.metrics.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
+  }
+  if (r.answered) co_return;
+  if (!PrefillOk(pr) && !pr.cancelled) {
+    co_await PrefillFailed(tc, ex, plan, c, pr);
+    co_return;
+  }
+  Count(tc, tc.state.metrics.pd_failures, "decode");
+  co_await WriteError(tc, ex, 503,
+                      common::StrCat("the decode worker ", dw.name(),
+                                     " could not serve the request: ", r.last_error),
+                      "service_unavailable", "upstream_unavailable");
+}
+
+net::awaitable<void> PdDispatcher::PrefillFailed(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
+                                                 PdChoice& c, const FetchResult& pr) {
+  const config::Config& cfg = *ex.snapshot->config;
+  const Worker& pw = *c.prefill->worker;
+  if (pr.answered && pr.status >= 400 && pr.status < 500) {
+    // The request itself was refused (a bad parameter, a prompt over the model's length): the
+    // client gets the engine's own answer, as a mixed worker would have given it.
+    ex.worker = pw.name();
+    ex.worker_id = pw.id();
+    co_await WriteResponse(tc, ex, pr.status, "application/json", pr.body);
+    co_return;
+  }
+  const std::string why =
+      pr.answered ? common::StrCat(pw.name(), " answered ", pr.status) : pr.reason;
+  spdlog::warn("request {}: prefill on {} failed: {}", ex.request_id, pw.name(), why);
+  if (cfg.pd.fallback_to_mixed && !c.mixed_pool.empty()) {
+    const std::string_view labels[] = {pd::PdProtocolName(c.protocol), "fallback_mixed"};
+    tc.state.metrics.pd_decisions.Get(tc.index, labels)->Increment();
+    RestrictTo(plan, c.mixed_pool);
+    co_await retry_.Dispatch(tc, ex, plan);
+    co_return;
+  }
+  ex.worker = pw.name();
+  ex.worker_id = pw.id();
+  if (pr.timed_out) {
+    co_await WriteError(tc, ex, 504, common::StrCat("prefill failed: ", why), "timeout",
+                        "upstream_timeout");
+  } else {
+    co_await WriteError(tc, ex, 502, common::StrCat("prefill failed: ", why), "upstream_error",
+                        "prefill_failed");
+  }
+}
+
+net::awaitable<void> PdDispatcher::ReleaseHeld(ThreadContext& tc, Exchange& ex, PdChoice& c,
+                                               const std::string& params,
+                                               std::string_view request_id) {
+  const config::Config& cfg = *ex.snapshot->config;
+  // The prefill body shape (one token, not streamed) carrying prefill's own answer.
+  auto body = pd::VllmPrefillBody(ex.body, params);
+  if (!body.ok()) co_return;
+  for (Worker* w : c.decode_pool) {
+    if (!w->IsAvailable(SteadyClock::now())) continue;
+    UpstreamAttempt a;
+    a.worker = w;
+    a.last = true;
+    a.body = &*body;
+    a.request_id = request_id;
+    FetchControl control;
+    control.outlive_client = true;
+    const FetchResult r = co_await upstream_.Fetch(
+        tc, ex, a, milliseconds(cfg.pd.release_timeout_ms), 1 << 20, control);
+    if (PrefillOk(r)) {
+      spdlog::info("request {}: the KV prefill held for a failed decode was pulled by {}",
+                   ex.request_id, w->name());
+      Count(tc, tc.state.metrics.pd_releases, "ok");
+      co_return;
+    }
+  }
+  spdlog::warn(
+      "request {}: no decode worker freed the KV the prefill worker {} holds; the "
+      "engine frees it at its abort timeout",
+      ex.request_id, c.prefill->worker->name());
+  Count(tc, tc.state.metrics.pd_releases, "failed");
+}
+
+}  // namespace kvgate::router
