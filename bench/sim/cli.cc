@@ -42,6 +42,15 @@ Usage: kvgate-sim [flags]
   --store HOST:PORT                kvgate-store master: every engine looks up, loads and saves
                                    blocks there (MooncakeStoreConnector-style; see the profile's
                                    kv_bytes_per_token, store_bandwidth_bytes_per_s)
+  --role prefill|decode|mixed      P/D disaggregation role (default mixed)
+  --pd-protocol P                  vllm-nixl|vllm-mooncake|vllm-p2p-nccl|sglang-bootstrap
+                                   (default vllm-nixl)
+  --bootstrap-port N               P/D side channel (bootstrap server) of worker 0; worker i
+                                   uses N+i; 0 = ephemeral (default 0)
+  --pd-abort-timeout-s S           a prefill frees KV nobody pulled after S simulated seconds
+                                   (default 480, as VLLM_NIXL_ABORT_REQUEST_TIMEOUT)
+  --pd-wait-timeout-s S            a decode waits S simulated seconds for its prefill's KV, then
+                                   recomputes (default 60)
   --fault-error-rate P             fraction of requests answered 500
   --fault-hang-rate P              fraction of requests never answered
   --fault-close-rate P             fraction of requests cut mid-stream
@@ -50,8 +59,8 @@ Usage: kvgate-sim [flags]
   --log-level LEVEL                trace|debug|info|warn|error|off (default info)
   --help
 Per-request header x-sim-fault: error|hang|close-mid forces a fault.
-Prints "port=P worker=I" per worker and "kv_events worker=I rank=R endpoint=E replay=R" per
-engine on stdout, then "ready".
+Prints "port=P worker=I" per worker, "bootstrap port=P worker=I" per prefill/decode worker and
+"kv_events worker=I rank=R endpoint=E replay=R" per engine on stdout, then "ready".
 )";
 }
 
@@ -97,6 +106,11 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                                        "kv-events-encoding",
                                                        "kv-events-buffer-steps",
                                                        "store",
+                                                       "role",
+                                                       "pd-protocol",
+                                                       "bootstrap-port",
+                                                       "pd-abort-timeout-s",
+                                                       "pd-wait-timeout-s",
                                                        "fault-error-rate",
                                                        "fault-hang-rate",
                                                        "fault-close-rate",
@@ -184,6 +198,25 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
       o.kv_events_topic = value;
     } else if (flag == "store") {
       o.store = value;
+    } else if (flag == "role") {
+      auto r = ParsePdRole(value);
+      if (!r.ok()) return Bad(flag, "expected prefill, decode or mixed");
+      o.role = *r;
+    } else if (flag == "pd-protocol") {
+      auto p = ParsePdProtocol(value);
+      if (!p.ok()) {
+        return Bad(flag, "expected vllm-nixl, vllm-mooncake, vllm-p2p-nccl or sglang-bootstrap");
+      }
+      o.pd_protocol = *p;
+    } else if (flag == "bootstrap-port") {
+      SIM_UINT(65535);
+      o.bootstrap_port = static_cast<uint16_t>(u);
+    } else if (flag == "pd-abort-timeout-s") {
+      SIM_DOUBLE(1e-6, 1e9);
+      o.pd_abort_timeout_s = d;
+    } else if (flag == "pd-wait-timeout-s") {
+      SIM_DOUBLE(0, 1e9);
+      o.pd_wait_timeout_s = d;
     } else if (flag == "kv-events-encoding") {
       if (value == "array") {
         o.kv_events_encoding = EventEncoding::kArray;
@@ -222,6 +255,9 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
   }
   if (o.workers > 1 && o.base_port != 0 && o.base_port + uint64_t{o.workers} - 1 > 65535) {
     return Bad("workers", "ports run past 65535");
+  }
+  if (o.bootstrap_port != 0 && o.bootstrap_port + uint64_t{o.workers} - 1 > 65535) {
+    return Bad("bootstrap-port", "ports run past 65535");
   }
   if (!o.kv_events_replay_endpoint.empty() && o.kv_events_endpoint.empty()) {
     return Bad("kv-events-replay-endpoint", "needs --kv-events-endpoint");

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/sim/kv_events.h"
+#include "bench/sim/pd_protocol.h"
 #include "bench/sim/profile.h"
 
 namespace kvgate::sim {
@@ -44,6 +45,14 @@ struct SimOptions {
   size_t kv_events_buffer_steps = 10000;
 
   std::string store;  // kvgate-store master address; empty: no external KV store.
+
+  // P/D disaggregation (bench/sim/pd_agent.h): a prefill or decode worker has a side channel
+  // (bootstrap server) on bootstrap_port + i (0: ephemeral). Times are simulated seconds.
+  PdRole role = PdRole::kMixed;
+  PdProtocol pd_protocol = PdProtocol::kVllmNixl;
+  uint16_t bootstrap_port = 0;
+  double pd_abort_timeout_s = 480;  // A prefill frees KV nobody pulled (VLLM_NIXL_ABORT_...).
+  double pd_wait_timeout_s = 60;  // A decode waits this long for its prefill's KV, then recomputes.
 
   FaultOptions faults;
   std::string log_level = "info";

@@ -28,6 +28,7 @@ void Engine::AddRequest(EngineRequest request) {
 }
 
 void Engine::Abort(uint64_t id) {
+  ReleaseHeld(id);
   auto match = [id](const SeqPtr& s) { return s->req.id == id; };
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
     pool_.Free((*it)->blocks);
@@ -38,6 +39,19 @@ void Engine::Abort(uint64_t id) {
     pool_.Free((*it)->blocks);
     waiting_.erase(it);
   }
+}
+
+void Engine::ReleaseHeld(uint64_t id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  pool_.Free(it->second);
+  num_held_blocks_ -= it->second.size();
+  held_.erase(it);
+}
+
+const std::vector<int32_t>* Engine::HeldBlocks(uint64_t id) const {
+  auto it = held_.find(id);
+  return it == held_.end() ? nullptr : &it->second;
 }
 
 void Engine::UpdateHashes(Seq& seq) {
@@ -122,13 +136,19 @@ StepResult Engine::Step(double now) {
     const size_t local_hit = gpu_hit + host_hit;
     // Then the external store, for the blocks after the local hit (where vLLM asks its
     // connector's get_num_new_matched_tokens). Loaded blocks get fresh GPU blocks.
+    // A P/D decode's prompt KV came from its prefill: it counts as computed, like a store hit,
+    // but needs no lookup (first scheduling only; after a preemption the local cache serves).
+    const uint32_t remote =
+        s.scheduled_once
+            ? 0
+            : std::min<uint32_t>(s.req.remote_tokens, static_cast<uint32_t>(s.tokens.size()) - 1);
     size_t ext_hit = 0;
-    if (external_ != nullptr && local_hit < hs.size()) {
+    if (external_ != nullptr && remote == 0 && local_hit < hs.size()) {
       ext_hit = external_->Lookup(hs.subspan(local_hit));
     }
     // The chunk to run and the blocks it needs, for a given store hit.
     auto plan = [&](size_t ext, uint32_t* computed, uint32_t* n, uint32_t* new_blocks) {
-      *computed = static_cast<uint32_t>((local_hit + ext) * bs);
+      *computed = std::max(static_cast<uint32_t>((local_hit + ext) * bs), remote);
       *n = std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - *computed, budget);
       *new_blocks = BlocksFor(*computed + *n) - static_cast<uint32_t>(gpu_hit);
     };
@@ -158,7 +178,7 @@ StepResult Engine::Step(double now) {
     s.num_cached_blocks = static_cast<uint32_t>(local_hit);
     s.num_saved_blocks = static_cast<uint32_t>(local_hit + ext_hit);
     const uint32_t local_tokens = static_cast<uint32_t>(local_hit * bs);
-    const uint32_t ext_tokens = computed - local_tokens;
+    const uint32_t ext_tokens = remote > 0 ? 0 : computed - local_tokens;
     external_loaded_tokens += ext_tokens;
     counters_.prefix_cache_queries += s.tokens.size();
     counters_.prefix_cache_hits += local_tokens;
@@ -172,6 +192,7 @@ StepResult Engine::Step(double now) {
       s.external_tokens = ext_tokens;
       counters_.usage_cached_tokens += computed;
       counters_.usage_store_tokens += ext_tokens;
+      counters_.remote_prefill_tokens += computed - local_tokens - ext_tokens;
       s.first_scheduled_time = now;
       counters_.prompt_tokens += s.req.prompt.size();
     }
@@ -241,7 +262,12 @@ StepResult Engine::Step(double now) {
     if (s.num_output >= s.req.max_tokens) {
       out.finished = true;
       any_finished = true;
-      pool_.Free(s.blocks);
+      if (s.req.hold) {  // A P/D prefill: its KV waits for the decode to pull it.
+        num_held_blocks_ += s.blocks.size();
+        held_[s.req.id] = std::move(s.blocks);
+      } else {
+        pool_.Free(s.blocks);
+      }
       s.blocks.clear();
       ++counters_.finished;
     }

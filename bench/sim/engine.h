@@ -24,6 +24,11 @@ struct EngineRequest {
   std::vector<uint32_t> prompt;
   uint32_t max_tokens = 16;  // Output length (the simulator has no EOS: finish_reason "length").
   double arrival = 0;        // Simulated seconds.
+  // P/D (bench/sim/pd_agent.h). A prefill keeps its blocks once finished, until ReleaseHeld();
+  // a decode starts with this many prompt tokens' KV received from its prefill (the last prompt
+  // token is still computed, as vLLM does for connector-loaded prompts).
+  bool hold = false;
+  uint32_t remote_tokens = 0;
 };
 
 /// What one step produced for one request.
@@ -67,7 +72,8 @@ struct EngineCounters {
   // What the responses' usage reports, summed (first scheduling of each request only; the
   // vLLM counters above count a preempted request again when it is rescheduled).
   uint64_t usage_cached_tokens = 0;
-  uint64_t usage_store_tokens = 0;  // Of those, loaded from the store.
+  uint64_t usage_store_tokens = 0;     // Of those, loaded from the store.
+  uint64_t remote_prefill_tokens = 0;  // Of usage_cached_tokens, received from a P/D prefill.
 };
 
 class Engine {
@@ -79,8 +85,14 @@ class Engine {
 
   /// Queues a request. It is scheduled no earlier than the next Step().
   void AddRequest(EngineRequest request);
-  /// Drops a request (client went away); its blocks are freed.
+  /// Drops a request (client went away); its blocks are freed, held ones too.
   void Abort(uint64_t id);
+  /// Frees the blocks a finished `hold` request kept (no-op when it holds none).
+  void ReleaseHeld(uint64_t id);
+  /// The blocks a finished `hold` request keeps, or nullptr.
+  const std::vector<int32_t>* HeldBlocks(uint64_t id) const;
+  /// Blocks kept by finished `hold` requests.
+  uint64_t num_held_blocks() const { return num_held_blocks_; }
   /// True while some request is waiting or running.
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
 
@@ -133,6 +145,8 @@ class Engine {
   std::vector<SeqPtr> running_;  // Admission order.
   std::deque<SeqPtr> waiting_;
   EngineCounters counters_;
+  absl::flat_hash_map<uint64_t, std::vector<int32_t>> held_;  // Finished `hold` requests.
+  uint64_t num_held_blocks_ = 0;
 };
 
 }  // namespace kvgate::sim

@@ -2,7 +2,7 @@
 // How kvgate-sim drives its engines in real time: the process's simulated clock, the
 // hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
 // (each step ending on a timer at its simulated end) and publishes its KV events. Included by
-// server.cc only (it brings Asio). Thread-compatible: io thread only.
+// server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread only.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -92,13 +92,15 @@ class EngineRunner {
         e2e_(kLatencyBuckets),
         queue_(kLatencyBuckets) {}
 
-  void Submit(std::shared_ptr<Pending> pending, EngineRequest request) {
+  /// `arrived` >= 0: the request reached the server earlier (a P/D decode that first pulled its
+  /// KV), so that its latencies count from then.
+  void Submit(std::shared_ptr<Pending> pending, EngineRequest request, double arrived = -1) {
     const double now = clock_.Now();
     // A request that arrives during a step is scheduled at its end; the clock of an idle engine
     // jumps to the present.
     const double arrival = stepping_ ? std::min(now, step_end_) : std::max(now, sim_now_);
     if (!stepping_) sim_now_ = arrival;
-    request.arrival = arrival;
+    request.arrival = arrived >= 0 ? std::min(arrival, arrived) : arrival;
     pending_[request.id] = std::move(pending);
     engine_.AddRequest(std::move(request));
     if (!stepping_) StartStep();
@@ -107,6 +109,8 @@ class EngineRunner {
   void Abort(uint64_t id) {
     if (pending_.erase(id) > 0) engine_.Abort(id);
   }
+
+  void ReleaseHeld(uint64_t id) { engine_.ReleaseHeld(id); }
 
   void SetExternalCache(ExternalKvCache* cache) { engine_.SetExternalCache(cache); }
 

@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < ports.size(); ++i) {
     std::cout << "port=" << ports[i] << " worker=" << i << "\n";
   }
+  const auto bootstrap = process.bootstrap_ports();
+  for (size_t i = 0; i < bootstrap.size(); ++i) {
+    std::cout << "bootstrap port=" << bootstrap[i] << " worker=" << i << "\n";
+  }
   for (const auto& e : process.event_endpoints()) {
     std::cout << "kv_events worker=" << e.worker << " rank=" << e.rank << " endpoint=" << e.endpoint
               << " replay=" << e.replay_endpoint << "\n";

@@ -22,6 +22,7 @@ absl::Status Profile::Validate() const {
     if (!(v >= 0)) return bad("time costs", "must be >= 0");
   }
   if (!(store_bandwidth_bytes_per_s > 0)) return bad("store_bandwidth_bytes_per_s", "must be > 0");
+  if (!(pd_bandwidth_bytes_per_s > 0)) return bad("pd_bandwidth_bytes_per_s", "must be > 0");
   if (store_bytes_per_token == 0 || store_bytes_per_token > 65536)
     return bad("store_bytes_per_token", "must be in [1, 65536]");
   if (step_fixed_s + prefill_per_token_s + decode_per_seq_s <= 0) {
@@ -70,6 +71,8 @@ absl::StatusOr<Profile> ParseProfile(const std::string& yaml) {
         p.store_bandwidth_bytes_per_s = v.as<double>();
       } else if (key == "store_bytes_per_token") {
         p.store_bytes_per_token = v.as<uint32_t>();
+      } else if (key == "pd_bandwidth_bytes_per_s") {
+        p.pd_bandwidth_bytes_per_s = v.as<double>();
       } else {
         return absl::InvalidArgumentError(
             common::StrCat("profile: line ", kv.first.Mark().line + 1, ": unknown key ", key));

@@ -40,6 +40,11 @@ struct Profile {
   double store_bandwidth_bytes_per_s = 1.0e10;
   uint32_t store_bytes_per_token = 16;
 
+  // P/D disaggregation (--role): a decode pulls its prompt's KV from the prefill at
+  // pd_bandwidth_bytes_per_s (25 GB/s: NIXL over a 200-400 Gb/s RDMA NIC) for kv_bytes_per_token
+  // a token, in simulated time; store_bytes_per_token real bytes a token travel through transfer/.
+  double pd_bandwidth_bytes_per_s = 2.5e10;
+
   /// Checks ranges (kInvalidArgument naming the field).
   absl::Status Validate() const;
 };

@@ -17,6 +17,7 @@
 #include "bench/sim/engine.h"
 #include "bench/sim/engine_runner.h"
 #include "bench/sim/kv_events.h"
+#include "bench/sim/pd_agent.h"
 #include "bench/sim/store_cache.h"
 #include "bench/sim/tokens.h"
 #include "common/json_util.h"
@@ -128,6 +129,11 @@ class SimServer {
           common::StrCat("cannot listen on ", o_.host, ":", port, ": ", ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
+    if (o_.role != PdRole::kMixed) {
+      auto pd = PdAgent::Create(io_, o_, index_, clock_);
+      if (!pd.ok()) return pd.status();
+      pd_ = std::move(*pd);
+    }
     net::co_spawn(io_, AcceptLoop(), net::detached);
     if (runners_[0]->publisher() && runners_[0]->publisher()->has_replay()) {
       replay_timer_.emplace(io_);
@@ -139,6 +145,7 @@ class SimServer {
   uint16_t port() const { return port_; }
   const std::vector<std::unique_ptr<EngineRunner>>& runners() const { return runners_; }
   uint64_t requests() const { return requests_; }
+  uint16_t bootstrap_port() const { return pd_ ? pd_->port() : 0; }
 
  private:
   // Replay requests are otherwise answered only after a publish; poll them while idle too.
@@ -347,6 +354,13 @@ class SimServer {
                                    common::StrCat("The model `", parsed.model, "` does not exist."),
                                    "NotFoundError", request_id);
     }
+    auto pd = ParsePdRequest(o_.role, o_.pd_protocol, req.body(), request_id);
+    if (!pd.ok()) {
+      co_return co_await SendError(stream, req, http::status::bad_request,
+                                   std::string(pd.status().message()), "BadRequestError",
+                                   request_id);
+    }
+    if (pd->prefill_only) parsed.max_tokens = 1;
     const Profile& prof = o_.profile;
     const uint64_t total = parsed.prompt.size() + uint64_t{parsed.max_tokens};
     if (total > prof.max_model_len) {
@@ -377,7 +391,22 @@ class SimServer {
     er.id = engine_id;
     er.prompt = std::move(parsed.prompt);
     er.max_tokens = parsed.max_tokens;
-    runner.Submit(pending, std::move(er));
+    // P/D: a prefill keeps the prompt's blocks for its decode; a decode first pulls them.
+    bool hold_pending = pd->stage == PdStage::kPrefill;
+    er.hold = hold_pending;
+    const std::vector<uint32_t> held_prompt = hold_pending ? er.prompt : std::vector<uint32_t>();
+    double arrived = -1;
+    if (pd->stage == PdStage::kDecode) {
+      arrived = clock_.Now();
+      er.remote_tokens = co_await pd_->Pull(*pd, er.prompt);
+      if (er.remote_tokens > 0) co_await pd_->AwaitTransferTime(arrived, er.remote_tokens);
+    }
+    runner.Submit(pending, std::move(er), arrived);
+    // A request that ends before its KV is handed to the agent must not keep its blocks.
+    auto drop = [&] {
+      runner.Abort(engine_id);
+      if (hold_pending) runner.ReleaseHeld(engine_id);
+    };
 
     const bool chat = api == kvindex::ApiKind::kChatCompletions;
     const std::string id = common::StrCat(chat ? "chatcmpl-" : "cmpl-", request_id);
@@ -394,6 +423,11 @@ class SimServer {
       while (!pending->finished) {
         pending->wake.expires_at(SteadyTime::max());
         co_await pending->wake.async_wait(kNoThrow);
+      }
+      std::string kv_params = "null";
+      if (hold_pending) {
+        hold_pending = false;
+        kv_params = co_await FinishPrefill(*pd, runner, engine_id, held_prompt);
       }
       std::string text;
       for (uint32_t t : pending->tokens) text += TokenText(t);
@@ -416,7 +450,7 @@ class SimServer {
           "\"usage\":",
           UsageJson(pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
                     pending->cached_tokens, StoreTokens(*pending)),
-          ",\"prompt_logprobs\":null,\"kv_transfer_params\":null}");
+          ",\"prompt_logprobs\":null,\"kv_transfer_params\":", kv_params, "}");
       if (fault == Fault::kClose) co_return false;  // Connection closed, no answer.
       co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
                               request_id);
@@ -432,7 +466,7 @@ class SimServer {
     http::response_serializer<http::empty_body> hsr{head};
     auto [hec, hn] = co_await http::async_write_header(stream, hsr, kNoThrow);
     if (hec) {
-      runner.Abort(engine_id);
+      drop();
       co_return false;
     }
     std::string out;
@@ -462,6 +496,10 @@ class SimServer {
         ++sent;
       }
       const bool done = pending->finished && sent == pending->tokens.size();
+      if (done && hold_pending) {
+        hold_pending = false;
+        (void)co_await FinishPrefill(*pd, runner, engine_id, held_prompt);
+      }
       if (done) {
         if (parsed.include_usage) {
           common::StrAppend(
@@ -477,12 +515,12 @@ class SimServer {
             co_await net::async_write(stream, http::make_chunk(net::buffer(out)), kNoThrow);
         out.clear();
         if (ec) {
-          runner.Abort(engine_id);
+          drop();
           co_return false;
         }
       }
       if (sent >= cut) {
-        runner.Abort(engine_id);
+        drop();
         beast::error_code ignored;
         stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
         stream.socket().close(ignored);
@@ -496,6 +534,17 @@ class SimServer {
     }
     auto [ec, k] = co_await net::async_write(stream, http::make_chunk_last(), kNoThrow);
     co_return !ec && req.keep_alive();
+  }
+
+  // Hands a finished prefill's KV to the agent; @return the response's kv_transfer_params.
+  // sglang-bootstrap answers only once the decode took the KV (or it timed out).
+  net::awaitable<std::string> FinishPrefill(const PdRequest& pd, EngineRunner& runner,
+                                            uint64_t engine_id,
+                                            const std::vector<uint32_t>& prompt) {
+    auto held = pd_->Hold(pd.key, runner, engine_id, prompt);
+    if (pd.answer_after_release) co_await pd_->AwaitRelease(held);
+    co_return o_.pd_protocol == PdProtocol::kVllmNixl ? pd_->KvTransferParams(*held, pd.key)
+                                                      : std::string("null");
   }
 
   std::string ModelsJson() const {
@@ -623,6 +672,10 @@ class SimServer {
               "Of kvgate_sim_usage_cached_tokens, those loaded from the store.",
               [](const EngineCounters& c) { return c.usage_store_tokens; });
     }
+    uint64_t held_blocks = 0;
+    for (const auto& r : runners_) held_blocks += r->engine().num_held_blocks();
+    AppendPdMetrics(pd_ ? pd_->counters() : PdCounters{}, held_blocks,
+                    pd_ ? pd_->held_requests() : 0, &out);
     return out;
   }
 
@@ -641,6 +694,7 @@ class SimServer {
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<StoreKvCache>> caches_;  // Before runners_: outlive the engines.
   std::vector<std::unique_ptr<EngineRunner>> runners_;
+  std::unique_ptr<PdAgent> pd_;  // P/D roles only; after runners_: it frees their held blocks.
   std::optional<net::steady_timer> replay_timer_;
   kvindex::Canonicalizer canonicalizer_;
   kvindex::CanonicalRequest canonical_;
@@ -714,6 +768,13 @@ void SimProcess::Stop() {
 std::vector<uint16_t> SimProcess::ports() const {
   std::vector<uint16_t> out;
   for (const auto& s : impl_->servers) out.push_back(s->port());
+  return out;
+}
+
+std::vector<uint16_t> SimProcess::bootstrap_ports() const {
+  std::vector<uint16_t> out;
+  if (impl_->options.role == PdRole::kMixed) return out;
+  for (const auto& s : impl_->servers) out.push_back(s->bootstrap_port());
   return out;
 }
 

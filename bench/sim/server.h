@@ -45,6 +45,8 @@ class SimProcess {
 
   /// Bound HTTP ports, one per worker.
   std::vector<uint16_t> ports() const;
+  /// P/D side-channel (bootstrap) ports, one per worker; empty for --role mixed.
+  std::vector<uint16_t> bootstrap_ports() const;
   std::vector<EventEndpoints> event_endpoints() const;
   /// One line of totals (requests, steps, tokens, simulated vs real time, worst lag).
   std::string Summary() const;

@@ -153,11 +153,16 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
       prefill_body = pd::VllmPrefillBody(ex.body, pd::kMooncakePrefillParams);
       decode_body = pd::VllmDecodeBody(ex.body, pd::MooncakeDecodeParams(host, bootstrap_port));
       break;
-    case PdProtocol::kSglangBootstrap:
-      prefill_body =
-          pd::SglangBody(ex.body, host, bootstrap_port, RandomRoom(tc), c.decode->dp_rank);
-      decode_body = prefill_body;
+    case PdProtocol::kSglangBootstrap: {
+      // One room for both. With DP, a rank precise mode chose is named to its stage (and
+      // prefill's to decode); unnamed, SGLang places the request by the room.
+      const uint64_t room = RandomRoom(tc);
+      const int p_rank = pw.config().dp_size > 1 ? pre.dp_rank : -1;
+      const int d_rank = dw.config().dp_size > 1 ? c.decode->dp_rank : -1;
+      prefill_body = pd::SglangBody(ex.body, host, bootstrap_port, room, p_rank);
+      decode_body = pd::SglangBody(ex.body, host, bootstrap_port, room, d_rank, p_rank);
       break;
+    }
   }
   if (!prefill_body.ok() || !decode_body.ok()) {
     planner.Complete(plan, pre, RouteOutcome{});

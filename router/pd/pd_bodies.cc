@@ -180,16 +180,19 @@ std::string P2pNcclRequestId(std::string_view prefill_zmq, std::string_view deco
 }
 
 absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view prefill_host,
-                                       uint16_t bootstrap_port, uint64_t room, int decode_dp_rank) {
+                                       uint16_t bootstrap_port, uint64_t room, int routed_dp_rank,
+                                       int prefill_dp_rank) {
   std::string host;
   common::AppendJsonString(host, BracketHost(prefill_host));
   const std::string port = common::StrCat(bootstrap_port);
   // 63 bits: SGLang draws rooms in [0, 2^63 - 1].
   const std::string room_json = common::StrCat(room & ((uint64_t{1} << 63) - 1));
-  const std::string rank = common::StrCat(decode_dp_rank);
+  const std::string routed = common::StrCat(routed_dp_rank);
+  const std::string prefill = common::StrCat(prefill_dp_rank);
   std::vector<JsonMember> set = {
       {"bootstrap_host", host}, {"bootstrap_port", port}, {"bootstrap_room", room_json}};
-  if (decode_dp_rank >= 0) set.push_back({"data_parallel_rank", rank});
+  if (routed_dp_rank >= 0) set.push_back({"routed_dp_rank", routed});
+  if (prefill_dp_rank >= 0) set.push_back({"disagg_prefill_dp_rank", prefill});
   return RewriteTopLevel(body, {}, set);
 }
 

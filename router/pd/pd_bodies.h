@@ -63,13 +63,14 @@ std::string MooncakeDecodeParams(std::string_view prefill_host, uint16_t bootstr
 std::string P2pNcclRequestId(std::string_view prefill_zmq, std::string_view decode_zmq,
                              std::string_view hex);
 
-/// SGLang's P/D body, the same for prefill and decode: top-level `bootstrap_host` (prefill's
-/// host, IPv6 in brackets), `bootstrap_port` (its --disaggregation-bootstrap-port) and
-/// `bootstrap_room` (a random 63-bit rendezvous id), plus `data_parallel_rank` when the decode
-/// worker is data-parallel (>= 0).
+/// SGLang's P/D body: top-level `bootstrap_host` (prefill's host, IPv6 in brackets),
+/// `bootstrap_port` (its --disaggregation-bootstrap-port) and `bootstrap_room` (a random 63-bit
+/// rendezvous id) — the same for both stages — plus, with data parallelism, `routed_dp_rank`
+/// (the rank of the worker the body goes to, when >= 0) and, for decode, `disagg_prefill_dp_rank`
+/// (the prefill rank it pulls from, when >= 0), as SGLang's gateway sends them.
 absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view prefill_host,
                                        uint16_t bootstrap_port, uint64_t room,
-                                       int decode_dp_rank = -1);
+                                       int routed_dp_rank = -1, int prefill_dp_rank = -1);
 
 /// A host as it goes in a URL or a bootstrap field: IPv6 literals in brackets.
 std::string BracketHost(std::string_view host);

@@ -86,11 +86,15 @@ TEST(PdBodies, SglangBootstrapFieldsGoToBothStages) {
   EXPECT_EQ(Ok(SglangBody(kStreamedChat, "10.0.0.2", 8998, 12345)),
             std::string(kStreamedChat.substr(0, kStreamedChat.size() - 1)) +
                 R"(,"bootstrap_host":"10.0.0.2","bootstrap_port":8998,"bootstrap_room":12345})");
-  // 63 bits, IPv6 bracketed, the decode worker's DP rank named.
+  // 63 bits, IPv6 bracketed; with DP, decode names its own rank and prefill's.
   const std::string dp =
-      Ok(SglangBody(R"({"model":"m","text":"t"})", "fd00::1", 9000, ~uint64_t{0}, 3));
+      Ok(SglangBody(R"({"model":"m","text":"t"})", "fd00::1", 9000, ~uint64_t{0}, 3, 1));
   EXPECT_EQ(dp, R"({"model":"m","text":"t","bootstrap_host":"[fd00::1]","bootstrap_port":9000,)"
-                R"("bootstrap_room":9223372036854775807,"data_parallel_rank":3})");
+                R"("bootstrap_room":9223372036854775807,"routed_dp_rank":3,)"
+                R"("disagg_prefill_dp_rank":1})");
+  EXPECT_EQ(Ok(SglangBody(R"({"model":"m"})", "h", 1, 2, 0)),
+            R"({"model":"m","bootstrap_host":"h","bootstrap_port":1,"bootstrap_room":2,)"
+            R"("routed_dp_rank":0})");
   // A client's own bootstrap fields are replaced, not duplicated.
   EXPECT_EQ(Ok(SglangBody(R"({"bootstrap_room":1,"model":"m"})", "h", 1, 2)),
             R"({"bootstrap_room":2,"model":"m","bootstrap_host":"h","bootstrap_port":1})");
