@@ -173,9 +173,11 @@ struct PdConfig {
   std::string protocol;  // vllm-nixl, vllm-mooncake, vllm-p2p-nccl, sglang-bootstrap; "" = off
   std::vector<std::pair<std::string, std::string>> model_protocols;  // model -> protocol|none
   // The decode worker's cached prefix leaves fewer uncached prompt tokens than this: it
-  // prefills them itself, no prefill stage (vLLM Router's pd_uncached_token_threshold). 0 =
-  // always disaggregate. vLLM protocols only: an SGLang decode server needs a prefill peer.
-  uint32_t skip_prefill_below_tokens = 256;
+  // prefills them itself, no prefill stage (Dynamo's conditional-disaggregation bound; vLLM
+  // Router's pd_uncached_token_threshold). Pulling a long prompt's whole KV costs more than
+  // computing a turn's few new tokens (docs/benchmarks.md). 0 = always disaggregate. vLLM
+  // protocols only: an SGLang decode server needs a prefill peer.
+  uint32_t skip_prefill_below_tokens = 2048;
   bool fallback_to_mixed = true;         // a failed prefill is served by a mixed worker when any
   uint32_t release_timeout_ms = 60'000;  // the request that frees blocks of a failed decode
 };

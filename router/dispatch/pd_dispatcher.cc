@@ -76,14 +76,26 @@ uint64_t RandomRoom(ThreadContext& tc) {
 net::awaitable<void> RunPrefill(Upstream& upstream, ThreadContext& tc, Exchange& ex,
                                 UpstreamAttempt attempt, milliseconds timeout, uint64_t max_bytes,
                                 FetchControl& control, FetchResult& out, bool& done,
-                                net::steady_timer& wake) {
+                                net::steady_timer& wake, FetchControl* decode_fetch = nullptr) {
   out = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, control);
-  if (!PrefillOk(out) && !out.cancelled && !ex.response_started && ex.conn.upstream != nullptr) {
-    error_code ignored;
-    ex.conn.upstream->cancel(ignored);
+  if (!PrefillOk(out) && !out.cancelled && !ex.response_started) {
+    if (decode_fetch != nullptr) {
+      decode_fetch->Cancel();
+    } else if (ex.conn.upstream != nullptr) {
+      error_code ignored;
+      ex.conn.upstream->cancel(ignored);
+    }
   }
   done = true;
   wake.cancel();
+}
+
+// Waits until the concurrent prefill stage has ended.
+net::awaitable<void> Join(bool& done, net::steady_timer& wake) {
+  while (!done) {
+    wake.expires_at(SteadyClock::time_point::max());
+    co_await wake.async_wait(kNoThrow);
+  }
 }
 
 }  // namespace
@@ -229,6 +241,10 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   }
 
   // Mooncake and SGLang: both stages at once (prefill waits for decode's rendezvous).
+  if (c.protocol == PdProtocol::kSglangBootstrap && pd::WantsInputLogprobs(ex.body)) {
+    co_await MergeLogprobs(tc, ex, plan, c, pa, *decode.first, *decode_body);
+    co_return;
+  }
   if (!decode_body->empty()) decode.body = &*decode_body;
   decode.retry = false;  // the rendezvous names this decode worker
   decode.answer_unavailable = false;
@@ -243,10 +259,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   const RetryDispatcher::Result r = co_await retry_.Serve(tc, ex, plan, std::move(decode));
   // Decode is over: a prefill still running is for nobody (its transfer, if any, completed).
   if (!done) control.Cancel();
-  while (!done) {
-    wake.expires_at(SteadyClock::time_point::max());
-    co_await wake.async_wait(kNoThrow);
-  }
+  co_await Join(done, wake);
   FinishPrefill(tc, plan, pre, pr);
   if (r.got_head) {
     const std::string_view stage[] = {"decode_first_token"};
@@ -262,6 +275,63 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
                       common::StrCat("the decode worker ", dw.name(),
                                      " could not serve the request: ", r.last_error),
                       "service_unavailable", "upstream_unavailable");
+}
+
+net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
+                                                 PdChoice& c, const UpstreamAttempt& pa,
+                                                 Decision& dec, const std::string& decode_body) {
+  const config::Config& cfg = *ex.snapshot->config;
+  const milliseconds timeout(cfg.upstream.response_timeout_ms);
+  const uint64_t max_bytes = cfg.limits.max_body_bytes;
+  // Both answers whole: decode's is rewritten before the client sees it. The client's
+  // disconnect ends the decode fetch, which ends the prefill.
+  FetchControl prefill_control, decode_control;
+  prefill_control.outlive_client = true;
+  FetchResult pr;
+  bool done = false;
+  net::steady_timer wake(tc.ioc);
+  net::co_spawn(tc.ioc,
+                RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, prefill_control, pr, done,
+                           wake, &decode_control),
+                net::detached);
+  UpstreamAttempt da;
+  da.worker = dec.worker;
+  da.dp_rank = dec.dp_rank;
+  da.last = true;
+  da.body = &decode_body;
+  da.request_id = pa.request_id;
+  const FetchResult dr = co_await upstream_.Fetch(tc, ex, da, timeout, max_bytes, decode_control);
+  if (!done && !PrefillOk(dr)) prefill_control.Cancel();
+  co_await Join(done, wake);
+  FinishPrefill(tc, plan, *c.prefill, pr);
+  RouteOutcome outcome;
+  outcome.success = dr.answered;
+  tc.state.planner.Complete(plan, dec, outcome);
+  if (ex.conn.client_gone) {
+    ex.status = 499;
+    CloseAfterResponse(ex);
+    co_return;
+  }
+  if (!PrefillOk(pr) && !pr.cancelled) {
+    co_await PrefillFailed(tc, ex, plan, c, pr);
+    co_return;
+  }
+  ex.worker = dec.worker->name();
+  ex.worker_id = dec.worker->id();
+  if (!dr.answered) {
+    Count(tc, tc.state.metrics.pd_failures, "decode");
+    co_await WriteError(tc, ex, dr.timed_out ? 504 : 502,
+                        common::StrCat("decode failed: ", dr.reason), "upstream_error",
+                        "decode_failed");
+    co_return;
+  }
+  std::string body = dr.body;
+  if (PrefillOk(dr) && PrefillOk(pr)) {
+    if (auto merged = pd::MergeInputLogprobs(pr.body, dr.body); merged.ok()) {
+      body = *std::move(merged);
+    }
+  }
+  co_await WriteResponse(tc, ex, dr.status, "application/json", body);
 }
 
 net::awaitable<void> PdDispatcher::PrefillFailed(ThreadContext& tc, Exchange& ex, RoutePlan& plan,

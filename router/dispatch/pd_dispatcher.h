@@ -36,6 +36,11 @@ class PdDispatcher : public Dispatcher {
  private:
   net::awaitable<void> Disaggregate(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
                                     PdChoice& choice);
+  // sglang-bootstrap with `return_logprob` and no stream: both answers are read whole and the
+  // client gets decode's with prefill's prompt logprobs first (as SGLang's gateway merges).
+  net::awaitable<void> MergeLogprobs(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
+                                     PdChoice& choice, const UpstreamAttempt& prefill,
+                                     Decision& decode, const std::string& decode_body);
   // Prefill failed (`why`): a mixed worker serves the request, or the client gets the error.
   net::awaitable<void> PrefillFailed(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
                                      PdChoice& choice, const FetchResult& prefill);

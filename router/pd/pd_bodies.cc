@@ -193,7 +193,77 @@ absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view p
       {"bootstrap_host", host}, {"bootstrap_port", port}, {"bootstrap_room", room_json}};
   if (routed_dp_rank >= 0) set.push_back({"routed_dp_rank", routed});
   if (prefill_dp_rank >= 0) set.push_back({"disagg_prefill_dp_rank", prefill});
-  return RewriteTopLevel(body, {}, set);
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (auto s = Members(json, parser, &members); !s.ok()) return s;
+  // A batch (/generate with a list of prompts) needs a room per prompt: not supported.
+  auto list_of = [](std::string_view v, char inner) {
+    if (!v.starts_with('[')) return false;
+    const size_t at = v.find_first_not_of(" \t\r\n", 1);
+    return inner == 0 || (at != std::string_view::npos && v[at] == inner);
+  };
+  for (const RawMember& m : members) {
+    if ((m.key == "text" && list_of(m.value, 0)) ||
+        (m.key == "input_ids" && list_of(m.value, '['))) {
+      return absl::InvalidArgumentError(
+          "a batch of prompts cannot be disaggregated with sglang-bootstrap: send one prompt "
+          "per request");
+    }
+  }
+  return Serialize(members, {}, set, body.size());
+}
+
+namespace {
+
+// The raw value of member `key`, if present.
+std::optional<std::string_view> Find(const std::vector<RawMember>& members, std::string_view key) {
+  for (const RawMember& m : members) {
+    if (m.key == key) return m.value;
+  }
+  return std::nullopt;
+}
+
+// The elements of a raw JSON array, without its brackets and outer whitespace.
+std::string_view Inner(std::string_view array) {
+  array.remove_prefix(1);
+  array.remove_suffix(1);
+  const size_t b = array.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  return TrimRight(array.substr(b));
+}
+
+}  // namespace
+
+bool WantsInputLogprobs(std::string_view body) {
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (!Members(json, parser, &members).ok()) return false;
+  return Find(members, "return_logprob") == "true" && Find(members, "stream") != "true";
+}
+
+absl::StatusOr<std::string> MergeInputLogprobs(std::string_view prefill, std::string_view decode) {
+  // Both answers, and their meta_info objects, split into members.
+  const simdjson::padded_string p_json(prefill), d_json(decode);
+  od::parser p_parser, d_parser, pm_parser, dm_parser;
+  std::vector<RawMember> p, d, p_meta, d_meta;
+  if (auto s = Members(p_json, p_parser, &p); !s.ok()) return s;
+  if (auto s = Members(d_json, d_parser, &d); !s.ok()) return s;
+  const auto pm = Find(p, "meta_info"), dm = Find(d, "meta_info");
+  if (!pm || !dm || !pm->starts_with('{') || !dm->starts_with('{')) return std::string(decode);
+  const simdjson::padded_string pm_json(*pm), dm_json(*dm);
+  if (!Members(pm_json, pm_parser, &p_meta).ok() || !Members(dm_json, dm_parser, &d_meta).ok()) {
+    return std::string(decode);
+  }
+  const auto pl = Find(p_meta, "input_token_logprobs"), dl = Find(d_meta, "input_token_logprobs");
+  if (!pl || !dl || !pl->starts_with('[') || !dl->starts_with('[')) return std::string(decode);
+  const std::string_view a = Inner(*pl), b = Inner(*dl);
+  const std::string merged = common::StrCat("[", a, !a.empty() && !b.empty() ? "," : "", b, "]");
+  const JsonMember meta_set[] = {{"input_token_logprobs", merged}};
+  const std::string meta = Serialize(d_meta, {}, meta_set, dm->size() + merged.size());
+  const JsonMember set[] = {{"meta_info", meta}};
+  return Serialize(d, {}, set, decode.size() + merged.size());
 }
 
 std::string BracketHost(std::string_view host) {

@@ -68,9 +68,21 @@ std::string P2pNcclRequestId(std::string_view prefill_zmq, std::string_view deco
 /// rendezvous id) — the same for both stages — plus, with data parallelism, `routed_dp_rank`
 /// (the rank of the worker the body goes to, when >= 0) and, for decode, `disagg_prefill_dp_rank`
 /// (the prefill rank it pulls from, when >= 0), as SGLang's gateway sends them.
+/// @return kInvalidArgument for a batch (`text` a list, `input_ids` a list of lists), which
+///         would need a room per prompt.
 absl::StatusOr<std::string> SglangBody(std::string_view body, std::string_view prefill_host,
                                        uint16_t bootstrap_port, uint64_t room,
                                        int routed_dp_rank = -1, int prefill_dp_rank = -1);
+
+/// Whether an SGLang request asks for its prompt's logprobs in one whole answer: top-level
+/// `return_logprob` true and `stream` not true. (False for anything that is not a JSON object.)
+bool WantsInputLogprobs(std::string_view body);
+
+/// Decode's SGLang answer with prefill's `meta_info.input_token_logprobs` put before its own:
+/// prefill computed the prompt's logprobs, decode only those after it (SGLang's gateway merges
+/// them the same way). Decode's answer unchanged when either lacks the list.
+/// @return kInvalidArgument when either is not a JSON object.
+absl::StatusOr<std::string> MergeInputLogprobs(std::string_view prefill, std::string_view decode);
 
 /// A host as it goes in a URL or a bootstrap field: IPv6 literals in brackets.
 std::string BracketHost(std::string_view host);

@@ -34,6 +34,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/metrics", false, kGetOrHead, &HandleMetrics},
       {"/v1/models", false, kGetOrHead, &HandleModels},
       {"/v1/", true, kPost, &HandleProxy},
+      {"/generate", false, kPost, &HandleProxy},  // SGLang's native API, passed through
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
       {"/admin/explain", false, kPost, &HandleAdminExplain, true},
       {"/admin/drain", false, kPost, &HandleAdminDrain, true},

@@ -74,14 +74,15 @@ std::string HeaderOfRequest(const std::string& request, const std::string& name)
   return "";
 }
 
-// Only the test's own requests reach the workers (no health checks or scrapes).
-std::vector<std::string> Completions(const ScriptedUpstream& u) {
+// The test's own requests (not kvgate's model refreshes): every POST, or under /v1/ only.
+std::vector<std::string> Posts(const ScriptedUpstream& u, std::string_view prefix = "POST ") {
   std::vector<std::string> out;
   for (auto& r : u.requests()) {
-    if (r.starts_with("POST /v1/")) out.push_back(r);
+    if (r.starts_with(prefix)) out.push_back(r);
   }
   return out;
 }
+std::vector<std::string> Completions(const ScriptedUpstream& u) { return Posts(u, "POST /v1/"); }
 
 struct Fleet {
   std::unique_ptr<ScriptedUpstream> prefill, decode, decode2, mixed, prefill2;
@@ -288,6 +289,32 @@ TEST_F(PdDispatchTest, SglangSendsTheSameBodyWithARoomToBoth) {
                  R"("bootstrap_room":([0-9]+)\})")))
       << sent;
   EXPECT_LT(std::stoull(m[1]), uint64_t{1} << 63);
+}
+
+TEST_F(PdDispatchTest, SglangMergesPrefillsPromptLogprobsIntoDecodesAnswer) {
+  fleet_.prefill = std::make_unique<ScriptedUpstream>([](const std::string&) {
+    return Script{{JsonResponse(
+        R"({"text":"","meta_info":{"input_token_logprobs":[[null,1,null],[-2.5,2,null]]}})")}};
+  });
+  fleet_.decode = std::make_unique<ScriptedUpstream>([this](const std::string& request) {
+    if (request.starts_with("POST")) {
+      WaitFor([this] { return !Posts(*fleet_.prefill).empty(); }, 5s);
+    }
+    return Script{{JsonResponse(
+        R"({"text":"ok","meta_info":{"input_token_logprobs":[[-0.5,3,null]],"e2e_latency":1}})")}};
+  });
+  Start("sglang-bootstrap");
+  const HttpResponse r =
+      Fetch(port_, "POST", "/generate",
+            R"({"model":"fake-model","text":"a b c","return_logprob":true,"logprob_start_len":0})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body,
+            R"({"text":"ok","meta_info":{"input_token_logprobs":[[null,1,null],[-2.5,2,null],)"
+            R"([-0.5,3,null]],"e2e_latency":1}})");
+  const auto d = Posts(*fleet_.decode);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].find("POST /generate "), 0u);
+  EXPECT_THAT(d[0], HasSubstr(R"("bootstrap_room":)"));
 }
 
 TEST_F(PdDispatchTest, PrefillFailureIsACleanErrorWithoutAMixedWorker) {

@@ -95,9 +95,35 @@ TEST(PdBodies, SglangBootstrapFieldsGoToBothStages) {
   EXPECT_EQ(Ok(SglangBody(R"({"model":"m"})", "h", 1, 2, 0)),
             R"({"model":"m","bootstrap_host":"h","bootstrap_port":1,"bootstrap_room":2,)"
             R"("routed_dp_rank":0})");
+  // A batch would need a room per prompt: refused, with the reason.
+  EXPECT_THAT(std::string(SglangBody(R"({"text":["a","b"]})", "h", 1, 2).status().message()),
+              ::testing::HasSubstr("batch"));
+  EXPECT_FALSE(SglangBody(R"({"input_ids":[ [1,2],[3]]})", "h", 1, 2).ok());
+  EXPECT_TRUE(SglangBody(R"({"input_ids":[1,2]})", "h", 1, 2).ok());
   // A client's own bootstrap fields are replaced, not duplicated.
   EXPECT_EQ(Ok(SglangBody(R"({"bootstrap_room":1,"model":"m"})", "h", 1, 2)),
             R"({"bootstrap_room":2,"model":"m","bootstrap_host":"h","bootstrap_port":1})");
+}
+
+TEST(PdBodies, SglangInputLogprobsOfPrefillComeFirst) {
+  EXPECT_TRUE(WantsInputLogprobs(R"({"text":"hi","return_logprob":true})"));
+  EXPECT_FALSE(WantsInputLogprobs(R"({"text":"hi","return_logprob":true,"stream":true})"));
+  EXPECT_FALSE(WantsInputLogprobs(R"({"text":"hi"})"));
+  EXPECT_FALSE(WantsInputLogprobs("nope"));
+  const std::string prefill =
+      R"({"text":"x","meta_info":{"id":"p","input_token_logprobs":[[-1.5,11,null],[-0.2,12,null]]}})";
+  const std::string decode =
+      R"({"text":"hello","meta_info":{"id":"d","input_token_logprobs":[ [-0.1,13,null] ],)"
+      R"("output_token_logprobs":[[-0.3,99,null]]}})";
+  EXPECT_EQ(Ok(MergeInputLogprobs(prefill, decode)),
+            R"({"text":"hello","meta_info":{"id":"d","input_token_logprobs":)"
+            R"([[-1.5,11,null],[-0.2,12,null],[-0.1,13,null]],)"
+            R"("output_token_logprobs":[[-0.3,99,null]]}})");
+  // Decode's list empty: prefill's alone; either without the list: decode's answer as it is.
+  EXPECT_EQ(Ok(MergeInputLogprobs(prefill, R"({"meta_info":{"input_token_logprobs":[]}})")),
+            R"({"meta_info":{"input_token_logprobs":[[-1.5,11,null],[-0.2,12,null]]}})");
+  EXPECT_EQ(Ok(MergeInputLogprobs(R"({"meta_info":{}})", decode)), decode);
+  EXPECT_FALSE(MergeInputLogprobs("[1]", decode).ok());
 }
 
 TEST(PdBodies, RewriteKeepsWhitespaceInsideValuesAndDropsDuplicatesOfSetMembers) {
