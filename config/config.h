@@ -167,6 +167,24 @@ struct RoutingConfig {
   PreciseConfig precise;
 };
 
+// Workers found by resolving a DNS name (a Kubernetes headless Service) at an interval, beside
+// the static `workers` list (docs/configuration.md, "discovery").
+struct DnsDiscoveryConfig {
+  std::string name;      // fully qualified, e.g. vllm.default.svc.cluster.local
+  bool srv = false;      // `name` has SRV records (_http._tcp.vllm...): hosts and ports from them
+  uint16_t port = 8000;  // A/AAAA: every address's HTTP port
+  std::string server;    // "IP[:PORT]" of the DNS server; "" = /etc/resolv.conf's first
+  uint32_t interval_ms = 5'000;
+  uint32_t timeout_ms = 1'000;
+  WorkerConfig worker;  // the settings every worker found gets (its url is ignored)
+
+  friend bool operator==(const DnsDiscoveryConfig&, const DnsDiscoveryConfig&) = default;
+};
+
+struct DiscoveryConfig {
+  std::vector<DnsDiscoveryConfig> dns;
+};
+
 // Prefill/decode disaggregation (docs/pd.md): which engine protocol moves a request's KV from
 // a prefill worker to a decode worker, per model.
 struct PdConfig {
@@ -209,6 +227,7 @@ struct Config {
   AdminConfig admin;
   AccessLogConfig access_log;
   std::vector<WorkerConfig> workers;
+  DiscoveryConfig discovery;
   std::vector<StoreConfig> stores;
 };
 

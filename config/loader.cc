@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/types/span.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "kvindex/prefix_index.h"
@@ -31,7 +32,7 @@ class Reader {
 
   // Reports keys of `map` that are not in `allowed`.
   bool ExpectMap(const YAML::Node& map, const std::string& path,
-                 std::initializer_list<std::string_view> allowed) {
+                 absl::Span<const std::string_view> allowed) {
     if (!map.IsMap()) {
       Error(map, path, "must be a mapping");
       return false;
@@ -212,15 +213,25 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
   r.Uint(n, p, "replay_timeout_ms", &c->replay_timeout_ms, 10);
 }
 
+// A worker entry; with `seen` null, the settings a discovery source gives every worker it
+// finds (no url), the source's own keys `extra` allowed beside them.
 void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
-                std::set<std::string>* seen) {
-  if (!r.ExpectMap(node, path,
-                   {"url", "models", "role", "dp_size", "weight", "kv_capacity_tokens", "kv_events",
-                    "bootstrap_port", "zmq_address"})) {
-    return;
+                std::set<std::string>* seen, absl::Span<const std::string_view> extra = {}) {
+  std::vector<std::string_view> keys = {
+      "models",    "role",           "dp_size",    "weight", "kv_capacity_tokens",
+      "kv_events", "bootstrap_port", "zmq_address"};
+  if (seen == nullptr) {
+    // Per-worker addresses have no place in a template (each found worker has its own).
+    std::erase_if(keys, [](std::string_view k) { return k == "kv_events" || k == "zmq_address"; });
+  } else {
+    keys.push_back("url");
   }
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  if (!r.ExpectMap(node, path, keys)) return;
   std::string url;
-  if (!r.String(node, path, "url", &url)) {
+  if (seen == nullptr) {
+    // The url comes from discovery.
+  } else if (!r.String(node, path, "url", &url)) {
     r.Error(node, Reader::Join(path, "url"), "is required");
   } else {
     auto parsed = common::ParseHttpUrl(url);
@@ -274,6 +285,40 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   }
   if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
     ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &w->kv_events.emplace());
+  }
+}
+
+void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
+  if (!r.ExpectMap(n, "discovery", {"dns"})) return;
+  const YAML::Node dns = n["dns"];
+  if (!dns.IsDefined() || dns.IsNull()) return;
+  if (!dns.IsSequence()) {
+    r.Error(dns, "discovery.dns", "must be a list");
+    return;
+  }
+  for (size_t i = 0; i < dns.size(); ++i) {
+    const std::string path = common::StrCat("discovery.dns[", i, "]");
+    const YAML::Node e = dns[i];
+    DnsDiscoveryConfig d;
+    constexpr std::string_view kOwn[] = {"name",   "srv",         "port",
+                                         "server", "interval_ms", "timeout_ms"};
+    ReadWorker(r, e, path, &d.worker, nullptr, kOwn);
+    if (!e.IsMap()) continue;
+    if (!r.String(e, path, "name", &d.name) || d.name.empty()) {
+      r.Error(e, Reader::Join(path, "name"), "is required (the DNS name to resolve)");
+    }
+    r.Bool(e, path, "srv", &d.srv);
+    r.Uint(e, path, "port", &d.port, 1, 65535);
+    if (r.String(e, path, "server", &d.server) && !d.server.empty()) {
+      if (auto hp = common::ParseHostPort(
+              d.server.find(':') == std::string::npos ? common::StrCat(d.server, ":53") : d.server);
+          !hp.ok()) {
+        r.Error(e["server"], Reader::Join(path, "server"), hp.status().message());
+      }
+    }
+    r.Uint(e, path, "interval_ms", &d.interval_ms, 100);
+    r.Uint(e, path, "timeout_ms", &d.timeout_ms, 10);
+    c->dns.push_back(std::move(d));
   }
 }
 
@@ -444,7 +489,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
             root, "",
             {"listen", "threads", "log_level", "drain_timeout_ms", "models_refresh_interval_ms",
              "limits", "upstream", "retry", "health_check", "circuit_breaker", "routing", "pd",
-             "admin", "access_log", "workers", "stores"})) {
+             "admin", "access_log", "workers", "discovery", "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -523,6 +568,9 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       ReadRouting(r, n, &c.routing);
     }
     if (const YAML::Node n = root["pd"]; n.IsDefined() && !n.IsNull()) ReadPd(r, n, &c.pd);
+    if (const YAML::Node n = root["discovery"]; n.IsDefined() && !n.IsNull()) {
+      ReadDiscovery(r, n, &c.discovery);
+    }
     if (const YAML::Node n = root["admin"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "admin", {"listen", "token"})) {
         if (r.String(n, "admin", "listen", &c.admin.listen) && !c.admin.listen.empty()) {

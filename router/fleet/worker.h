@@ -64,6 +64,8 @@ class Worker {
   /// Feeds one active health-check result; ejects after `unhealthy_threshold` failures in a row
   /// and readmits after `healthy_threshold` successes. @return true when health changed.
   bool RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg);
+  /// A worker discovery just found: no traffic until health checks admit it.
+  void MarkUnchecked() { healthy_.store(false, std::memory_order_relaxed); }
 
   /// Passive signal: a connection to the worker failed (refused, reset, timed out). Opens the
   /// breaker for `open_ms` after `consecutive_failures` in a row.

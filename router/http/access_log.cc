@@ -43,6 +43,31 @@ void AccessLog::Close() {
   enabled_ = false;
 }
 
+namespace {
+
+bool IsLowerHex(std::string_view s) {
+  return s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// W3C Trace Context: "<2 hex version>-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"
+// (more fields may follow for versions above 00). All-zero ids and version ff are invalid.
+bool ParseTraceparent(std::string_view v, std::string_view* trace_id, std::string_view* span_id) {
+  if (v.size() < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-') return false;
+  if (v.size() > 55 && (v.substr(0, 2) == "00" || v[55] != '-')) return false;
+  const std::string_view version = v.substr(0, 2), trace = v.substr(3, 32), span = v.substr(36, 16),
+                         flags = v.substr(53, 2);
+  if (!IsLowerHex(version) || version == "ff" || !IsLowerHex(trace) || !IsLowerHex(span) ||
+      !IsLowerHex(flags)) {
+    return false;
+  }
+  if (trace == std::string(32, '0') || span == std::string(16, '0')) return false;
+  *trace_id = trace;
+  *span_id = span;
+  return true;
+}
+
+}  // namespace
+
 std::string AccessLog::Format(const AccessRecord& r) {
   std::string out = "{\"ts\":";
   common::AppendJsonString(
@@ -64,6 +89,9 @@ std::string AccessLog::Format(const AccessRecord& r) {
   }
   common::StrAppend(&out, ",\"e2e_ms\":", r.e2e_seconds * 1e3);
   if (r.cached_tokens >= 0) common::StrAppend(&out, ",\"cached_tokens\":", r.cached_tokens);
+  if (std::string_view trace, span; ParseTraceparent(r.traceparent, &trace, &span)) {
+    common::StrAppend(&out, ",\"trace_id\":\"", trace, "\",\"span_id\":\"", span, "\"");
+  }
   out += "}";
   return out;
 }

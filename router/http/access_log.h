@@ -29,6 +29,9 @@ struct AccessRecord {
   double e2e_seconds = 0;
   uint32_t attempts = 0;
   int64_t cached_tokens = -1;  // from the response's usage, -1 when absent
+  // The client's W3C trace context (forwarded to the worker as it is): a valid one is logged as
+  // trace_id and span_id, so a request's line joins its trace.
+  std::string_view traceparent;
 };
 
 class AccessLog {

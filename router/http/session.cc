@@ -227,6 +227,7 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
     r.e2e_seconds = e2e;
     r.attempts = ex.attempts;
     r.cached_tokens = ex.cached_tokens;
+    r.traceparent = ex.head.Find("traceparent");
     tc.state.access_log.Write(r);
   }
 }

@@ -2,13 +2,16 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "router/discovery/dns_discovery.h"
 #include "router/dispatch/proxy_handler.h"
 #include "router/fleet/health_checker.h"
 #include "router/http/admin.h"
@@ -50,7 +53,59 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
 
 struct Gateway::Impl {
   explicit Impl(config::ConfigConstSharedPtr cfg)
-      : state(cfg, ThreadCount(*cfg)), initial(std::move(cfg)) {}
+      : state(cfg, ThreadCount(*cfg)), initial(cfg), base(std::move(cfg)) {
+    discovered.resize(base->discovery.dns.size());
+  }
+
+  // `base` (the file's config) with the workers discovery found added after its own; a URL
+  // already listed keeps its static entry. Caller holds apply_mu.
+  config::ConfigConstSharedPtr Merged() const {
+    bool any = false;
+    for (const auto& d : discovered) any |= !d.empty();
+    if (!any) return base;
+    auto cfg = std::make_shared<config::Config>(*base);
+    std::set<std::string> urls;
+    for (const auto& w : cfg->workers) urls.insert(w.url.ToString());
+    for (const auto& source : discovered) {
+      for (const auto& w : source) {
+        if (cfg->workers.size() >= kvindex::PrefixIndex::kMaxHolders) {
+          spdlog::error("discovery: more than {} workers; {} and later ones are left out",
+                        kvindex::PrefixIndex::kMaxHolders, w.url.ToString());
+          return cfg;
+        }
+        if (urls.insert(w.url.ToString()).second) cfg->workers.push_back(w);
+      }
+    }
+    return cfg;
+  }
+
+  // Publishes the snapshot of Merged(). Workers discovery added get traffic only once health
+  // checks admit them. Caller holds apply_mu.
+  absl::Status Apply() {
+    const config::ConfigConstSharedPtr cfg = Merged();
+    const SnapshotConstSharedPtr old = state.snapshot();
+    KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, BuildSnapshot(cfg));
+    if (cfg->health_check.enabled) {
+      for (const auto& w : snapshot->workers) {
+        const bool is_new = std::none_of(old->workers.begin(), old->workers.end(),
+                                         [&w](const WorkerSharedPtr& o) { return o == w; });
+        const bool is_static =
+            std::any_of(base->workers.begin(), base->workers.end(),
+                        [&w](const config::WorkerConfig& s) { return s.url == w->config().url; });
+        if (is_new && !is_static) w->MarkUnchecked();
+      }
+    }
+    state.Publish(std::move(snapshot));
+    HealthChecker::RefreshModelsJson(state);
+    return absl::OkStatus();
+  }
+
+  // A discovery source found a new set of workers (on the control thread).
+  void Discovered(size_t source, std::vector<config::WorkerConfig> workers) {
+    std::lock_guard<std::mutex> lock(apply_mu);
+    discovered[source] = std::move(workers);
+    if (auto s = Apply(); !s.ok()) spdlog::error("discovery: {}", s.message());
+  }
 
   // The snapshot for `cfg`: live Worker objects (with their health and load) are kept for
   // URLs whose settings did not change; policies are built for the new worker list.
@@ -141,6 +196,10 @@ struct Gateway::Impl {
 
   GatewayState state;
   config::ConfigConstSharedPtr initial;
+  std::mutex apply_mu;                // reloads and discovery updates, one at a time
+  config::ConfigConstSharedPtr base;  // the config file's (or the flags') latest
+  std::vector<std::vector<config::WorkerConfig>> discovered;  // per discovery.dns source
+  std::unique_ptr<DnsDiscovery> dns;
   std::vector<std::unique_ptr<ThreadContext>> threads;
   std::vector<std::thread> os_threads;
   net::io_context control{1};
@@ -212,6 +271,14 @@ absl::Status Gateway::Start() {
   s.state.precise.Start();
   s.prober = std::make_unique<PreciseProber>(s.control, s.state);
   s.prober->Start();
+  if (!cfg->discovery.dns.empty()) {
+    s.dns = std::make_unique<DnsDiscovery>(
+        s.control, cfg->discovery.dns,
+        [&s](size_t source, std::vector<config::WorkerConfig> workers) {
+          s.Discovered(source, std::move(workers));
+        });
+    s.dns->Start();
+  }
   s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
       s.control.get_executor());
   for (auto& t : s.threads) {
@@ -248,9 +315,17 @@ absl::Status Gateway::Reload(config::Config config) {
     spdlog::warn("reload: admin listener changes need a restart; keeping '{}'", old->admin.listen);
     config.admin.listen = old->admin.listen;
   }
-  auto cfg = std::make_shared<const config::Config>(std::move(config));
+  if (config.discovery.dns != old->discovery.dns) {
+    spdlog::warn("reload: discovery changes need a restart; keeping the running sources");
+    config.discovery = old->discovery;
+  }
+  std::lock_guard<std::mutex> lock(s.apply_mu);
+  const config::ConfigConstSharedPtr previous = s.base;
+  s.base = std::make_shared<const config::Config>(std::move(config));
+  const config::ConfigConstSharedPtr cfg = s.Merged();
   auto snapshot = s.BuildSnapshot(cfg);
   if (!snapshot.ok()) {
+    s.base = previous;
     s.state.metrics.ConfigReloads(false).Increment();
     return snapshot.status();
   }
@@ -258,6 +333,7 @@ absl::Status Gateway::Reload(config::Config config) {
       cfg->access_log.path != old->access_log.path) {
     if (cfg->access_log.enabled) {
       if (auto st = s.state.access_log.Open(cfg->access_log.path); !st.ok()) {
+        s.base = previous;
         s.state.metrics.ConfigReloads(false).Increment();
         return st;
       }
@@ -315,6 +391,7 @@ void Gateway::Stop() {
     if (s.stopped) return;
     s.stopped = true;
   }
+  if (s.dns) s.dns->Stop();
   if (s.health) s.health->Stop();
   if (s.prober) s.prober->Stop();
   for (auto& t : s.threads) t->ioc.stop();

@@ -241,5 +241,31 @@ TEST(ConfigLoader, PdErrorsNameTheKey) {
               HasSubstr("zmq_address"));
 }
 
+TEST(ConfigLoader, DiscoveryDns) {
+  auto c = LoadConfigFromString(R"(
+discovery:
+  dns:
+    - {name: _http._tcp.vllm.ns.svc.cluster.local, srv: true, server: "10.96.0.10",
+       interval_ms: 2000, timeout_ms: 500, role: decode, models: [m]}
+    - {name: vllm.ns.svc.cluster.local, port: 9000}
+)",
+                                "d.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->discovery.dns.size(), 2u);
+  const auto& d = c->discovery.dns[0];
+  EXPECT_TRUE(d.srv);
+  EXPECT_EQ(d.server, "10.96.0.10");
+  EXPECT_EQ(d.interval_ms, 2000u);
+  EXPECT_EQ(d.worker.role, WorkerRole::kDecode);
+  EXPECT_EQ(d.worker.models, std::vector<std::string>{"m"});
+  EXPECT_EQ(c->discovery.dns[1].port, 9000);
+  EXPECT_THAT(Error("discovery: {dns: [{port: 1}]}"), HasSubstr("discovery.dns[0].name"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, url: 'http://x:1'}]}"), HasSubstr("url"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, kv_events: {endpoint: 'tcp://x:1'}}]}"),
+              HasSubstr("kv_events"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, server: 'x:y:z'}]}"), HasSubstr("server"));
+  EXPECT_THAT(Error("discovery: {dns: {name: a}}"), HasSubstr("must be a list"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

@@ -139,6 +139,9 @@ class PdDispatchTest : public ::testing::Test {
     return std::stod(m.body.substr(at + key.size() - 1));
   }
 
+  // Read by the workers' threads: declared before fleet_, so destroyed after it.
+  std::atomic<bool> release_{false};
+  std::atomic<int> calls_{0};
   Fleet fleet_;
   std::unique_ptr<router::Gateway> gateway_;
   uint16_t port_ = 0;
@@ -154,7 +157,11 @@ TEST_F(PdDispatchTest, NixlSendsPrefillThenDecodeWithItsParamsAndOneRequestId) {
       R"({"model":"fake-model","messages":[{"role":"user","content":"hi there"}],)"
       R"("stream":true,"stream_options":{"include_usage":true},"max_tokens":64,)"
       R"("min_tokens":2,"logprobs":true,"top_logprobs":2})";
-  StreamingRequest req(port_, "/v1/chat/completions", body, {{"X-Request-Id", "client-id-1"}});
+  const std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  StreamingRequest req(port_, "/v1/chat/completions", body,
+                       {{"X-Request-Id", "client-id-1"},
+                        {"traceparent", traceparent},
+                        {"tracestate", "vendor=abc"}});
   ASSERT_TRUE(req.ReadHeader());
   EXPECT_EQ(req.status(), 200);
   const std::string out = req.ReadAll();
@@ -176,6 +183,11 @@ TEST_F(PdDispatchTest, NixlSendsPrefillThenDecodeWithItsParamsAndOneRequestId) {
   const std::string id = HeaderOfRequest(p[0], "x-request-id");
   EXPECT_FALSE(id.empty());
   EXPECT_EQ(HeaderOfRequest(d[0], "x-request-id"), id);
+  // The client's trace context reaches both stages as it is (OpenTelemetry propagation).
+  for (const auto* stage : {&p[0], &d[0]}) {
+    EXPECT_EQ(HeaderOfRequest(*stage, "traceparent"), traceparent);
+    EXPECT_EQ(HeaderOfRequest(*stage, "tracestate"), "vendor=abc");
+  }
   EXPECT_EQ(Metric(R"(kvgate_pd_decisions_total{decision="disaggregated",protocol="vllm-nixl"})"),
             1);
 }
@@ -357,7 +369,7 @@ TEST_F(PdDispatchTest, PrefillRefusalReachesTheClientAsIs) {
   const std::string refusal =
       R"({"object":"error","message":"prompt too long","type":"BadRequestError","code":400})";
   fleet_.prefill = std::make_unique<ScriptedUpstream>(
-      [&](const std::string&) { return Script{{JsonResponse(refusal, 400)}}; });
+      [refusal](const std::string&) { return Script{{JsonResponse(refusal, 400)}}; });
   fleet_.decode = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
   Start("vllm-nixl");
@@ -391,10 +403,9 @@ TEST_F(PdDispatchTest, FailedDecodeIsRetriedOnAnotherDecodeWorker) {
 TEST_F(PdDispatchTest, DecodeThatNeverAnswersReleasesThePrefillWorkersBlocks) {
   fleet_.prefill = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{PrefillAnswer()}}; });
-  std::atomic<int> calls{0};
   // The first decode request dies with the connection; the release request is answered.
-  fleet_.decode = std::make_unique<ScriptedUpstream>([&](const std::string& request) {
-    if (request.starts_with("POST") && calls++ == 0) {
+  fleet_.decode = std::make_unique<ScriptedUpstream>([this](const std::string& request) {
+    if (request.starts_with("POST") && calls_++ == 0) {
       return Script{{"HTTP/1.1 5"}, 0ms, /*close_after=*/true};
     }
     return Script{{JsonResponse(kDecodeJson)}};
@@ -414,9 +425,8 @@ TEST_F(PdDispatchTest, DecodeThatNeverAnswersReleasesThePrefillWorkersBlocks) {
 }
 
 TEST_F(PdDispatchTest, ClientDisconnectEndsBothConcurrentStages) {
-  std::atomic<bool> release{false};
-  auto hold = [&](const std::string&) {
-    WaitFor([&] { return release.load(); }, 20s);
+  auto hold = [this](const std::string&) {
+    WaitFor([this] { return release_.load(); }, 20s);
     return Script{{JsonResponse(kDecodeJson)}};
   };
   fleet_.prefill = std::make_unique<ScriptedUpstream>(hold);
@@ -437,7 +447,7 @@ TEST_F(PdDispatchTest, ClientDisconnectEndsBothConcurrentStages) {
                0 &&
            Metric("kvgate_worker_in_flight_requests{worker=\"" + fleet_.decode->url() + "\"}") == 0;
   }));
-  release = true;
+  release_ = true;
 }
 
 TEST_F(PdDispatchTest, DecodeWorkerHoldingThePromptSkipsPrefill) {
@@ -465,9 +475,8 @@ TEST_F(PdDispatchTest, DecodeWorkerHoldingThePromptSkipsPrefill) {
 // peers.md §8.1: load counted only when decode streams back sends a burst of long prompts to
 // one prefill worker. Here each prefill's load is reserved at dispatch.
 TEST_F(PdDispatchTest, BurstOfLongPromptsSpreadsOverThePrefillPool) {
-  std::atomic<bool> release{false};
-  auto hold = [&](const std::string& request) {
-    if (request.starts_with("POST")) WaitFor([&] { return release.load(); }, 20s);
+  auto hold = [this](const std::string& request) {
+    if (request.starts_with("POST")) WaitFor([this] { return release_.load(); }, 20s);
     return Script{{PrefillAnswer()}};
   };
   fleet_.prefill = std::make_unique<ScriptedUpstream>(hold);
@@ -491,7 +500,7 @@ TEST_F(PdDispatchTest, BurstOfLongPromptsSpreadsOverThePrefillPool) {
   }));
   EXPECT_EQ(Completions(*fleet_.prefill).size(), 2u);
   EXPECT_EQ(Completions(*fleet_.prefill2).size(), 2u);
-  release = true;
+  release_ = true;
   for (auto& t : clients) t.join();
   EXPECT_EQ(ok, 4);
 }

@@ -41,6 +41,25 @@ TEST(AccessLog, OmitsAbsentFields) {
   EXPECT_EQ(line.find("cached_tokens"), std::string::npos);
 }
 
+TEST(AccessLog, TraceContextJoinsTheLineToItsTrace) {
+  AccessRecord r;
+  r.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  EXPECT_THAT(AccessLog::Format(r), HasSubstr(R"("trace_id":"4bf92f3577b34da6a3ce929d0e0e4736",)"
+                                              R"("span_id":"00f067aa0ba902b7")"));
+  // A future version may add fields; version 00 may not.
+  r.traceparent = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra";
+  EXPECT_THAT(AccessLog::Format(r), HasSubstr("trace_id"));
+  for (const char* bad : {"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+                          "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                          "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                          "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+                          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"}) {
+    r.traceparent = bad;
+    EXPECT_EQ(AccessLog::Format(r).find("trace_id"), std::string::npos) << bad;
+  }
+}
+
 TEST(AccessLog, BadPathIsAnError) {
   AccessLog log;
   EXPECT_FALSE(log.Open("/proc/kvgate-no-such-dir/access.log").ok());

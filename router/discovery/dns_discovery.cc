@@ -1,0 +1,134 @@
+#include "router/discovery/dns_discovery.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/strings.h"
+#include "router/discovery/dns_client.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The URL of a worker at `address` (IPv6 in brackets) and `port`.
+std::string WorkerUrl(const std::string& address, uint16_t port) {
+  const bool v6 = address.find(':') != std::string::npos;
+  return common::StrCat("http://", v6 ? "[" : "", address, v6 ? "]" : "", ":", port);
+}
+
+// Every address of `name`: its A and AAAA records. nullopt when a lookup failed.
+net::awaitable<std::optional<std::vector<std::string>>> Addresses(net::io_context& ioc,
+                                                                  const dns::udp::endpoint& server,
+                                                                  const std::string& name,
+                                                                  milliseconds timeout) {
+  std::vector<std::string> out;
+  for (dns::RecordType type : {dns::RecordType::kA, dns::RecordType::kAaaa}) {
+    auto r = co_await dns::Query(ioc, server, name, type, timeout);
+    if (!r.ok() || (r->rcode != 0 && r->rcode != dns::kNxDomain)) {
+      spdlog::warn("discovery: {} lookup of {} failed: {}",
+                   type == dns::RecordType::kA ? "A" : "AAAA", name,
+                   r.ok() ? common::StrCat("rcode ", r->rcode) : std::string(r.status().message()));
+      co_return std::nullopt;
+    }
+    for (const auto& a : r->answers) {
+      if (a.type == type) out.push_back(a.address);
+    }
+  }
+  co_return out;
+}
+
+}  // namespace
+
+struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
+  Impl(net::io_context& ioc, std::vector<config::DnsDiscoveryConfig> sources, OnChange on_change)
+      : ioc(ioc), sources(std::move(sources)), on_change(std::move(on_change)) {}
+
+  // The workers `source` resolves to now; nullopt when a lookup failed.
+  net::awaitable<std::optional<std::vector<std::string>>> Resolve(
+      const config::DnsDiscoveryConfig& s, const dns::udp::endpoint& server) {
+    const milliseconds timeout(s.timeout_ms);
+    std::vector<std::string> urls;
+    if (!s.srv) {
+      auto addrs = co_await Addresses(ioc, server, s.name, timeout);
+      if (!addrs) co_return std::nullopt;
+      for (const auto& a : *addrs) urls.push_back(WorkerUrl(a, s.port));
+    } else {
+      auto r = co_await dns::Query(ioc, server, s.name, dns::RecordType::kSrv, timeout);
+      if (!r.ok() || (r->rcode != 0 && r->rcode != dns::kNxDomain)) {
+        spdlog::warn(
+            "discovery: SRV lookup of {} failed: {}", s.name,
+            r.ok() ? common::StrCat("rcode ", r->rcode) : std::string(r.status().message()));
+        co_return std::nullopt;
+      }
+      for (const auto& srv : r->answers) {
+        if (srv.type != dns::RecordType::kSrv) continue;
+        std::vector<std::string> addrs;
+        for (const auto& extra : r->additional) {
+          if (extra.name == srv.target && extra.type != dns::RecordType::kSrv) {
+            addrs.push_back(extra.address);
+          }
+        }
+        if (addrs.empty()) {  // not in the additional section: ask for the target itself
+          auto own = co_await Addresses(ioc, server, srv.target, timeout);
+          if (!own) co_return std::nullopt;
+          addrs = *std::move(own);
+        }
+        for (const auto& a : addrs) urls.push_back(WorkerUrl(a, srv.port));
+      }
+    }
+    std::sort(urls.begin(), urls.end());
+    urls.erase(std::unique(urls.begin(), urls.end()), urls.end());
+    co_return urls;
+  }
+
+  net::awaitable<void> Loop(size_t index) {
+    auto self = shared_from_this();
+    const config::DnsDiscoveryConfig& s = sources[index];
+    std::optional<std::vector<std::string>> last;
+    net::steady_timer timer(ioc);
+    while (!stopped) {
+      if (auto server = dns::ServerEndpoint(s.server); !server.ok()) {
+        spdlog::error("discovery: {}: {}", s.name, server.status().message());
+      } else if (auto urls = co_await Resolve(s, *server); urls && !stopped && urls != last) {
+        std::vector<config::WorkerConfig> workers;
+        for (const auto& u : *urls) {
+          auto url = common::ParseHttpUrl(u);
+          if (!url.ok()) continue;
+          config::WorkerConfig w = s.worker;
+          w.url = *std::move(url);
+          workers.push_back(std::move(w));
+        }
+        spdlog::info("discovery: {} resolves to {} worker(s){}{}", s.name, workers.size(),
+                     urls->empty() ? "" : ": ", common::StrJoin(*urls, ", "));
+        last = std::move(urls);
+        on_change(index, std::move(workers));
+      }
+      if (stopped) break;
+      timer.expires_after(milliseconds(s.interval_ms));
+      co_await timer.async_wait(kNoThrow);
+    }
+  }
+
+  net::io_context& ioc;
+  const std::vector<config::DnsDiscoveryConfig> sources;
+  const OnChange on_change;
+  bool stopped = false;
+};
+
+DnsDiscovery::DnsDiscovery(net::io_context& ioc, std::vector<config::DnsDiscoveryConfig> sources,
+                           OnChange on_change)
+    : impl_(std::make_shared<Impl>(ioc, std::move(sources), std::move(on_change))) {}
+
+DnsDiscovery::~DnsDiscovery() { Stop(); }
+
+void DnsDiscovery::Start() {
+  for (size_t i = 0; i < impl_->sources.size(); ++i) {
+    net::co_spawn(impl_->ioc, impl_->Loop(i), net::detached);
+  }
+}
+
+void DnsDiscovery::Stop() { impl_->stopped = true; }
+
+}  // namespace kvgate::router
