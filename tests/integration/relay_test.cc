@@ -84,7 +84,7 @@ TEST_F(RelayTest, ChunkExtensionsTrailersAndLastChunkRelayedAsIs) {
       "7;ext=1\r\ndata: a\r\n"          // a chunk with an extension
       "0a\r\ndata: bb\r\n\r\n"          // a size with a leading zero
       "0;fin\r\nX-Trailer: t\r\n\r\n";  // the last chunk with an extension and a trailer
-  Start([&](const std::string&) {
+  Start([framed](const std::string&) {  // by value: a late model refresh may call it
     return Script{
         {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
          "Transfer-Encoding: chunked\r\n\r\n",
