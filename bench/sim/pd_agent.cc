@@ -21,8 +21,10 @@ namespace {
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
 constexpr auto kNoThrow = net::as_tuple(net::use_awaitable);
-constexpr auto kConnectTimeout = std::chrono::seconds(2);
-constexpr auto kTransferTimeout = std::chrono::seconds(10);
+// Generous: a refused or dead side channel fails at once anyway, and a busy machine (2 cores
+// under sanitizers) must not turn a slow answer into a recompute.
+constexpr auto kConnectTimeout = std::chrono::seconds(10);
+constexpr auto kTransferTimeout = std::chrono::seconds(30);
 
 std::chrono::milliseconds RealMs(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::min(seconds, 1e7) * 1000.0));
