@@ -6,6 +6,7 @@ find_package(spdlog REQUIRED CONFIG)
 find_package(yaml-cpp REQUIRED CONFIG)
 find_package(prometheus-cpp REQUIRED CONFIG)
 find_package(simdjson REQUIRED CONFIG)
+find_package(OpenSSL 3 REQUIRED)  # TLS to the Kubernetes API (libssl-dev)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # Tokenizers (issue 16): the regex engine Hugging Face's tokenizers uses, and NFC/NFKC.

@@ -41,16 +41,18 @@ absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view 
   return std::make_pair(std::string(host), static_cast<uint16_t>(p));
 }
 
-absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
+absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url, bool allow_https) {
   HttpUrl out;
   const size_t sep = url.find("://");
   if (sep == std::string_view::npos) {
     return absl::InvalidArgumentError(common::StrCat("'", url, "' is not an absolute URL"));
   }
   out.scheme = std::string(url.substr(0, sep));
-  if (out.scheme != "http") {
-    return absl::InvalidArgumentError(
-        common::StrCat("'", url, "': scheme must be http (got '", out.scheme, "')"));
+  const bool https = allow_https && out.scheme == "https";
+  if (out.scheme != "http" && !https) {
+    return absl::InvalidArgumentError(common::StrCat("'", url, "': scheme must be http",
+                                                     allow_https ? " or https" : "", " (got '",
+                                                     out.scheme, "')"));
   }
   std::string_view rest = url.substr(sep + 3);
   const size_t slash = rest.find('/');
@@ -66,7 +68,7 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
   }
   std::string with_port(authority);
   const bool bare_v6 = !authority.empty() && authority.front() == '[' && authority.back() == ']';
-  if (authority.find(':') == std::string_view::npos || bare_v6) with_port += ":80";
+  if (authority.find(':') == std::string_view::npos || bare_v6) with_port += https ? ":443" : ":80";
   auto hp = ParseHostPort(with_port);
   if (!hp.ok()) {
     return absl::InvalidArgumentError(common::StrCat("'", url, "': ", hp.status().message()));

@@ -11,7 +11,7 @@
 namespace kvgate::common {
 
 struct HttpUrl {
-  std::string scheme;  // "http" (https is rejected until TLS to workers exists)
+  std::string scheme;  // "http"; "https" only where the caller allows it (the Kubernetes API)
   std::string host;
   uint16_t port = 80;
   std::string base_path;  // without trailing '/', empty for the root
@@ -24,8 +24,9 @@ struct HttpUrl {
   friend bool operator==(const HttpUrl&, const HttpUrl&) = default;
 };
 
-/// Parses an absolute http URL. Errors are kInvalidArgument with a human-readable reason.
-absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
+/// Parses an absolute http URL (or https, port 443 by default, with `allow_https`; workers
+/// are http only until TLS to workers exists). Errors are kInvalidArgument with a reason.
+absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url, bool allow_https = false);
 
 /// Parses "HOST:PORT" (IPv6 as "[::1]:PORT"); port 0 is allowed (pick any).
 absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view hostport);

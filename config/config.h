@@ -181,8 +181,40 @@ struct DnsDiscoveryConfig {
   friend bool operator==(const DnsDiscoveryConfig&, const DnsDiscoveryConfig&) = default;
 };
 
+// Workers found by watching a Service's EndpointSlices through the Kubernetes API (list, then
+// watch from the list's resourceVersion; re-list on 410 Gone). Roles, DP size and KV-event
+// ports come from the template, the slice's labels, or each pod's annotations/labels
+// (docs/configuration.md, "discovery").
+struct KubernetesDiscoveryConfig {
+  std::string service;         // EndpointSlices labelled kubernetes.io/service-name=<service>
+  std::string label_selector;  // or any label selector ("app=vllm,tier=gpu"); with service: both
+  std::string namespace_;      // "" = the pod's own (the service account's namespace file)
+  std::string port_name;       // the slice port to use; "" = the first port
+  uint16_t port = 0;           // a fixed port instead of the slice's ports (0 = from the slice)
+  // "" = in-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT. http:// URLs
+  // (kubectl proxy) send no token.
+  std::string api_server;
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  bool pod_metadata = true;        // GET each endpoint's pod for kvgate.io/* annotations
+  uint32_t timeout_ms = 5'000;     // connect + answer of a list or a pod read
+  uint32_t watch_timeout_s = 300;  // the server ends each watch after this; kvgate resumes it
+  uint32_t retry_max_ms = 30'000;  // backoff cap after failed list/watch calls
+  uint16_t kv_events_port = 0;     // set: precise mode, tcp://<pod IP>:<port> on every worker
+  uint16_t kv_events_replay_port = 0;
+  std::string kv_events_topic;
+  uint32_t kv_events_block_size = 16;
+  WorkerConfig worker;  // the settings every worker found gets (its url is ignored)
+
+  friend bool operator==(const KubernetesDiscoveryConfig&,
+                         const KubernetesDiscoveryConfig&) = default;
+};
+
 struct DiscoveryConfig {
   std::vector<DnsDiscoveryConfig> dns;
+  std::vector<KubernetesDiscoveryConfig> kubernetes;
+
+  friend bool operator==(const DiscoveryConfig&, const DiscoveryConfig&) = default;
 };
 
 // Prefill/decode disaggregation (docs/pd.md): which engine protocol moves a request's KV from
@@ -216,6 +248,9 @@ struct Config {
   uint32_t threads = 0;  // 0 = number of cores
   std::string log_level = "info";
   uint32_t drain_timeout_ms = 30'000;
+  // SIGTERM: /ready answers 503 this long, everything else still served, before the listeners
+  // close (Kubernetes removes a pod from its Services asynchronously). 0 = drain at once.
+  uint32_t drain_delay_ms = 0;
   uint32_t models_refresh_interval_ms = 10'000;
   LimitsConfig limits;
   UpstreamConfig upstream;

@@ -288,8 +288,65 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   }
 }
 
+// One `discovery.kubernetes[]` source: a Service's EndpointSlices through the API server.
+void ReadKubernetesSource(Reader& r, const YAML::Node& e, const std::string& path,
+                          KubernetesDiscoveryConfig* k) {
+  constexpr std::string_view kOwn[] = {"service",
+                                       "label_selector",
+                                       "namespace",
+                                       "port_name",
+                                       "port",
+                                       "api_server",
+                                       "token_file",
+                                       "ca_file",
+                                       "pod_metadata",
+                                       "timeout_ms",
+                                       "watch_timeout_s",
+                                       "retry_max_ms",
+                                       "kv_events_port",
+                                       "kv_events_replay_port",
+                                       "kv_events_topic",
+                                       "kv_events_block_size"};
+  ReadWorker(r, e, path, &k->worker, nullptr, kOwn);
+  if (!e.IsMap()) return;
+  r.String(e, path, "service", &k->service);
+  r.String(e, path, "label_selector", &k->label_selector);
+  if (k->service.empty() && k->label_selector.empty()) {
+    r.Error(e, path, "needs service or label_selector (which EndpointSlices to watch)");
+  }
+  r.String(e, path, "namespace", &k->namespace_);
+  r.String(e, path, "port_name", &k->port_name);
+  r.Uint(e, path, "port", &k->port, 1, 65535);
+  if (r.String(e, path, "api_server", &k->api_server) && !k->api_server.empty()) {
+    if (auto u = common::ParseHttpUrl(k->api_server, /*allow_https=*/true); !u.ok()) {
+      r.Error(e["api_server"], Reader::Join(path, "api_server"), u.status().message());
+    }
+  }
+  r.String(e, path, "token_file", &k->token_file);
+  r.String(e, path, "ca_file", &k->ca_file);
+  r.Bool(e, path, "pod_metadata", &k->pod_metadata);
+  r.Uint(e, path, "timeout_ms", &k->timeout_ms, 10);
+  r.Uint(e, path, "watch_timeout_s", &k->watch_timeout_s, 1, 3600);
+  r.Uint(e, path, "retry_max_ms", &k->retry_max_ms, 10);
+  r.Uint(e, path, "kv_events_port", &k->kv_events_port, 1, 65535);
+  r.Uint(e, path, "kv_events_replay_port", &k->kv_events_replay_port, 1, 65535);
+  r.String(e, path, "kv_events_topic", &k->kv_events_topic);
+  r.Uint(e, path, "kv_events_block_size", &k->kv_events_block_size, 1, 4096);
+}
+
 void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
-  if (!r.ExpectMap(n, "discovery", {"dns"})) return;
+  if (!r.ExpectMap(n, "discovery", {"dns", "kubernetes"})) return;
+  if (const YAML::Node k = n["kubernetes"]; k.IsDefined() && !k.IsNull()) {
+    if (!k.IsSequence()) {
+      r.Error(k, "discovery.kubernetes", "must be a list");
+    } else {
+      for (size_t i = 0; i < k.size(); ++i) {
+        KubernetesDiscoveryConfig source;
+        ReadKubernetesSource(r, k[i], common::StrCat("discovery.kubernetes[", i, "]"), &source);
+        c->kubernetes.push_back(std::move(source));
+      }
+    }
+  }
   const YAML::Node dns = n["dns"];
   if (!dns.IsDefined() || dns.IsNull()) return;
   if (!dns.IsSequence()) {
@@ -485,11 +542,11 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   if (root.IsNull()) return c;  // an empty file means all defaults
   Reader r(source);
   try {
-    if (!r.ExpectMap(
-            root, "",
-            {"listen", "threads", "log_level", "drain_timeout_ms", "models_refresh_interval_ms",
-             "limits", "upstream", "retry", "health_check", "circuit_breaker", "routing", "pd",
-             "admin", "access_log", "workers", "discovery", "stores"})) {
+    if (!r.ExpectMap(root, "",
+                     {"listen", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
+                      "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
+                      "circuit_breaker", "routing", "pd", "admin", "access_log", "workers",
+                      "discovery", "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;
@@ -509,6 +566,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
                              "' (expected trace, debug, info, warn, error or off)"));
     }
     r.Uint(root, "", "drain_timeout_ms", &c.drain_timeout_ms);
+    r.Uint(root, "", "drain_delay_ms", &c.drain_delay_ms, 0, 600'000);
     r.Uint(root, "", "models_refresh_interval_ms", &c.models_refresh_interval_ms, 100);
 
     if (const YAML::Node n = root["limits"]; n.IsDefined() && !n.IsNull()) {

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/strings.h"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (cfg->workers.empty()) spdlog::warn("no workers configured: every request will get 503");
 
   const auto drain_timeout = std::chrono::milliseconds(cfg->drain_timeout_ms);
+  const auto drain_delay = std::chrono::milliseconds(cfg->drain_delay_ms);
   auto gateway = router::Gateway::Create(*cfg);
   if (!gateway.ok()) {
     std::cerr << "kvgate: " << gateway.status().message() << "\n";
@@ -79,7 +81,16 @@ int main(int argc, char** argv) {
           signals.async_wait(on_signal);
           return;
         }
-        spdlog::info("{}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+        if (drain_delay.count() > 0) {
+          // Not ready first, still serving: the endpoints controller takes the pod out of
+          // Services while clients can still connect.
+          spdlog::info("{}: not ready; serving {} ms more before draining", name,
+                       drain_delay.count());
+          (*gateway)->StopReadiness();
+          std::this_thread::sleep_for(drain_delay);
+        }
+        spdlog::info("{}: draining", name);
         const bool clean = (*gateway)->Drain(drain_timeout);
         spdlog::info("drained {}; exiting", clean ? "cleanly" : "at the deadline");
         exit_code = 0;

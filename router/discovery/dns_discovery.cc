@@ -1,6 +1,7 @@
 #include "router/discovery/dns_discovery.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "common/strings.h"
@@ -42,8 +43,8 @@ net::awaitable<std::optional<std::vector<std::string>>> Addresses(net::io_contex
 }  // namespace
 
 struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
-  Impl(net::io_context& ioc, std::vector<config::DnsDiscoveryConfig> sources, OnChange on_change)
-      : ioc(ioc), sources(std::move(sources)), on_change(std::move(on_change)) {}
+  Impl(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source, OnChange on_change)
+      : ioc(ioc), index(index), source(std::move(source)), on_change(std::move(on_change)) {}
 
   // The workers `source` resolves to now; nullopt when a lookup failed.
   net::awaitable<std::optional<std::vector<std::string>>> Resolve(
@@ -83,21 +84,21 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
     co_return urls;
   }
 
-  net::awaitable<void> Loop(size_t index) {
+  net::awaitable<void> Loop() {
     auto self = shared_from_this();
-    const config::DnsDiscoveryConfig& s = sources[index];
+    const config::DnsDiscoveryConfig& s = source;
     std::optional<std::vector<std::string>> last;
     net::steady_timer timer(ioc);
     while (!stopped) {
       if (auto server = dns::ServerEndpoint(s.server); !server.ok()) {
         spdlog::error("discovery: {}: {}", s.name, server.status().message());
       } else if (auto urls = co_await Resolve(s, *server); urls && !stopped && urls != last) {
-        std::vector<config::WorkerConfig> workers;
+        std::vector<DiscoveredWorker> workers;
         for (const auto& u : *urls) {
           auto url = common::ParseHttpUrl(u);
           if (!url.ok()) continue;
-          config::WorkerConfig w = s.worker;
-          w.url = *std::move(url);
+          DiscoveredWorker w{s.worker, EndpointState::kReady};
+          w.config.url = *std::move(url);
           workers.push_back(std::move(w));
         }
         spdlog::info("discovery: {} resolves to {} worker(s){}{}", s.name, workers.size(),
@@ -112,22 +113,19 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
   }
 
   net::io_context& ioc;
-  const std::vector<config::DnsDiscoveryConfig> sources;
+  const size_t index;
+  const config::DnsDiscoveryConfig source;
   const OnChange on_change;
-  bool stopped = false;
+  std::atomic<bool> stopped{false};
 };
 
-DnsDiscovery::DnsDiscovery(net::io_context& ioc, std::vector<config::DnsDiscoveryConfig> sources,
+DnsDiscovery::DnsDiscovery(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source,
                            OnChange on_change)
-    : impl_(std::make_shared<Impl>(ioc, std::move(sources), std::move(on_change))) {}
+    : impl_(std::make_shared<Impl>(ioc, index, std::move(source), std::move(on_change))) {}
 
 DnsDiscovery::~DnsDiscovery() { Stop(); }
 
-void DnsDiscovery::Start() {
-  for (size_t i = 0; i < impl_->sources.size(); ++i) {
-    net::co_spawn(impl_->ioc, impl_->Loop(i), net::detached);
-  }
-}
+void DnsDiscovery::Start() { net::co_spawn(impl_->ioc, impl_->Loop(), net::detached); }
 
 void DnsDiscovery::Stop() { impl_->stopped = true; }
 

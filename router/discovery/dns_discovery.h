@@ -13,23 +13,21 @@
 #include <vector>
 
 #include "config/config.h"
+#include "router/discovery/discovery_source.h"
 #include "router/internal/asio.h"
 
 namespace kvgate::router {
 
-class DnsDiscovery {
+class DnsDiscovery : public DiscoverySource {
  public:
-  /// Called with a source's index and every worker it now resolves to, on the io_context.
-  using OnChange = std::function<void(size_t source, std::vector<config::WorkerConfig>)>;
-
-  DnsDiscovery(net::io_context& ioc, std::vector<config::DnsDiscoveryConfig> sources,
+  /// `index` is the number this source reports itself under; every worker it finds is ready.
+  DnsDiscovery(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source,
                OnChange on_change);
-  ~DnsDiscovery();
+  ~DnsDiscovery() override;
 
-  /// Starts one loop per source (the first lookup at once).
-  void Start();
-  /// Ends the loops (a lookup in flight ends at its timeout, reporting nothing).
-  void Stop();
+  /// Starts the loop (the first lookup at once).
+  void Start() override;
+  void Stop() override;
 
  private:
   struct Impl;

@@ -38,7 +38,8 @@ Worker::Worker(config::WorkerConfig config, uint32_t id)
       precise_state_(config_.kv_events ? PreciseState::kPending : PreciseState::kOff) {}
 
 bool Worker::IsAvailable(SteadyClock::time_point now) const {
-  return healthy() && !draining() && !BreakerOpen(now);
+  return healthy() && !draining() && discovery_state() == EndpointState::kReady &&
+         !BreakerOpen(now);
 }
 
 bool Worker::BreakerOpen(SteadyClock::time_point now) const {

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "config/config.h"
+#include "router/discovery/endpoint_state.h"
 #include "router/fleet/engine_stats.h"
 #include "router/routing/routing_policy.h"
 
@@ -52,14 +53,19 @@ class Worker {
   const std::string& authority() const { return authority_; }
   WorkerIdentity identity() const { return {id_, name_, config_.weight}; }
 
-  /// True when the worker may receive new traffic: actively healthy, not draining and its
-  /// breaker is not open.
+  /// True when the worker may receive new traffic: actively healthy, not draining, ready by
+  /// its discovery source and its breaker is not open.
   bool IsAvailable(SteadyClock::time_point now) const;
   bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
 
   /// A draining worker gets no new requests and keeps its in-flight ones (POST /admin/drain).
   void SetDraining(bool draining) { draining_.store(draining, std::memory_order_relaxed); }
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
+
+  /// What discovery says of the worker (always ready for a listed one). Not ready or
+  /// terminating: no new requests, in-flight ones finish, the index keeps what it learned.
+  void SetDiscoveryState(EndpointState s) { discovery_state_.store(s, std::memory_order_relaxed); }
+  EndpointState discovery_state() const { return discovery_state_.load(std::memory_order_relaxed); }
 
   /// Feeds one active health-check result; ejects after `unhealthy_threshold` failures in a row
   /// and readmits after `healthy_threshold` successes. @return true when health changed.
@@ -127,6 +133,7 @@ class Worker {
 
   std::atomic<bool> healthy_{true};  // optimistic until the first check says otherwise
   std::atomic<bool> draining_{false};
+  std::atomic<EndpointState> discovery_state_{EndpointState::kReady};
   std::atomic<uint32_t> check_failures_{0};
   std::atomic<uint32_t> check_successes_{0};
   std::atomic<uint32_t> passive_failures_{0};

@@ -315,6 +315,8 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     common::StrAppend(&out, ",\"id\":", w->id(), ",\"role\":\"",
                       config::WorkerRoleName(w->config().role), "\",\"healthy\":", w->healthy(),
                       ",\"available\":", w->IsAvailable(now), ",\"draining\":", w->draining(),
+                      ",\"discovery\":\"", EndpointStateName(w->discovery_state()),
+                      "\",\"dp_size\":", w->config().dp_size,
                       ",\"breaker_open\":", w->BreakerOpen(now), ",\"weight\":");
     AppendNumber(out, w->config().weight);
     out += ",\"models\":[";

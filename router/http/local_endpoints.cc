@@ -10,7 +10,7 @@ net::awaitable<void> HandleHealth(ThreadContext& tc, Exchange& ex) {
 }
 
 net::awaitable<void> HandleReady(ThreadContext& tc, Exchange& ex) {
-  if (tc.state.draining.load()) {
+  if (tc.state.draining.load() || tc.state.shutting_down.load()) {
     co_await WriteError(tc, ex, 503, "gateway is draining", "service_unavailable", "draining");
   } else if (!tc.state.AnyWorkerAvailable()) {
     co_await WriteError(tc, ex, 503, "no healthy worker available", "service_unavailable",

@@ -82,7 +82,8 @@ net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
           tc, ex, 405, common::StrCat("method ", ex.head.method_text, " is not allowed on ", path),
           "invalid_request_error", "method_not_allowed");
     } else if (admin_listener && separate_admin_) {
-      co_await WriteError(tc, ex, 404, "the admin listener serves /admin/*, /health and /metrics",
+      co_await WriteError(tc, ex, 404,
+                          "the admin listener serves /admin/*, /health, /ready and /metrics",
                           "invalid_request_error", "not_found");
     } else {
       co_await WriteError(tc, ex, 404, common::StrCat("no route for ", path),

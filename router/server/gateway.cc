@@ -11,7 +11,7 @@
 
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "router/discovery/dns_discovery.h"
+#include "router/discovery/discovery_source.h"
 #include "router/dispatch/proxy_handler.h"
 #include "router/fleet/health_checker.h"
 #include "router/http/admin.h"
@@ -44,9 +44,9 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
   };
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());
-  return std::make_unique<RouteTable>(std::move(routes),
-                                      std::vector<std::string_view>{"/health", "/metrics"},
-                                      separate_admin, std::move(pre));
+  return std::make_unique<RouteTable>(
+      std::move(routes), std::vector<std::string_view>{"/health", "/ready", "/metrics"},
+      separate_admin, std::move(pre));
 }
 
 }  // namespace
@@ -54,7 +54,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
 struct Gateway::Impl {
   explicit Impl(config::ConfigConstSharedPtr cfg)
       : state(cfg, ThreadCount(*cfg)), initial(cfg), base(std::move(cfg)) {
-    discovered.resize(base->discovery.dns.size());
+    discovered.resize(DiscoverySourceCount(base->discovery));
   }
 
   // `base` (the file's config) with the workers discovery found added after its own; a URL
@@ -70,10 +70,10 @@ struct Gateway::Impl {
       for (const auto& w : source) {
         if (cfg->workers.size() >= kvindex::PrefixIndex::kMaxHolders) {
           spdlog::error("discovery: more than {} workers; {} and later ones are left out",
-                        kvindex::PrefixIndex::kMaxHolders, w.url.ToString());
+                        kvindex::PrefixIndex::kMaxHolders, w.config.url.ToString());
           return cfg;
         }
-        if (urls.insert(w.url.ToString()).second) cfg->workers.push_back(w);
+        if (urls.insert(w.config.url.ToString()).second) cfg->workers.push_back(w.config);
       }
     }
     return cfg;
@@ -95,13 +95,34 @@ struct Gateway::Impl {
         if (is_new && !is_static) w->MarkUnchecked();
       }
     }
+    ApplyDiscoveryStates(*snapshot);
     state.Publish(std::move(snapshot));
     HealthChecker::RefreshModelsJson(state);
     return absl::OkStatus();
   }
 
+  // Gives each worker of `snapshot` the state its discovery source reports; a URL also listed
+  // statically is always ready. Caller holds apply_mu.
+  void ApplyDiscoveryStates(const Snapshot& snapshot) {
+    for (const auto& w : snapshot.workers) {
+      EndpointState st = EndpointState::kReady;
+      const bool is_static =
+          std::any_of(base->workers.begin(), base->workers.end(),
+                      [&w](const config::WorkerConfig& s) { return s.url == w->config().url; });
+      for (const auto& source : discovered) {
+        for (const auto& d : source) {
+          if (!is_static && d.config.url == w->config().url) st = d.state;
+        }
+      }
+      if (st != w->discovery_state()) {
+        spdlog::info("worker {}: {} (discovery)", w->name(), EndpointStateName(st));
+        w->SetDiscoveryState(st);
+      }
+    }
+  }
+
   // A discovery source found a new set of workers (on the control thread).
-  void Discovered(size_t source, std::vector<config::WorkerConfig> workers) {
+  void Discovered(size_t source, std::vector<DiscoveredWorker> workers) {
     std::lock_guard<std::mutex> lock(apply_mu);
     discovered[source] = std::move(workers);
     if (auto s = Apply(); !s.ok()) spdlog::error("discovery: {}", s.message());
@@ -198,8 +219,8 @@ struct Gateway::Impl {
   config::ConfigConstSharedPtr initial;
   std::mutex apply_mu;                // reloads and discovery updates, one at a time
   config::ConfigConstSharedPtr base;  // the config file's (or the flags') latest
-  std::vector<std::vector<config::WorkerConfig>> discovered;  // per discovery.dns source
-  std::unique_ptr<DnsDiscovery> dns;
+  std::vector<std::vector<DiscoveredWorker>> discovered;  // per discovery source
+  std::vector<std::unique_ptr<DiscoverySource>> discovery;
   std::vector<std::unique_ptr<ThreadContext>> threads;
   std::vector<std::thread> os_threads;
   net::io_context control{1};
@@ -271,14 +292,11 @@ absl::Status Gateway::Start() {
   s.state.precise.Start();
   s.prober = std::make_unique<PreciseProber>(s.control, s.state);
   s.prober->Start();
-  if (!cfg->discovery.dns.empty()) {
-    s.dns = std::make_unique<DnsDiscovery>(
-        s.control, cfg->discovery.dns,
-        [&s](size_t source, std::vector<config::WorkerConfig> workers) {
-          s.Discovered(source, std::move(workers));
-        });
-    s.dns->Start();
-  }
+  s.discovery = MakeDiscoverySources(s.control, cfg->discovery,
+                                     [&s](size_t source, std::vector<DiscoveredWorker> workers) {
+                                       s.Discovered(source, std::move(workers));
+                                     });
+  for (auto& d : s.discovery) d->Start();
   s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
       s.control.get_executor());
   for (auto& t : s.threads) {
@@ -315,7 +333,7 @@ absl::Status Gateway::Reload(config::Config config) {
     spdlog::warn("reload: admin listener changes need a restart; keeping '{}'", old->admin.listen);
     config.admin.listen = old->admin.listen;
   }
-  if (config.discovery.dns != old->discovery.dns) {
+  if (config.discovery != old->discovery) {
     spdlog::warn("reload: discovery changes need a restart; keeping the running sources");
     config.discovery = old->discovery;
   }
@@ -341,12 +359,15 @@ absl::Status Gateway::Reload(config::Config config) {
       s.state.access_log.Close();
     }
   }
+  s.ApplyDiscoveryStates(**snapshot);
   s.state.Publish(*std::move(snapshot));
   HealthChecker::RefreshModelsJson(s.state);
   s.state.metrics.ConfigReloads(true).Increment();
   spdlog::info("reload: {} workers, policy {}", cfg->workers.size(), cfg->routing.policy);
   return absl::OkStatus();
 }
+
+void Gateway::StopReadiness() { impl_->state.shutting_down.store(true); }
 
 bool Gateway::Drain(std::chrono::milliseconds deadline) {
   Impl& s = *impl_;
@@ -391,7 +412,7 @@ void Gateway::Stop() {
     if (s.stopped) return;
     s.stopped = true;
   }
-  if (s.dns) s.dns->Stop();
+  for (auto& d : s.discovery) d->Stop();
   if (s.health) s.health->Stop();
   if (s.prober) s.prober->Stop();
   for (auto& t : s.threads) t->ioc.stop();

@@ -40,6 +40,10 @@ class Gateway {
   /// @return true when every request finished in time.
   bool Drain(std::chrono::milliseconds deadline);
 
+  /// Turns /ready to 503 while everything else keeps serving: the first step of a shutdown,
+  /// so that load balancers (Kubernetes endpoints) stop sending before the listeners close.
+  void StopReadiness();
+
   /// Stops every thread at once and joins them. Idempotent; called by the destructor.
   void Stop();
 

@@ -78,7 +78,8 @@ struct GatewayState {
   PreciseMode precise;  // before planner, which reads it
   RoutePlanner planner;
 
-  std::atomic<bool> draining{false};
+  std::atomic<bool> draining{false};       // listeners closed, in-flight requests finishing
+  std::atomic<bool> shutting_down{false};  // /ready answers 503; serving goes on until draining
   std::atomic<int64_t> open_connections{0};
 
  private:

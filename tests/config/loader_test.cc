@@ -267,5 +267,47 @@ discovery:
   EXPECT_THAT(Error("discovery: {dns: {name: a}}"), HasSubstr("must be a list"));
 }
 
+TEST(ConfigLoader, DiscoveryKubernetes) {
+  auto c = LoadConfigFromString(R"(
+drain_delay_ms: 5000
+discovery:
+  kubernetes:
+    - {service: vllm-decode, port_name: http, role: decode, kv_events_port: 5557,
+       kv_events_replay_port: 5558, kv_events_topic: kv, watch_timeout_s: 60}
+    - {label_selector: "app=vllm,tier=gpu", namespace: llm, api_server: "https://10.96.0.1",
+       pod_metadata: false, port: 30000}
+)",
+                                "k.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->drain_delay_ms, 5000u);
+  ASSERT_EQ(c->discovery.kubernetes.size(), 2u);
+  const auto& k = c->discovery.kubernetes[0];
+  EXPECT_EQ(k.service, "vllm-decode");
+  EXPECT_EQ(k.port_name, "http");
+  EXPECT_EQ(k.worker.role, WorkerRole::kDecode);
+  EXPECT_EQ(k.kv_events_port, 5557);
+  EXPECT_EQ(k.kv_events_replay_port, 5558);
+  EXPECT_EQ(k.kv_events_topic, "kv");
+  EXPECT_EQ(k.watch_timeout_s, 60u);
+  EXPECT_TRUE(k.pod_metadata);
+  EXPECT_EQ(k.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  const auto& l = c->discovery.kubernetes[1];
+  EXPECT_EQ(l.label_selector, "app=vllm,tier=gpu");
+  EXPECT_EQ(l.namespace_, "llm");
+  EXPECT_EQ(l.api_server, "https://10.96.0.1");
+  EXPECT_FALSE(l.pod_metadata);
+  EXPECT_EQ(l.port, 30000);
+  EXPECT_THAT(Error("discovery: {kubernetes: [{port_name: http}]}"),
+              HasSubstr("discovery.kubernetes[0]: needs service or label_selector"));
+  EXPECT_THAT(Error("discovery: {kubernetes: [{service: a, api_server: 'ftp://x'}]}"),
+              HasSubstr("discovery.kubernetes[0].api_server"));
+  EXPECT_THAT(Error("discovery: {kubernetes: [{service: a, watch_timeout_s: 0}]}"),
+              HasSubstr("watch_timeout_s"));
+  EXPECT_THAT(Error("discovery: {kubernetes: [{service: a, url: 'http://x:1'}]}"),
+              HasSubstr("url"));
+  EXPECT_THAT(Error("discovery: {kubernetes: {service: a}}"), HasSubstr("must be a list"));
+  EXPECT_THAT(Error("drain_delay_ms: 9999999"), HasSubstr("drain_delay_ms"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

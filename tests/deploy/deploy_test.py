@@ -91,7 +91,7 @@ def check_render(repo):
             if k not in kinds:
                 fail(f"{overlay}: no {k} rendered ({kinds})")
         cfg = yaml.safe_load(kvgate_yaml(objs))
-        drain_s = cfg.get("drain_timeout_ms", 30000) / 1000
+        drain_s = (cfg.get("drain_timeout_ms", 30000) + cfg.get("drain_delay_ms", 0)) / 1000
         cm_names = {o["metadata"]["name"] for o in find(objs, "ConfigMap")}
         gw = [d for d in find(objs, "Deployment")
               if any(c["name"] == "kvgate" for c in d["spec"]["template"]["spec"]["containers"])]
@@ -100,7 +100,7 @@ def check_render(repo):
         pod = gw[0]["spec"]["template"]["spec"]
         grace = pod.get("terminationGracePeriodSeconds", 30)
         if not drain_s < grace <= drain_s + 15:
-            fail(f"{overlay}: terminationGracePeriodSeconds {grace} vs drain_timeout_ms {drain_s}s")
+            fail(f"{overlay}: terminationGracePeriodSeconds {grace} vs drain delay + timeout {drain_s}s")
         kv = next(c for c in pod["containers"] if c["name"] == "kvgate")
         for probe in ("readinessProbe", "livenessProbe"):
             if "httpGet" not in kv.get(probe, {}):
@@ -121,13 +121,17 @@ def check_render(repo):
         if not any("discovery.k8s.io" in r["apiGroups"] and "endpointslices" in r["resources"]
                    and {"get", "list", "watch"} <= set(r["verbs"]) for r in role["rules"]):
             fail(f"{overlay}: the Role does not allow get/list/watch on EndpointSlices")
+        k8s_sources = cfg.get("discovery", {}).get("kubernetes", [])
+        if k8s_sources and not any("" in r["apiGroups"] and "pods" in r["resources"]
+                                   and "get" in r["verbs"] for r in role["rules"]):
+            fail(f"{overlay}: EndpointSlice discovery reads pod annotations; the Role lacks get on pods")
         if overlay == "sidecar":
             if not cfg["listen"].startswith("127.0.0.1:") or len(pod["containers"]) < 2:
                 fail("sidecar: kvgate must listen on loopback beside an application container")
-            if not all("kv_events" in w for w in cfg["workers"]):
-                fail("sidecar: every worker needs kv_events (precise mode)")
+            if not k8s_sources or not all(s.get("kv_events_port") for s in k8s_sources):
+                fail("sidecar: every discovered engine needs its KV events (precise mode)")
         if overlay == "pd":
-            roles = {w.get("role", "mixed") for w in cfg["workers"]}
+            roles = {w.get("role", "mixed") for w in cfg.get("workers", []) + k8s_sources}
             if not cfg.get("pd", {}).get("protocol") or not {"prefill", "decode"} <= roles:
                 fail("pd: needs pd.protocol and prefill and decode workers")
         if overlay == "store":

@@ -124,5 +124,26 @@ TEST(Process, SigtermDrainsInFlightStreams) {
   EXPECT_EQ(code, 0);
 }
 
+// drain_delay_ms: after SIGTERM /ready says 503 at once while requests, and new connections,
+// are still served; only then do the listeners close.
+TEST(Process, SigtermWithDrainDelayTurnsUnreadyFirstAndKeepsServing) {
+  FakeUpstream f({});
+  f.Start();
+  const std::string path =
+      WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}) + "drain_delay_ms: 60000\n");
+  Process p({"--config", path});
+  const uint16_t port = p.Port();
+  ASSERT_NE(port, 0) << p.Log();
+  ASSERT_EQ(Fetch(port, "GET", "/ready").status, 200);
+  p.Signal(SIGTERM);
+  ASSERT_TRUE(WaitFor([&] { return Fetch(port, "GET", "/ready").status == 503; })) << p.Log();
+  EXPECT_THAT(p.Log(), HasSubstr("serving 60000 ms more before draining"));
+  EXPECT_EQ(Fetch(port, "POST", "/v1/chat/completions", ChatBody(false)).status, 200);
+  EXPECT_EQ(Fetch(port, "GET", "/health").status, 200);
+  int code = -1;
+  EXPECT_FALSE(p.Exited(&code));
+  p.Signal(SIGKILL);  // the kubelet's, at the end of the grace period
+}
+
 }  // namespace
 }  // namespace kvgate::testing
