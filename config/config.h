@@ -63,13 +63,32 @@ struct StoreConfig {
   friend bool operator==(const StoreConfig&, const StoreConfig&) = default;
 };
 
+// Token buckets per API key (or per client address without keys): each holds a minute's
+// worth and refills continuously. 0 = no limit.
+struct RateLimitConfig {
+  uint64_t requests_per_minute = 0;
+  uint64_t prompt_tokens_per_minute = 0;  // estimated at admission as body bytes / 4
+
+  friend bool operator==(const RateLimitConfig&, const RateLimitConfig&) = default;
+};
+
 struct LimitsConfig {
   uint32_t max_header_bytes = 16 * 1024;
   uint64_t max_body_bytes = 32ull * 1024 * 1024;  // agentic prompts are large
   uint32_t idle_timeout_ms = 60'000;              // keep-alive connection with no request
   uint32_t read_timeout_ms = 30'000;              // whole request once its first byte arrived
   uint32_t write_timeout_ms = 60'000;             // a client that stops reading for this long
-  uint32_t max_connections = 10'000;              // per gateway; extra accepts are closed
+  uint32_t max_connections = 10'000;              // per gateway; see health_reserve
+  // One client address may hold at most this many (0 = no limit), so that no one client can
+  // take every connection.
+  uint32_t max_connections_per_client = 1'000;
+  // Connections accepted beyond max_connections that may ask only for /health, /ready and
+  // /metrics (anything else gets a 503): probes still reach a full gateway.
+  uint32_t health_reserve = 64;
+  RateLimitConfig rate;                  // per API key (auth.api_keys[].rate overrides)
+  uint32_t max_concurrent_requests = 0;  // inference requests running at once; 0 = no cap
+  uint32_t queue_size = 100;             // waiting for a place beyond that; then 503
+  uint32_t queue_timeout_ms = 30'000;    // longest wait in the queue; then 503
 };
 
 struct UpstreamConfig {
@@ -232,6 +251,19 @@ struct PdConfig {
   uint32_t release_timeout_ms = 60'000;  // the request that frees blocks of a failed decode
 };
 
+// A data-plane API key: clients send "Authorization: Bearer <key>"; only its SHA-256 is kept.
+struct ApiKeyConfig {
+  std::string name;                     // in logs, metrics and the access log
+  std::string sha256;                   // lower-case hex SHA-256 of the key
+  std::optional<RateLimitConfig> rate;  // this key's limits instead of limits.rate
+
+  friend bool operator==(const ApiKeyConfig&, const ApiKeyConfig&) = default;
+};
+
+struct AuthConfig {
+  std::vector<ApiKeyConfig> api_keys;  // empty: the data plane is open
+};
+
 struct AdminConfig {
   std::string listen;  // "HOST:PORT" for a separate admin listener; empty = main listener
   std::string token;   // when set, admin endpoints need "Authorization: Bearer <token>"
@@ -259,6 +291,7 @@ struct Config {
   CircuitBreakerConfig circuit_breaker;
   RoutingConfig routing;
   PdConfig pd;
+  AuthConfig auth;
   AdminConfig admin;
   AccessLogConfig access_log;
   std::vector<WorkerConfig> workers;

@@ -288,6 +288,51 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   }
 }
 
+void ReadRate(Reader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate) {
+  if (!r.ExpectMap(n, path, {"requests_per_minute", "prompt_tokens_per_minute"})) return;
+  r.Uint(n, path, "requests_per_minute", &rate->requests_per_minute);
+  r.Uint(n, path, "prompt_tokens_per_minute", &rate->prompt_tokens_per_minute);
+}
+
+// `auth.api_keys`: names unique, each key's SHA-256 as 64 hex digits (lower-cased).
+void ReadAuth(Reader& r, const YAML::Node& n, AuthConfig* c) {
+  if (!r.ExpectMap(n, "auth", {"api_keys"})) return;
+  const YAML::Node keys = n["api_keys"];
+  if (!keys.IsDefined() || keys.IsNull()) return;
+  if (!keys.IsSequence()) {
+    r.Error(keys, "auth.api_keys", "must be a list");
+    return;
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string path = common::StrCat("auth.api_keys[", i, "]");
+    const YAML::Node k = keys[i];
+    if (!r.ExpectMap(k, path, {"name", "sha256", "rate"})) continue;
+    ApiKeyConfig key;
+    if (!r.String(k, path, "name", &key.name) || key.name.empty()) {
+      r.Error(k, Reader::Join(path, "name"), "is required");
+    } else if (!names.insert(key.name).second) {
+      r.Error(k["name"], Reader::Join(path, "name"),
+              common::StrCat("duplicate name '", key.name, "'"));
+    }
+    if (!r.String(k, path, "sha256", &key.sha256)) {
+      r.Error(k, Reader::Join(path, "sha256"),
+              "is required (the key's SHA-256 in hex: printf %s KEY | sha256sum)");
+    } else {
+      for (char& ch : key.sha256)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (key.sha256.size() != 64 ||
+          key.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        r.Error(k["sha256"], Reader::Join(path, "sha256"), "must be 64 hex digits (a SHA-256)");
+      }
+    }
+    if (const YAML::Node rate = k["rate"]; rate.IsDefined() && !rate.IsNull()) {
+      ReadRate(r, rate, Reader::Join(path, "rate"), &key.rate.emplace());
+    }
+    c->api_keys.push_back(std::move(key));
+  }
+}
+
 // One `discovery.kubernetes[]` source: a Service's EndpointSlices through the API server.
 void ReadKubernetesSource(Reader& r, const YAML::Node& e, const std::string& path,
                           KubernetesDiscoveryConfig* k) {
@@ -545,7 +590,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (!r.ExpectMap(root, "",
                      {"listen", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
                       "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
-                      "circuit_breaker", "routing", "pd", "admin", "access_log", "workers",
+                      "circuit_breaker", "routing", "pd", "auth", "admin", "access_log", "workers",
                       "discovery", "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
@@ -572,13 +617,23 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["limits"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "limits",
                       {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
-                       "write_timeout_ms", "max_connections"})) {
+                       "write_timeout_ms", "max_connections", "max_connections_per_client",
+                       "health_reserve", "rate", "max_concurrent_requests", "queue_size",
+                       "queue_timeout_ms"})) {
         r.Uint(n, "limits", "max_header_bytes", &c.limits.max_header_bytes, 1024);
         r.Uint(n, "limits", "max_body_bytes", &c.limits.max_body_bytes, 1);
         r.Uint(n, "limits", "idle_timeout_ms", &c.limits.idle_timeout_ms, 1);
         r.Uint(n, "limits", "read_timeout_ms", &c.limits.read_timeout_ms, 1);
         r.Uint(n, "limits", "write_timeout_ms", &c.limits.write_timeout_ms, 1);
         r.Uint(n, "limits", "max_connections", &c.limits.max_connections, 1);
+        r.Uint(n, "limits", "max_connections_per_client", &c.limits.max_connections_per_client);
+        r.Uint(n, "limits", "health_reserve", &c.limits.health_reserve, 0, 10'000);
+        if (const YAML::Node rate = n["rate"]; rate.IsDefined() && !rate.IsNull()) {
+          ReadRate(r, rate, "limits.rate", &c.limits.rate);
+        }
+        r.Uint(n, "limits", "max_concurrent_requests", &c.limits.max_concurrent_requests);
+        r.Uint(n, "limits", "queue_size", &c.limits.queue_size);
+        r.Uint(n, "limits", "queue_timeout_ms", &c.limits.queue_timeout_ms, 1);
       }
     }
     if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {
@@ -628,6 +683,9 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["pd"]; n.IsDefined() && !n.IsNull()) ReadPd(r, n, &c.pd);
     if (const YAML::Node n = root["discovery"]; n.IsDefined() && !n.IsNull()) {
       ReadDiscovery(r, n, &c.discovery);
+    }
+    if (const YAML::Node n = root["auth"]; n.IsDefined() && !n.IsNull()) {
+      ReadAuth(r, n, &c.auth);
     }
     if (const YAML::Node n = root["admin"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "admin", {"listen", "token"})) {

@@ -3,6 +3,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "config/loader.h"
+#include "router/http/auth.h"
 #include "router/pd/pd_bodies.h"
 
 namespace kvgate::router {
@@ -24,6 +25,9 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --threads N         gateway threads (default: number of cores)
   --policy NAME       routing policy (kvaware, round_robin, least_request, random,
                       power_of_two, consistent_hash, cache_aware, cost, weighted)
+  --api-key KEY       clients must send "Authorization: Bearer KEY" (repeatable; named
+                      cli-1, cli-2, ... in logs). Other users of the machine can read a
+                      command line: prefer auth.api_keys in the config, which holds hashes
   --log-level LEVEL   trace, debug, info, warn, error or off
   --check             validate the configuration and exit (non-zero when invalid)
   --help              this text
@@ -94,6 +98,10 @@ absl::StatusOr<CliOptions> ParseCli(int argc, const char* const* argv) {
       KVGATE_ASSIGN_OR_RETURN(o.log_level, need_value(arg));
     } else if (arg == "--policy") {
       KVGATE_ASSIGN_OR_RETURN(o.policy, need_value(arg));
+    } else if (arg == "--api-key") {
+      KVGATE_ASSIGN_OR_RETURN(std::string k, need_value(arg));
+      if (k.empty()) return absl::InvalidArgumentError("--api-key: the key is empty");
+      o.api_keys.push_back(std::move(k));
     } else {
       return absl::InvalidArgumentError(
           common::StrCat("unknown argument '", arg, "' (see --help)"));
@@ -153,6 +161,10 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
   if (o.threads) c.threads = *o.threads;
   if (o.log_level) c.log_level = *o.log_level;
   if (o.policy) c.routing.policy = *o.policy;
+  for (size_t i = 0; i < o.api_keys.size(); ++i) {
+    c.auth.api_keys.push_back(
+        {common::StrCat("cli-", i + 1), Sha256Hex(o.api_keys[i]), std::nullopt});
+  }
   KVGATE_RETURN_IF_ERROR(config::ValidateConfig(c));
   return c;
 }

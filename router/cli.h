@@ -24,6 +24,7 @@ struct CliOptions {
   std::optional<uint32_t> threads;
   std::optional<std::string> log_level;
   std::optional<std::string> policy;
+  std::vector<std::string> api_keys;  // --api-key KEY, repeatable
   bool check = false;
   bool help = false;
   bool version = false;

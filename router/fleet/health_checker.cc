@@ -55,7 +55,11 @@ struct HealthChecker::Impl {
 
   net::awaitable<void> CheckOne(WorkerSharedPtr worker, config::HealthCheckConfig cfg) {
     const bool ok = co_await Probe(worker->config().url, cfg.path, worker->name(), cfg.timeout_ms);
-    worker->RecordHealthCheck(ok, cfg);
+    if (worker->RecordHealthCheck(ok, cfg) && worker->healthy()) {
+      // Just admitted: learn its models now rather than at the next models refresh.
+      co_await DiscoverOne(worker, milliseconds(cfg.timeout_ms));
+      RefreshModelsJson(state);
+    }
   }
 
   net::awaitable<void> CheckStore(size_t i, common::HttpUrl url, config::HealthCheckConfig cfg) {

@@ -105,7 +105,31 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       reloads_(BuildCounter()
                    .Name("kvgate_config_reloads_total")
                    .Help("Configuration reloads, by result")
-                   .Register(r)) {}
+                   .Register(r)),
+      auth_failures_(BuildCounter()
+                         .Name("kvgate_auth_failures_total")
+                         .Help("Requests refused with 401 for a missing or invalid API key")
+                         .Register(r)),
+      rate_limited_(BuildCounter()
+                        .Name("kvgate_rate_limited_total")
+                        .Help("Requests refused with 429, by the limit they hit")
+                        .Register(r)),
+      admission_rejected_(BuildCounter()
+                              .Name("kvgate_admission_rejected_total")
+                              .Help("Requests refused with 503 by the concurrency cap's queue")
+                              .Register(r)) {}
+
+prometheus::Counter& RouterMetrics::AuthFailures(std::string_view reason) {
+  return auth_failures_.Add({{"reason", std::string(reason)}});
+}
+
+prometheus::Counter& RouterMetrics::RateLimited(std::string_view limit) {
+  return rate_limited_.Add({{"limit", std::string(limit)}});
+}
+
+prometheus::Counter& RouterMetrics::AdmissionRejected(std::string_view reason) {
+  return admission_rejected_.Add({{"reason", std::string(reason)}});
+}
 
 prometheus::Counter& RouterMetrics::Retries(std::string_view reason) {
   return retries_.Add({{"reason", std::string(reason)}});
@@ -165,6 +189,12 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
                                [](const Worker& w) { return w.engine_stats().kv_usage; }));
   families.push_back(Single("kvgate_http_connections", "Client connections currently open",
                             MetricType::Gauge, static_cast<double>(process.open_connections)));
+  families.push_back(Single("kvgate_admission_running",
+                            "Inference requests holding a place under max_concurrent_requests",
+                            MetricType::Gauge, static_cast<double>(process.admission_running)));
+  families.push_back(Single("kvgate_admission_queued",
+                            "Inference requests waiting for a place (limits.queue_size)",
+                            MetricType::Gauge, static_cast<double>(process.admission_queued)));
   families.push_back(Single("kvgate_index_errors_total",
                             "Prefix-index updates refused (e.g. more workers than index holders)",
                             MetricType::Counter, static_cast<double>(process.index_errors)));

@@ -24,6 +24,8 @@ namespace kvgate::router {
 /// Process-wide values rendered with the metrics.
 struct ProcessGauges {
   int64_t open_connections = 0;
+  int64_t admission_running = 0;  // inference requests holding a place under the cap
+  int64_t admission_queued = 0;
   uint64_t index_errors = 0;  // prefix-index updates refused
 };
 
@@ -48,6 +50,9 @@ class RouterMetrics {
   ShardedFamily pd_releases;   // kvgate_pd_held_block_releases_total{result}
 
   prometheus::Counter& Retries(std::string_view reason);
+  prometheus::Counter& AuthFailures(std::string_view reason);       // missing, invalid
+  prometheus::Counter& RateLimited(std::string_view limit);         // requests, tokens
+  prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
   prometheus::Counter& ConfigReloads(bool ok);
 
   /// The text exposition of everything: `registry` (this object's and other subsystems'
@@ -59,6 +64,9 @@ class RouterMetrics {
  private:
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Family<prometheus::Counter>& auth_failures_;
+  prometheus::Family<prometheus::Counter>& rate_limited_;
+  prometheus::Family<prometheus::Counter>& admission_rejected_;
 };
 
 }  // namespace kvgate::router

@@ -48,9 +48,15 @@ bool Worker::BreakerOpen(SteadyClock::time_point now) const {
 
 bool Worker::RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg) {
   bool changed = false;
+  probed_.store(true, std::memory_order_relaxed);
   if (ok) {
     check_failures_.store(0, std::memory_order_relaxed);
     const uint32_t s = check_successes_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (unchecked_.exchange(false, std::memory_order_relaxed) && !healthy()) {
+      healthy_.store(true, std::memory_order_relaxed);
+      spdlog::info("worker {} admitted: its first health check passed", name_);
+      return true;
+    }
     if (!healthy() && s >= cfg.healthy_threshold) {
       healthy_.store(true, std::memory_order_relaxed);
       passive_failures_.store(0, std::memory_order_relaxed);

@@ -70,8 +70,20 @@ class Worker {
   /// Feeds one active health-check result; ejects after `unhealthy_threshold` failures in a row
   /// and readmits after `healthy_threshold` successes. @return true when health changed.
   bool RecordHealthCheck(bool ok, const config::HealthCheckConfig& cfg);
-  /// A worker discovery just found: no traffic until health checks admit it.
-  void MarkUnchecked() { healthy_.store(false, std::memory_order_relaxed); }
+  /// A worker not yet checked (at start, or found by discovery): unknown, so no traffic, until
+  /// a health check passes; its first passing check admits it at once.
+  void MarkUnchecked() {
+    unchecked_.store(true, std::memory_order_relaxed);
+    healthy_.store(false, std::memory_order_relaxed);
+  }
+  /// A worker that replaces `old` (same URL, other settings) starts with its health.
+  void InheritHealth(const Worker& old) {
+    unchecked_.store(old.unchecked_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    healthy_.store(old.healthy(), std::memory_order_relaxed);
+    probed_.store(old.probed(), std::memory_order_relaxed);
+  }
+  /// True once any health check of this worker finished.
+  bool probed() const { return probed_.load(std::memory_order_relaxed); }
 
   /// Passive signal: a connection to the worker failed (refused, reset, timed out). Opens the
   /// breaker for `open_ms` after `consecutive_failures` in a row.
@@ -131,7 +143,9 @@ class Worker {
   const std::string name_;
   const std::string authority_;
 
-  std::atomic<bool> healthy_{true};  // optimistic until the first check says otherwise
+  std::atomic<bool> healthy_{true};  // with checks off, always; else see MarkUnchecked
+  std::atomic<bool> unchecked_{false};
+  std::atomic<bool> probed_{false};
   std::atomic<bool> draining_{false};
   std::atomic<EndpointState> discovery_state_{EndpointState::kReady};
   std::atomic<uint32_t> check_failures_{0};

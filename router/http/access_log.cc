@@ -88,6 +88,10 @@ std::string AccessLog::Format(const AccessRecord& r) {
     common::StrAppend(&out, ",\"ttfb_ms\":", r.ttfb_seconds * 1e3);
   }
   common::StrAppend(&out, ",\"e2e_ms\":", r.e2e_seconds * 1e3);
+  if (!r.api_key.empty()) {
+    out += ",\"api_key\":";
+    common::AppendJsonString(out, r.api_key);
+  }
   if (r.cached_tokens >= 0) common::StrAppend(&out, ",\"cached_tokens\":", r.cached_tokens);
   if (std::string_view trace, span; ParseTraceparent(r.traceparent, &trace, &span)) {
     common::StrAppend(&out, ",\"trace_id\":\"", trace, "\",\"span_id\":\"", span, "\"");

@@ -22,7 +22,8 @@ struct AccessRecord {
   std::string_view method;
   std::string_view path;
   std::string_view model;
-  std::string_view worker;  // empty when the gateway answered itself
+  std::string_view worker;   // empty when the gateway answered itself
+  std::string_view api_key;  // the key's name (auth.api_keys), empty without one
   int status = 0;
   uint64_t bytes_sent = 0;   // response body bytes relayed to the client
   double ttfb_seconds = -1;  // -1 when no worker answered

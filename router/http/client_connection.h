@@ -36,6 +36,8 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
 
   tcp::socket socket;
   const bool admin_listener;  // accepted on the separate admin listener
+  std::string peer;           // the client's address (per-client limits, logs)
+  bool reserve = false;       // accepted beyond max_connections: probes only, then closed
   InputBuffer in;
   bool idle = true;  // between requests (closed at once on drain)
 

@@ -15,6 +15,7 @@
 
 #include "router/http/client_connection.h"
 #include "router/http/http1.h"
+#include "router/server/admission.h"
 #include "router/server/snapshot_lease.h"
 
 namespace kvgate::router {
@@ -51,6 +52,8 @@ struct Exchange {
   size_t body_capacity = 0;  // readable bytes from body.data(): body and padding
   size_t request_bytes = 0;  // bytes of conn.in this request occupies
   std::string request_id;
+  std::string api_key;      // the name of the API key it came with (auth.api_keys), else empty
+  AdmissionSlot admission;  // its place under limits.max_concurrent_requests, while it runs
   EndpointLabel endpoint = EndpointLabel::kOther;
   SteadyClock::time_point read_done{};
 

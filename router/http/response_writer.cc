@@ -91,7 +91,8 @@ void AppendConnection(const Exchange& ex, std::string* out) {
 void CloseAfterResponse(Exchange& ex) { ex.keep_alive = false; }
 
 net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
-                                   std::string_view content_type, std::string_view body) {
+                                   std::string_view content_type, std::string_view body,
+                                   std::string_view extra_headers) {
   ex.status = status;
   ex.keep_alive = KeepAlive(tc, ex);
   std::string head;
@@ -99,7 +100,7 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
   AppendStatusLine(ex, status, {}, &head);
   common::StrAppend(&head, "server: kvgate\r\ncontent-type: ", content_type,
                     "\r\nx-request-id: ", ex.request_id, "\r\ncontent-length: ", body.size(),
-                    "\r\n");
+                    "\r\n", extra_headers);
   AppendConnection(ex, &head);
   head.append("\r\n");
   const bool with_body = ex.head.method != http1::Method::kHead;
@@ -118,10 +119,10 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
 
 net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
-                                std::string_view code) {
+                                std::string_view code, std::string_view extra_headers) {
   spdlog::info("request {}: {} {}", ex.request_id, status, message);
   co_return co_await WriteResponse(tc, ex, status, "application/json",
-                                   common::OpenAiErrorBody(message, type, code));
+                                   common::OpenAiErrorBody(message, type, code), extra_headers);
 }
 
 void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_view reason,

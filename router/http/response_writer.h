@@ -25,14 +25,16 @@ std::string_view ReasonPhrase(int status);
 /// that broke off).
 void CloseAfterResponse(Exchange& ex);
 
-/// Writes a whole response. @return false when the client is gone.
+/// Writes a whole response; `extra_headers` are whole "name: value\r\n" lines.
+/// @return false when the client is gone.
 net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
-                                   std::string_view content_type, std::string_view body);
+                                   std::string_view content_type, std::string_view body,
+                                   std::string_view extra_headers = {});
 
 /// Writes an OpenAI-style JSON error and logs it.
 net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
-                                std::string_view code);
+                                std::string_view code, std::string_view extra_headers = {});
 
 /// Starts a relayed response: records `status`, decides keep-alive (`delimited`: the body's
 /// end can be told to the client without closing), and appends the status line and the

@@ -11,39 +11,7 @@ bool Matches(const Route& r, std::string_view path) {
   return r.prefix ? path.starts_with(r.path) : path == r.path;
 }
 
-// Compares without an early exit, so the time taken does not tell how much of a guess was
-// right.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
-
-class AdminTokenCheck : public PreHandler {
- public:
-  // router::PreHandler
-  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
-    if (!route.admin) co_return false;
-    const std::string& token = ex.snapshot->config->admin.token;
-    if (token.empty()) co_return false;
-    const std::string_view auth = ex.head.Find("authorization");
-    if (auth.starts_with("Bearer ") && ConstantTimeEquals(auth.substr(7), token)) {
-      co_return false;
-    }
-    co_await WriteError(tc, ex, 401, "admin token required", "authentication_error",
-                        "invalid_admin_token");
-    co_return true;
-  }
-};
-
 }  // namespace
-
-PreHandlerPtr MakeAdminTokenCheck() { return std::make_unique<AdminTokenCheck>(); }
 
 RouteTable::RouteTable(std::vector<Route> routes, std::vector<std::string_view> admin_also,
                        bool separate_admin, std::vector<PreHandlerPtr> pre_handlers)
@@ -64,6 +32,12 @@ bool RouteTable::Visible(const Route& r, bool admin_listener) const {
 
 net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
   const std::string_view path = ex.head.path;
+  if (ex.conn.reserve && path != "/health" && path != "/ready" && path != "/metrics") {
+    CloseAfterResponse(ex);
+    co_await WriteError(tc, ex, 503, "too many connections; only probes are served on this one",
+                        "service_unavailable", "too_many_connections", "retry-after: 1\r\n");
+    co_return;
+  }
   const bool admin_listener = ex.conn.admin_listener;
   const uint32_t method = MethodBit(ex.head.method);
   const Route* found = nullptr;

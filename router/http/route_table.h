@@ -31,7 +31,8 @@ struct Route {
   bool prefix = false;
   uint32_t methods = 0;
   RouteHandler handler = nullptr;
-  bool admin = false;  // an admin endpoint (behind the admin listener and token)
+  bool admin = false;    // an admin endpoint (behind the admin listener and token)
+  bool limited = false;  // an inference endpoint: rate limits and the concurrency cap apply
 };
 
 /// Runs before a route's handler. Return true when it answered the request itself.
@@ -51,6 +52,8 @@ class RouteTable {
              bool separate_admin, std::vector<PreHandlerPtr> pre_handlers);
 
   /// Finds the route for `ex` and runs the pre-handlers and the handler (or answers 404/405).
+  /// On a connection accepted beyond max_connections only probes (/health, /ready, /metrics)
+  /// are served; anything else gets a 503.
   net::awaitable<void> Serve(ThreadContext& tc, Exchange& ex) const;
 
  private:
@@ -61,9 +64,5 @@ class RouteTable {
   bool separate_admin_;
   std::vector<PreHandlerPtr> pre_handlers_;
 };
-
-/// The admin token check: on admin routes, when admin.token is set, requires
-/// "Authorization: Bearer <token>" (compared in constant time), else 401.
-PreHandlerPtr MakeAdminTokenCheck();
 
 }  // namespace kvgate::router

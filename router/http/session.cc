@@ -221,6 +221,7 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
     r.path = ex.head.target;
     r.model = ex.model;
     r.worker = ex.worker;
+    r.api_key = ex.api_key;
     r.status = ex.status;
     r.bytes_sent = ex.bytes_sent;
     r.ttfb_seconds = ex.ttfb_seconds;
@@ -267,6 +268,7 @@ net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
   conn->socket.close(ignored);
   conn->in.Release(tc.buffers);
   tc.connections.erase(conn);
+  tc.state.client_connections.Remove(conn->peer);
   tc.state.open_connections.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -15,6 +15,8 @@
 #include "router/dispatch/proxy_handler.h"
 #include "router/fleet/health_checker.h"
 #include "router/http/admin.h"
+#include "router/http/admission_control.h"
+#include "router/http/auth.h"
 #include "router/http/local_endpoints.h"
 #include "router/http/route_table.h"
 #include "router/http/session.h"
@@ -36,14 +38,16 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/ready", false, kGetOrHead, &HandleReady},
       {"/metrics", false, kGetOrHead, &HandleMetrics},
       {"/v1/models", false, kGetOrHead, &HandleModels},
-      {"/v1/", true, kPost, &HandleProxy},
-      {"/generate", false, kPost, &HandleProxy},  // SGLang's native API, passed through
+      {"/v1/", true, kPost, &HandleProxy, false, true},
+      {"/generate", false, kPost, &HandleProxy, false, true},  // SGLang's native API
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
       {"/admin/explain", false, kPost, &HandleAdminExplain, true},
       {"/admin/drain", false, kPost, &HandleAdminDrain, true},
   };
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());
+  pre.push_back(MakeApiKeyCheck());
+  pre.push_back(MakeAdmissionControl());
   return std::make_unique<RouteTable>(
       std::move(routes), std::vector<std::string_view>{"/health", "/ready", "/metrics"},
       separate_admin, std::move(pre));
@@ -80,21 +84,11 @@ struct Gateway::Impl {
   }
 
   // Publishes the snapshot of Merged(). Workers discovery added get traffic only once health
-  // checks admit them. Caller holds apply_mu.
+  // checks admit them (BuildSnapshot). Caller holds apply_mu.
   absl::Status Apply() {
     const config::ConfigConstSharedPtr cfg = Merged();
     const SnapshotConstSharedPtr old = state.snapshot();
     KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, BuildSnapshot(cfg));
-    if (cfg->health_check.enabled) {
-      for (const auto& w : snapshot->workers) {
-        const bool is_new = std::none_of(old->workers.begin(), old->workers.end(),
-                                         [&w](const WorkerSharedPtr& o) { return o == w; });
-        const bool is_static =
-            std::any_of(base->workers.begin(), base->workers.end(),
-                        [&w](const config::WorkerConfig& s) { return s.url == w->config().url; });
-        if (is_new && !is_static) w->MarkUnchecked();
-      }
-    }
     ApplyDiscoveryStates(*snapshot);
     state.Publish(std::move(snapshot));
     HealthChecker::RefreshModelsJson(state);
@@ -143,6 +137,16 @@ struct Gateway::Impl {
         auto [it, inserted] = worker_ids.emplace(wc.url.ToString(), next_worker_id);
         if (inserted) ++next_worker_id;
         reuse = std::make_shared<Worker>(wc, it->second);
+        // Unknown until checked; a worker whose settings changed keeps what was known.
+        const WorkerSharedPtr* same_url = nullptr;
+        for (const auto& w : old->workers) {
+          if (w->config().url == wc.url) same_url = &w;
+        }
+        if (same_url != nullptr) {
+          reuse->InheritHealth(**same_url);
+        } else if (cfg->health_check.enabled) {
+          reuse->MarkUnchecked();
+        }
       }
       identities.push_back(reuse->identity());
       workers.push_back(std::move(reuse));
@@ -164,6 +168,18 @@ struct Gateway::Impl {
         Snapshot{std::move(cfg), std::move(workers), std::move(policies)});
   }
 
+  // A client over its connection limit: logged at most once a second, not once a connection.
+  void RefuseClient(const std::string& peer, uint32_t max) {
+    const auto now = SteadyClock::now().time_since_epoch().count();
+    auto last = last_refusal_log.load(std::memory_order_relaxed);
+    if (now - last > 1'000'000'000 && last_refusal_log.compare_exchange_strong(last, now)) {
+      spdlog::warn(
+          "client {} holds {} connections (limits.max_connections_per_client); "
+          "refusing more",
+          peer, max);
+    }
+  }
+
   // Accepts on `acc` (owned by thread `tc`) forever; connections stay on that thread.
   void Accept(tcp::acceptor& acc, ThreadContext& tc, bool admin) {
     acc.async_accept([this, &acc, &tc, admin](error_code ec, tcp::socket socket) {
@@ -172,16 +188,29 @@ struct Gateway::Impl {
         spdlog::warn("accept failed: {}", ec.message());
       } else if (state.draining.load()) {
         return;
-      } else if (state.open_connections.load() >=
-                 static_cast<int64_t>(tc.config().limits.max_connections)) {
-        error_code ignored;
-        socket.close(ignored);
       } else {
-        state.open_connections.fetch_add(1);
-        auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
-        tc.connections.insert(conn);
-        tc.StartSweep();
-        net::co_spawn(tc.ioc, RunSession(tc, *routes, conn), net::detached);
+        const config::LimitsConfig& limits = tc.config().limits;
+        const int64_t open = state.open_connections.load();
+        const bool reserve = open >= static_cast<int64_t>(limits.max_connections);
+        error_code ec;
+        const auto remote = socket.remote_endpoint(ec);
+        std::string peer = ec ? std::string("?") : remote.address().to_string();
+        error_code ignored;
+        if (reserve && open >= static_cast<int64_t>(limits.max_connections) +
+                                   static_cast<int64_t>(limits.health_reserve)) {
+          socket.close(ignored);  // past the probes' reserve too
+        } else if (!state.client_connections.TryAdd(peer, limits.max_connections_per_client)) {
+          RefuseClient(peer, limits.max_connections_per_client);
+          socket.close(ignored);
+        } else {
+          state.open_connections.fetch_add(1);
+          auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
+          conn->peer = std::move(peer);
+          conn->reserve = reserve;
+          tc.connections.insert(conn);
+          tc.StartSweep();
+          net::co_spawn(tc.ioc, RunSession(tc, *routes, conn), net::detached);
+        }
       }
       Accept(acc, tc, admin);
     });
@@ -231,6 +260,7 @@ struct Gateway::Impl {
   std::unique_ptr<RouteTable> routes;
   std::map<std::string, uint32_t> worker_ids;  // stable id per worker URL (kvindex holder)
   uint32_t next_worker_id = 0;
+  std::atomic<int64_t> last_refusal_log{0};
   uint16_t admin_port = 0;
   std::unique_ptr<HealthChecker> health;
   std::unique_ptr<PreciseProber> prober;
@@ -307,6 +337,18 @@ absl::Status Gateway::Start() {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.started = true;
+  }
+  // The first round of health checks decides which workers are up: until it is back (or its
+  // timeout passed), /ready and routing would see every worker as unknown.
+  if (cfg->health_check.enabled) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(cfg->health_check.timeout_ms + 500);
+    const auto snapshot = s.state.snapshot();
+    while (std::chrono::steady_clock::now() < until &&
+           !std::all_of(snapshot->workers.begin(), snapshot->workers.end(),
+                        [](const WorkerSharedPtr& w) { return w->probed(); })) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // start-up, not a router loop
+    }
   }
   spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}", cfg->listen_host,
                s.port, n, cfg->workers.size(), cfg->routing.policy);

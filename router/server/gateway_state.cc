@@ -31,6 +31,8 @@ std::string GatewayState::MetricsText() {
   ProcessGauges p;
   p.open_connections = open_connections.load(std::memory_order_relaxed);
   p.index_errors = planner.index_errors();
+  p.admission_running = admission.running();
+  p.admission_queued = static_cast<int64_t>(admission.queued());
   return metrics.Render(registry, snapshot()->workers, p);
 }
 

@@ -17,6 +17,7 @@
 #include "router/precise/precise_mode.h"
 #include "router/routing/policy_registry.h"
 #include "router/routing/route_planner.h"
+#include "router/server/admission.h"
 
 namespace kvgate::router {
 
@@ -78,6 +79,9 @@ struct GatewayState {
   PreciseMode precise;  // before planner, which reads it
   RoutePlanner planner;
 
+  RateLimiter rate_limiter;
+  ClientConnectionCounts client_connections;
+  AdmissionGate admission;
   std::atomic<bool> draining{false};       // listeners closed, in-flight requests finishing
   std::atomic<bool> shutting_down{false};  // /ready answers 503; serving goes on until draining
   std::atomic<int64_t> open_connections{0};

@@ -181,6 +181,15 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
           stale = true;  // a keep-alive connection the worker had closed
           break;
         }
+        // Bytes that cannot begin an HTTP response: the worker speaks another protocol, and
+        // another try would hear the same. (A head cut short is a worker that died: retried.)
+        constexpr std::string_view kHttp = "HTTP/";
+        if (got_any && !data.starts_with(kHttp) && !kHttp.starts_with(data)) {
+          result.outcome = AttemptOutcome::kBadResponse;
+          result.reason = common::StrCat(worker.name(), " sent ", data.size(),
+                                         " bytes that are not an HTTP response, then closed");
+          co_return result;
+        }
         worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
         result.reason = common::StrCat("reading from ", worker.name(), ": ", ec.message());
         result.metric_reason = "upstream_reset";

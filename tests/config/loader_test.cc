@@ -309,5 +309,53 @@ discovery:
   EXPECT_THAT(Error("drain_delay_ms: 9999999"), HasSubstr("drain_delay_ms"));
 }
 
+TEST(ConfigLoader, AuthAndAdmissionLimits) {
+  auto c = LoadConfigFromString(R"(
+auth:
+  api_keys:
+    - {name: team-a, sha256: "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"}
+    - name: batch
+      sha256: 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752
+      rate: {requests_per_minute: 10, prompt_tokens_per_minute: 100000}
+limits:
+  rate: {requests_per_minute: 600}
+  max_concurrent_requests: 256
+  queue_size: 50
+  queue_timeout_ms: 5000
+  max_connections_per_client: 100
+  health_reserve: 8
+)",
+                                "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->auth.api_keys.size(), 2u);
+  EXPECT_EQ(c->auth.api_keys[0].name, "team-a");
+  // Stored lower-case: the comparison is of hex text.
+  EXPECT_EQ(c->auth.api_keys[0].sha256,
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+  EXPECT_FALSE(c->auth.api_keys[0].rate.has_value());
+  ASSERT_TRUE(c->auth.api_keys[1].rate.has_value());
+  EXPECT_EQ(c->auth.api_keys[1].rate->prompt_tokens_per_minute, 100000u);
+  EXPECT_EQ(c->limits.rate.requests_per_minute, 600u);
+  EXPECT_EQ(c->limits.max_concurrent_requests, 256u);
+  EXPECT_EQ(c->limits.queue_size, 50u);
+  EXPECT_EQ(c->limits.queue_timeout_ms, 5000u);
+  EXPECT_EQ(c->limits.max_connections_per_client, 100u);
+  EXPECT_EQ(c->limits.health_reserve, 8u);
+  EXPECT_THAT(Error("auth: {api_keys: [{name: a, sha256: abc}]}"),
+              HasSubstr("auth.api_keys[0].sha256: must be 64 hex digits"));
+  EXPECT_THAT(Error("auth: {api_keys: [{name: a}]}"), HasSubstr("auth.api_keys[0].sha256"));
+  EXPECT_THAT(Error("auth: {api_keys: [{sha256: "
+                    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}]}"),
+              HasSubstr("auth.api_keys[0].name: is required"));
+  const std::string twice =
+      "auth: {api_keys: [{name: a, sha256: "
+      "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}, {name: a, sha256: "
+      "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}]}";
+  EXPECT_THAT(Error(twice), HasSubstr("duplicate name 'a'"));
+  EXPECT_THAT(Error("auth: {api_keys: [{name: a, key: plain}]}"), HasSubstr("key"));
+  EXPECT_THAT(Error("limits: {rate: {rpm: 1}}"), HasSubstr("limits.rate.rpm"));
+  EXPECT_THAT(Error("limits: {queue_timeout_ms: 0}"), HasSubstr("queue_timeout_ms"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

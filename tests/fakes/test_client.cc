@@ -26,6 +26,12 @@ std::string HttpResponse::Header(const std::string& name) const {
   return it == headers.end() ? "" : it->second;
 }
 
+HttpResponse AdminFetch(uint16_t port, const std::string& method, const std::string& target,
+                        const std::string& body, Headers headers) {
+  headers.emplace_back("authorization", std::string("Bearer ") + kAdminToken);
+  return Fetch(port, method, target, body, headers);
+}
+
 HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& target,
                    const std::string& body, const Headers& headers,
                    std::chrono::milliseconds timeout) {

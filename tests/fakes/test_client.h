@@ -27,6 +27,14 @@ HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& 
                    const std::string& body = "", const Headers& headers = {},
                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+/// The admin token (admin.token) the tests' gateways are configured with: without one, admin
+/// endpoints are off the API listener.
+inline constexpr char kAdminToken[] = "kvgate-test-admin";
+
+/// Fetch with "Authorization: Bearer <kAdminToken>" added.
+HttpResponse AdminFetch(uint16_t port, const std::string& method, const std::string& target,
+                        const std::string& body = "", Headers headers = {});
+
 /// A streamed response read as it arrives.
 class StreamingRequest {
  public:

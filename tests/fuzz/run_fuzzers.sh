@@ -27,6 +27,11 @@ TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template
 TOKENIZER_SRCS+=" kvindex/jinja_lexer.cc kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
 PD_SRCS="router/pd/pd_bodies.cc common/strings.cc common/json_util.cc"
+POLICY_SRCS="router/routing/policy_registry.cc router/routing/policies/load_balancing_policies.cc"
+POLICY_SRCS+=" router/routing/policies/consistent_hash_policy.cc router/routing/policies/cache_aware_policy.cc"
+POLICY_SRCS+=" router/routing/policies/cost_policy.cc router/routing/policies/weighted_policy.cc"
+POLICY_SRCS+=" router/routing/policies/kvaware_policy.cc"
+CONFIG_SRCS="config/loader.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
@@ -34,6 +39,10 @@ TARGETS=(
   "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
   "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"
   "pd_bodies|tests/fuzz/pd_bodies_fuzzer.cc|${PD_SRCS}|simdjson absl_status absl_statusor absl_strings|20"
+  "request_path|tests/fuzz/request_path_fuzzer.cc|${HTTP1_SRCS} ${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
+  "relay_framing|tests/fuzz/relay_framing_fuzzer.cc|${HTTP1_SRCS}|absl_strings|20"
+  "usage_scanner|tests/fuzz/usage_scanner_fuzzer.cc|router/upstream/usage_scanner.cc||20"
+  "config_loader|tests/fuzz/config_loader_fuzzer.cc|${CONFIG_SRCS}|yaml-cpp spdlog fmt simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set absl_str_format_internal|20"
 )
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
@@ -48,7 +57,7 @@ for spec in "${TARGETS[@]}"; do
   # shellcheck disable=SC2046,SC2086
   "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done) \
-    $(pkg-config --cflags --libs $pkgs) -o "$bin"
+    $([[ -z "$pkgs" ]] || pkg-config --cflags --libs $pkgs) -o "$bin"
   corpus_seed="${ROOT}/tests/fuzz/corpus/${name}"
   work_corpus="${OUT}/${name}_corpus"
   mkdir -p "$work_corpus"

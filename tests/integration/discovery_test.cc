@@ -35,6 +35,7 @@ class DiscoveryTest : public ::testing::Test {
     c.health_check.healthy_threshold = 1;
     c.routing.engine_metrics_interval_ms = 0;
     c.routing.policy = "round_robin";
+    c.admin.token = kAdminToken;
     config::DnsDiscoveryConfig d;
     d.name = name;
     d.srv = srv;
@@ -52,7 +53,7 @@ class DiscoveryTest : public ::testing::Test {
   ~DiscoveryTest() override {
     if (gateway_) gateway_->Stop();
   }
-  std::string Workers() { return Fetch(port_, "GET", "/admin/workers").body; }
+  std::string Workers() { return AdminFetch(port_, "GET", "/admin/workers").body; }
   bool Lists(const FakeUpstream& w) { return Workers().find(w.url()) != std::string::npos; }
   // Sends requests until one is answered by `w` (round robin over the healthy workers).
   bool Serves(const FakeUpstream& w) {

@@ -212,7 +212,9 @@ TEST_F(FramingTest, AbsoluteFormTargetsNeverChooseTheHost) {
   const std::string r = RawExchange(
       port_,
       common::StrCat("POST http://169.254.169.254/v1/chat/completions HTTP/1.1\r\nHost: "
-                     "169.254.169.254\r\nConnection: close\r\nContent-Length: ",
+                     "169.254.169.254\r\nX-Forwarded-Host: 169.254.169.254\r\n"
+                     "X-Forwarded-Proto: http\r\nForwarded: host=169.254.169.254\r\n"
+                     "Connection: close\r\nContent-Length: ",
                      ChatBody(false).size(), "\r\n\r\n", ChatBody(false)),
       5s);
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 "));

@@ -48,6 +48,7 @@ class GatewayTest : public ::testing::Test {
     c.listen_port = 0;
     c.threads = 1;
     c.health_check.enabled = false;
+    c.admin.token = kAdminToken;
     c.routing.policy = "round_robin";  // tests below count on its order
     c.retry.backoff_base_ms = 1;
     c.retry.backoff_max_ms = 2;
@@ -521,31 +522,33 @@ TEST_F(GatewayTest, DrainedWorkerGetsNoNewRequestsUntilUndrained) {
                      {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "2"}});
   ASSERT_TRUE(s.ReadHeader());
   ASSERT_EQ(s.Header("x-kvgate-worker"), a.url());
-  auto r = Fetch(port_, "POST", "/admin/drain", common::StrCat(R"({"worker":")", a.url(), R"("})"));
+  auto r =
+      AdminFetch(port_, "POST", "/admin/drain", common::StrCat(R"({"worker":")", a.url(), R"("})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.body, HasSubstr(R"("draining":true)"));
-  EXPECT_THAT(Fetch(port_, "GET", "/admin/workers").body, HasSubstr(R"("draining":true)"));
+  EXPECT_THAT(AdminFetch(port_, "GET", "/admin/workers").body, HasSubstr(R"("draining":true)"));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(Chat(false).Header("x-kvgate-worker"), b.url());
   a.ReleaseChunk();
   a.ReleaseChunk();
   EXPECT_THAT(s.ReadAll(5s), HasSubstr("[DONE]"));
   // Back in rotation.
-  r = Fetch(port_, "POST", "/admin/drain",
-            common::StrCat(R"({"worker":")", a.url(), R"(","draining":false})"));
+  r = AdminFetch(port_, "POST", "/admin/drain",
+                 common::StrCat(R"({"worker":")", a.url(), R"(","draining":false})"));
   ASSERT_EQ(r.status, 200) << r.body;
   std::set<std::string> seen;
   for (int i = 0; i < 4; ++i) seen.insert(Chat(false).Header("x-kvgate-worker"));
   EXPECT_EQ(seen.size(), 2u);
   // Bad input: a clear error, nothing changed.
-  r = Fetch(port_, "POST", "/admin/drain", R"({"worker":"http://nowhere:1"})");
+  r = AdminFetch(port_, "POST", "/admin/drain", R"({"worker":"http://nowhere:1"})");
   EXPECT_EQ(r.status, 404);
   EXPECT_THAT(r.body, HasSubstr("unknown_worker"));
   for (const char* bad : {"", "{", R"({"worker":3})", R"({"worker":"x","draining":"yes"})"}) {
-    r = Fetch(port_, "POST", "/admin/drain", bad);
+    r = AdminFetch(port_, "POST", "/admin/drain", bad);
     EXPECT_EQ(r.status, 400) << bad;
     EXPECT_THAT(r.body, HasSubstr("invalid_body")) << bad;
   }
-  EXPECT_THAT(Fetch(port_, "GET", "/admin/workers").body, Not(HasSubstr(R"("draining":true)")));
+  EXPECT_THAT(AdminFetch(port_, "GET", "/admin/workers").body,
+              Not(HasSubstr(R"("draining":true)")));
 }
 
 }  // namespace
@@ -556,7 +559,8 @@ namespace {
 
 class KvAwareGatewayTest : public GatewayTest {
  protected:
-  void StartFleet(int n, const std::string& policy, config::AdminConfig admin = {}) {
+  void StartFleet(int n, const std::string& policy,
+                  config::AdminConfig admin = {.listen = "", .token = kAdminToken}) {
     auto c = BaseConfig();
     c.routing.policy = policy;
     c.admin = admin;
@@ -584,7 +588,7 @@ TEST_F(KvAwareGatewayTest, ExplainMatchesTheProxyDecision) {
   StartFleet(4, "kvaware");
   for (int i = 0; i < 24; ++i) {
     const std::string body = Body(i % 5, i / 5);
-    const HttpResponse e = Fetch(port_, "POST", "/admin/explain", body);
+    const HttpResponse e = AdminFetch(port_, "POST", "/admin/explain", body);
     ASSERT_EQ(e.status, 200) << e.body;
     EXPECT_THAT(e.body, HasSubstr(R"("candidates":[)"));
     EXPECT_THAT(e.body, HasSubstr(R"("predicted_ttft_s":)"));
@@ -617,7 +621,7 @@ TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
 TEST_F(KvAwareGatewayTest, AdminWorkersShowsIndexAndLoad) {
   StartFleet(2, "kvaware");
   ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(1, 0)).status, 200);
-  const HttpResponse w = Fetch(port_, "GET", "/admin/workers");
+  const HttpResponse w = AdminFetch(port_, "GET", "/admin/workers");
   ASSERT_EQ(w.status, 200);
   EXPECT_THAT(w.body, HasSubstr(R"("healthy":true)"));
   EXPECT_THAT(w.body, HasSubstr(R"("load":{"in_flight":0)"));
@@ -627,8 +631,8 @@ TEST_F(KvAwareGatewayTest, AdminWorkersShowsIndexAndLoad) {
 
 TEST_F(KvAwareGatewayTest, ExplainRejectsBadInput) {
   StartFleet(1, "kvaware");
-  ExpectOpenAiError(Fetch(port_, "POST", "/admin/explain", "{nope"), 400);
-  ExpectOpenAiError(Fetch(port_, "GET", "/admin/explain"), 405);
+  ExpectOpenAiError(AdminFetch(port_, "POST", "/admin/explain", "{nope"), 400);
+  ExpectOpenAiError(AdminFetch(port_, "GET", "/admin/explain"), 405);
 }
 
 TEST_F(KvAwareGatewayTest, SeparateAdminListenerWithToken) {

@@ -71,6 +71,7 @@ class KubernetesDiscoveryTest : public ::testing::Test {
     c.health_check.healthy_threshold = 1;
     c.routing.engine_metrics_interval_ms = 0;
     c.routing.policy = "round_robin";
+    c.admin.token = kAdminToken;
     c.discovery.kubernetes.push_back(k);
     auto gw = router::Gateway::Create(std::move(c));
     ASSERT_TRUE(gw.ok()) << gw.status();
@@ -97,7 +98,7 @@ class KubernetesDiscoveryTest : public ::testing::Test {
     }
     return s;
   }
-  std::string Workers() { return Fetch(gw_port_, "GET", "/admin/workers").body; }
+  std::string Workers() { return AdminFetch(gw_port_, "GET", "/admin/workers").body; }
   std::string Url(size_t i) { return workers_[i]->url(); }
   bool Lists(size_t i) { return Workers().find(Url(i)) != std::string::npos; }
   // The worker's entry in /admin/workers (up to the next worker's).

@@ -100,6 +100,7 @@ class PdDispatchTest : public ::testing::Test {
     c.health_check.enabled = false;
     c.routing.engine_metrics_interval_ms = 0;
     c.routing.policy = policy;
+    c.admin.token = kAdminToken;
     c.retry.backoff_base_ms = 1;
     c.retry.backoff_max_ms = 1;
     c.pd.protocol = protocol;
@@ -460,7 +461,7 @@ TEST_F(PdDispatchTest, DecodeWorkerHoldingThePromptSkipsPrefill) {
   ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", body).status, 200);
   ASSERT_EQ(Completions(*fleet_.prefill).size(), 1u);
   // The same prompt again: the decode worker pulled it the first time.
-  const HttpResponse explain = Fetch(port_, "POST", "/admin/explain", body);
+  const HttpResponse explain = AdminFetch(port_, "POST", "/admin/explain", body);
   EXPECT_THAT(explain.body, HasSubstr(R"("decision":"skipped_cached","prefill_skipped":true)"));
   ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", body).status, 200);
   EXPECT_EQ(Completions(*fleet_.prefill).size(), 1u);

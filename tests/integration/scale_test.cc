@@ -116,7 +116,7 @@ TEST(Scale, TenThousandConcurrentStreamsOnOneThreadAndIdleConnectionMemory) {
       common::StrCat(
           "listen: \"127.0.0.1:0\"\nthreads: 1\nlog_level: warn\n",
           "health_check: {enabled: false}\nrouting: {policy: round_robin}\n",
-          "limits: {max_connections: 50000}\n",
+          "limits: {max_connections: 50000, max_connections_per_client: 0}\n",
           "upstream: {max_idle_per_worker: 16}\nworkers:\n  - url: http://127.0.0.1:", up, "\n"));
   ChildProcess gw({BinDir() + "/kvgate", "--config", config, "--log-level", "info"});
   const uint16_t port = WaitForPort(gw, std::regex("listening on [0-9.]+:(\\d+) "));

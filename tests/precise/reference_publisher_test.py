@@ -49,6 +49,7 @@ TOPIC = b"kv"
 MODEL = "ref-model"
 BLOCK_SIZE = 4
 WAIT_S = 5.0  # Deadline for kvgate to reflect one step.
+ADMIN_TOKEN = "kvgate-test-admin"  # admin endpoints are off the API listener without one
 
 
 class TestFailure(Exception):
@@ -357,6 +358,7 @@ class Gateway:
             f.write("""listen: "127.0.0.1:0"
 threads: 1
 health_check: {enabled: false}
+admin: {token: %s}
 routing:
   policy: kvaware
   precise: {probe: false}
@@ -364,7 +366,7 @@ workers:
   - url: %s
     models: [%s]
     kv_events: {endpoint: "%s", replay_endpoint: "%s", topic: "%s", block_size: %d}
-""" % (worker_url, MODEL, publisher.endpoint, publisher.replay_endpoint, TOPIC.decode(),
+""" % (ADMIN_TOKEN, worker_url, MODEL, publisher.endpoint, publisher.replay_endpoint, TOPIC.decode(),
                 BLOCK_SIZE))
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([binary, "--config", config], stdout=log,
@@ -389,9 +391,12 @@ workers:
 
     def request(self, method, path, body=None, headers=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        headers = dict(headers or {})
+        if path.startswith("/admin/"):
+            headers["Authorization"] = "Bearer " + ADMIN_TOKEN
         try:
             conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers=headers or {})
+                         headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
         finally:

@@ -72,7 +72,7 @@ struct GatewayView {
 
 GatewayView ReadGateway(uint16_t port) {
   GatewayView v;
-  const auto r = testing::Fetch(port, "GET", "/admin/workers?blocks=1");
+  const auto r = testing::AdminFetch(port, "GET", "/admin/workers?blocks=1");
   simdjson::dom::parser parser;
   const auto doc = Parse(parser, r.body);
   for (auto w : doc["workers"].get_array()) {
@@ -108,9 +108,11 @@ TEST(PreciseModeWithSimulators, IndexEqualsTheEnginesPoolsAfterATrace) {
   Engine a = StartEngine(dir, 0, kDp);
   Engine b = StartEngine(dir, 1, kDp);
   const std::string config = testing::WriteTempFile(
-      "kvgate.yaml", common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting: {policy: "
-                                    "kvaware}\nworkers:\n",
-                                    WorkerYaml(a, kDp, 16), WorkerYaml(b, kDp, 16)));
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing: {policy: "
+                     "kvaware}\nworkers:\n",
+                     WorkerYaml(a, kDp, 16), WorkerYaml(b, kDp, 16)));
   testing::ChildProcess gw({Kvgate(), "--config", config});
   const uint16_t port = gw.Port();
   ASSERT_NE(port, 0) << gw.Log();
@@ -181,7 +183,8 @@ TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately
   Engine a = StartEngine(dir, 0, 1);
   const std::string config = testing::WriteTempFile(
       "kvgate.yaml",
-      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting:\n  policy: kvaware\n  "
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing:\n  policy: kvaware\n  "
                      "precise: {probe_timeout_ms: 1000}\nworkers:\n",
                      WorkerYaml(a, 1, 32)));  // The simulator uses 16-token blocks.
   testing::ChildProcess gw({Kvgate(), "--config", config});
@@ -200,7 +203,7 @@ TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately
   // Routing falls back: explain matches approximately, and requests are served.
   const std::string body =
       R"({"model":"sim-model","messages":[{"role":"user","content":"fall back to the approximate index, please"}],"max_tokens":2})";
-  const auto explain = testing::Fetch(port, "POST", "/admin/explain", body);
+  const auto explain = testing::AdminFetch(port, "POST", "/admin/explain", body);
   EXPECT_THAT(explain.body, HasSubstr(R"("match_source":"approximate")"));
   EXPECT_EQ(testing::Fetch(port, "POST", "/v1/chat/completions", body).status, 200);
   a.sim->Stop();
@@ -218,7 +221,8 @@ TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
   const std::string url = common::StrCat("http://127.0.0.1:", quiet.ports()[0]);
   const std::string config = testing::WriteTempFile(
       "kvgate.yaml",
-      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nrouting:\n  policy: kvaware\n  "
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing:\n  policy: kvaware\n  "
                      "precise: {probe: false, silence_timeout_ms: 300}\nworkers:\n  - url: ",
                      url, "\n    kv_events: {endpoint: \"ipc://", dir, "/nobody\"}\n"));
   testing::ChildProcess gw({Kvgate(), "--config", config});
@@ -235,7 +239,7 @@ TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
     return v.state[url] == "unverified";
   })) << gw.Log();
   EXPECT_THAT(v.reason[url], HasSubstr("no KV events for"));
-  EXPECT_THAT(testing::Fetch(port, "POST", "/admin/explain", body).body,
+  EXPECT_THAT(testing::AdminFetch(port, "POST", "/admin/explain", body).body,
               HasSubstr(R"("match_source":"approximate")"));
   quiet.Stop();
 }

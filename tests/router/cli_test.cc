@@ -39,6 +39,20 @@ TEST(Cli, Errors) {
   EXPECT_EQ(BuildConfig(*missing).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Cli, ApiKeysAreKeptAsHashes) {
+  auto o = Parse({"--worker", "http://a:1", "--api-key", "sk-one", "--api-key=sk-two"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  auto c = BuildConfig(*o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->auth.api_keys.size(), 2u);
+  EXPECT_EQ(c->auth.api_keys[0].name, "cli-1");
+  EXPECT_EQ(c->auth.api_keys[1].name, "cli-2");
+  // printf %s sk-one | sha256sum
+  EXPECT_EQ(c->auth.api_keys[0].sha256,
+            "456f1612bd25c6c8455039437bf441f43aa3b7d1c0b0047c712d5036dfebef0d");
+  EXPECT_THAT(std::string(Parse({"--api-key="}).status().message()), HasSubstr("empty"));
+}
+
 TEST(Cli, Flags) {
   auto o = Parse({"--check", "--help", "--version"});
   ASSERT_TRUE(o.ok());

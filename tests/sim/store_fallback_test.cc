@@ -18,6 +18,7 @@
 namespace kvgate::sim {
 namespace {
 
+using testing::AdminFetch;
 using testing::Fetch;
 using ::testing::HasSubstr;
 using testing::WaitFor;
@@ -83,7 +84,7 @@ class StoreFallbackTest : public ::testing::Test {
     sim_->StartThread();
     // Store checks fail fast in this test: two misses in a row at 100 ms.
     const std::string yaml = common::StrCat(
-        "listen: 127.0.0.1:0\nthreads: 1\n",
+        "listen: 127.0.0.1:0\nthreads: 1\nadmin: {token: kvgate-test-admin}\n",
         "health_check: {interval_ms: 100, timeout_ms: 300, unhealthy_threshold: 2, "
         "healthy_threshold: 1}\n",
         "routing: {policy: kvaware}\nworkers:\n", "  - url: http://127.0.0.1:", sim_->ports()[0],
@@ -106,21 +107,21 @@ class StoreFallbackTest : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.body << gateway_->Log();
     EXPECT_THAT(r.body, HasSubstr(R"("cached_tokens":0,"kv_store_tokens":0)"));
     EXPECT_TRUE(WaitFor([&] {
-      const std::string w = Fetch(port_, "GET", "/admin/workers").body;
+      const std::string w = AdminFetch(port_, "GET", "/admin/workers").body;
       return NumberAfter(w, "blocks", w.find("\"stores\":[")) >= kTurn1Tokens / 16;
-    })) << Fetch(port_, "GET", "/admin/workers").body;
+    })) << AdminFetch(port_, "GET", "/admin/workers").body;
     return r.Header("x-kvgate-worker");
   }
 
   void Drain(const std::string& worker) {
-    auto r = Fetch(port_, "POST", "/admin/drain",
-                   common::StrCat(R"({"worker":")", worker, R"(","draining":true})"));
+    auto r = AdminFetch(port_, "POST", "/admin/drain",
+                        common::StrCat(R"({"worker":")", worker, R"(","draining":true})"));
     ASSERT_EQ(r.status, 200) << r.body;
   }
 
   std::string Explain(const std::string& body) {
-    auto r =
-        Fetch(port_, "POST", "/admin/explain", body, {{"x-kvgate-endpoint", "/v1/completions"}});
+    auto r = AdminFetch(port_, "POST", "/admin/explain", body,
+                        {{"x-kvgate-endpoint", "/v1/completions"}});
     EXPECT_EQ(r.status, 200) << r.body;
     return r.body;
   }
@@ -208,7 +209,8 @@ TEST_F(StoreFallbackTest, DeadStoreLeavesTheTierAndRequestsStillSucceed) {
   store_->Wait();
   // kvgate marks the store down after two failed checks, and stops counting its tier.
   ASSERT_TRUE(WaitFor([&] {
-    return Fetch(port_, "GET", "/admin/workers").body.find(R"("up":false)") != std::string::npos;
+    return AdminFetch(port_, "GET", "/admin/workers").body.find(R"("up":false)") !=
+           std::string::npos;
   })) << gateway_->Log();
   EXPECT_THAT(Fetch(port_, "GET", "/metrics").body,
               HasSubstr(R"(kvgate_store_up{store="pool"} 0)"));

@@ -17,6 +17,7 @@
 namespace kvgate::store {
 namespace {
 
+using kvgate::testing::AdminFetch;
 using kvgate::testing::Fetch;
 using kvgate::testing::WaitFor;
 
@@ -51,6 +52,7 @@ class RouterStoreTest : public ::testing::Test {
     fake_->Start();
     const std::string yaml = common::StrCat(
         "listen: 127.0.0.1:0\nthreads: 1\nhealth_check: {enabled: false}\n"
+        "admin: {token: kvgate-test-admin}\n"
         "routing: {policy: kvaware}\nworkers:\n  - url: ",
         fake_->url(),
         "\n    models: [fake-model]\nstores:\n  - name: pool\n    model: fake-model\n",
@@ -84,13 +86,13 @@ class RouterStoreTest : public ::testing::Test {
     for (const auto& r : client_->BatchPutFrom(entries)) ASSERT_EQ(r.code, PutCode::kStored);
   }
 
-  std::string Workers() { return Fetch(gateway_->port(), "GET", "/admin/workers").body; }
+  std::string Workers() { return AdminFetch(gateway_->port(), "GET", "/admin/workers").body; }
   std::string Explain(const std::vector<uint32_t>& tokens) {
     std::string body = "{\"model\":\"fake-model\",\"max_tokens\":1,\"prompt\":[";
     for (size_t i = 0; i < tokens.size(); ++i) common::StrAppend(&body, i ? "," : "", tokens[i]);
     body += "]}";
-    return Fetch(gateway_->port(), "POST", "/admin/explain", body,
-                 {{"X-Kvgate-Endpoint", "/v1/completions"}})
+    return AdminFetch(gateway_->port(), "POST", "/admin/explain", body,
+                      {{"X-Kvgate-Endpoint", "/v1/completions"}})
         .body;
   }
 

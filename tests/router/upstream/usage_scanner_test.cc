@@ -33,6 +33,18 @@ TEST(UsageScanner, KeySplitAcrossChunksEverywhere) {
   }
 }
 
+// A trickling worker: the body a byte at a time, so a key spans many pieces (the
+// usage_scanner fuzzer found the scanner remembered only the last piece's tail).
+TEST(UsageScanner, ByteAtATime) {
+  const std::string body =
+      "data: {\"usage\":{\"prompt_tokens\": 77, \"prompt_tokens_details\": "
+      "{\"cached_tokens\": 48}}}\n\ndata: [DONE]\n\n";
+  UsageScanner s;
+  for (char c : body) s.Feed(std::string_view(&c, 1));
+  EXPECT_EQ(s.cached_tokens(), 48);
+  EXPECT_EQ(s.prompt_tokens(), 77);
+}
+
 TEST(UsageScanner, NullCachedTokensIgnored) {
   UsageScanner s;
   s.Feed(R"({"prompt_tokens_details":{"cached_tokens":null},"prompt_tokens":3})");

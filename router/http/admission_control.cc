@@ -1,0 +1,76 @@
+#include "router/http/admission_control.h"
+
+#include <cmath>
+
+#include "common/strings.h"
+#include "router/http/response_writer.h"
+#include "router/server/thread_context.h"
+
+namespace kvgate::router {
+namespace {
+
+// Prompt tokens are estimated at admission as body bytes / 4 (kvgate's text-mode rate); the
+// tokenizer runs later, and only for requests that get in.
+constexpr uint64_t kBytesPerToken = 4;
+
+std::string RetryAfter(double seconds) {
+  return common::StrCat("retry-after: ", std::max<int64_t>(1, std::llround(std::ceil(seconds))),
+                        "\r\n");
+}
+
+class AdmissionControl : public PreHandler {
+ public:
+  // router::PreHandler
+  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
+    if (!route.limited) co_return false;
+    const config::Config& cfg = *ex.snapshot->config;
+    const config::LimitsConfig& limits = cfg.limits;
+
+    // Rate limits: the key's own, else limits.rate; keyed by the key's name, else the address.
+    const config::RateLimitConfig* rate = &limits.rate;
+    if (!ex.api_key.empty()) {
+      for (const auto& k : cfg.auth.api_keys) {
+        if (k.name == ex.api_key && k.rate) rate = &*k.rate;
+      }
+    }
+    const std::string& who = ex.api_key.empty() ? ex.conn.peer : ex.api_key;
+    const uint64_t tokens = ex.body.size() / kBytesPerToken;
+    const RateLimiter::Decision d =
+        tc.state.rate_limiter.Take(who, *rate, tokens, SteadyClock::now());
+    if (!d.allowed) {
+      tc.state.metrics.RateLimited(d.limit).Increment();
+      std::string message =
+          d.never ? common::StrCat("Request too large: about ", tokens,
+                                   " prompt tokens, more than the limit of ",
+                                   rate->prompt_tokens_per_minute, " per minute for ", who, ".")
+                  : common::StrCat("Rate limit reached for ", who, " on ", d.limit,
+                                   " per minute. Please try again in ",
+                                   std::ceil(d.retry_after_seconds), "s.");
+      const std::string retry_after = RetryAfter(d.retry_after_seconds);
+      co_await WriteError(tc, ex, 429, message, d.limit, "rate_limit_exceeded", retry_after);
+      co_return true;
+    }
+
+    const auto r = co_await tc.state.admission.Acquire(
+        limits.max_concurrent_requests, limits.queue_size,
+        std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission);
+    if (r == AdmissionGate::Result::kAdmitted) co_return false;
+    const bool full = r == AdmissionGate::Result::kQueueFull;
+    tc.state.metrics.AdmissionRejected(full ? "queue_full" : "queue_timeout").Increment();
+    // Named, not temporaries of the co_await expression (GCC 12 destroys those twice).
+    const std::string message =
+        full ? common::StrCat("Server overloaded: ", limits.max_concurrent_requests,
+                              " requests running and ", limits.queue_size, " waiting.")
+             : common::StrCat("Server overloaded: no place within ", limits.queue_timeout_ms,
+                              " ms.");
+    const std::string retry_after = RetryAfter(1);
+    co_await WriteError(tc, ex, 503, message, "service_unavailable", "overloaded", retry_after);
+    co_return true;
+  }
+};
+
+}  // namespace
+
+PreHandlerPtr MakeAdmissionControl() { return std::make_unique<AdmissionControl>(); }
+
+}  // namespace kvgate::router

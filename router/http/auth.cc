@@ -1,0 +1,115 @@
+#include "router/http/auth.h"
+
+#include <openssl/evp.h>
+
+#include "router/http/response_writer.h"
+#include "router/server/thread_context.h"
+#include "spdlog/spdlog.h"
+
+namespace kvgate::router {
+
+std::optional<std::string_view> BearerToken(std::string_view auth) {
+  while (!auth.empty() && (auth.front() == ' ' || auth.front() == '\t')) auth.remove_prefix(1);
+  constexpr std::string_view kScheme = "bearer";
+  if (auth.size() <= kScheme.size() ||
+      (auth[kScheme.size()] != ' ' && auth[kScheme.size()] != '\t')) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if ((auth[i] | 0x20) != kScheme[i]) return std::nullopt;
+  }
+  auth.remove_prefix(kScheme.size());
+  while (!auth.empty() && (auth.front() == ' ' || auth.front() == '\t')) auth.remove_prefix(1);
+  while (!auth.empty() && (auth.back() == ' ' || auth.back() == '\t')) auth.remove_suffix(1);
+  if (auth.empty()) return std::nullopt;
+  return auth;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) {
+    out[2 * i] = kHex[md[i] >> 4];
+    out[2 * i + 1] = kHex[md[i] & 15];
+  }
+  return out;
+}
+
+bool IsOpenPath(std::string_view path) {
+  return path == "/health" || path == "/ready" || path == "/metrics";
+}
+
+namespace {
+
+class AdminTokenCheck : public PreHandler {
+ public:
+  // router::PreHandler
+  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
+    if (!route.admin) co_return false;
+    const std::string& token = ex.snapshot->config->admin.token;
+    if (token.empty()) {
+      if (ex.conn.admin_listener) co_return false;  // the operator bound it apart
+      co_await WriteError(tc, ex, 404,
+                          "admin endpoints are off the API listener unless admin.token is set "
+                          "(or admin.listen gives them a listener of their own)",
+                          "invalid_request_error", "not_found");
+      co_return true;
+    }
+    const auto bearer = BearerToken(ex.head.Find("authorization"));
+    if (bearer && ConstantTimeEquals(*bearer, token)) co_return false;
+    co_await WriteError(tc, ex, 401, "admin token required", "authentication_error",
+                        "invalid_admin_token", "www-authenticate: Bearer\r\n");
+    co_return true;
+  }
+};
+
+class ApiKeyCheck : public PreHandler {
+ public:
+  // router::PreHandler
+  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
+    const auto& keys = ex.snapshot->config->auth.api_keys;
+    if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) co_return false;
+    const auto bearer = BearerToken(ex.head.Find("authorization"));
+    if (bearer) {
+      const std::string presented = Sha256Hex(*bearer);
+      const config::ApiKeyConfig* match = nullptr;
+      for (const auto& k : keys) {  // every key, so the time does not say which one matched
+        if (ConstantTimeEquals(presented, k.sha256) && match == nullptr) match = &k;
+      }
+      if (match != nullptr) {
+        ex.api_key = match->name;
+        co_return false;
+      }
+    }
+    tc.state.metrics.AuthFailures(bearer ? "invalid" : "missing").Increment();
+    spdlog::warn("request {}: {} API key from {}", ex.request_id, bearer ? "invalid" : "missing",
+                 ex.conn.peer);
+    co_await WriteError(tc, ex, 401,
+                        bearer ? "Incorrect API key provided."
+                               : "You didn't provide an API key. Send it as "
+                                 "'Authorization: Bearer YOUR_KEY'.",
+                        "invalid_request_error", "invalid_api_key", "www-authenticate: Bearer\r\n");
+    co_return true;
+  }
+};
+
+}  // namespace
+
+PreHandlerPtr MakeAdminTokenCheck() { return std::make_unique<AdminTokenCheck>(); }
+PreHandlerPtr MakeApiKeyCheck() { return std::make_unique<ApiKeyCheck>(); }
+
+}  // namespace kvgate::router

@@ -1,0 +1,330 @@
+// Who gets in (issue 18): API keys on the data plane (stored hashed; 401 with an OpenAI-style
+// body), the admin endpoints off the API listener unless a token is set, Bearer in any case,
+// per-key rate limits (429 with Retry-After), the concurrency cap and its queue (503 with
+// Retry-After), per-client connection limits with probes still reachable at the global limit,
+// /ready that waits for a passed health check, and a worker that answers garbage (502).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/http/auth.h"
+#include "router/server/gateway.h"
+#include "tests/fakes/fake_upstream.h"
+#include "tests/fakes/scripted_upstream.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/test_util.h"
+
+namespace kvgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kKeyA[] = "sk-team-a-0123456789";
+constexpr char kKeyB[] = "sk-team-b-9876543210";
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_ = std::make_unique<FakeUpstream>(FakeUpstream::Options{});
+    fake_->Start();
+  }
+  ~SecurityTest() override {
+    if (gateway_) gateway_->Stop();
+  }
+  static config::Config Base() {
+    config::Config c;
+    c.listen_host = "127.0.0.1";
+    c.listen_port = 0;
+    c.threads = 1;
+    c.health_check.enabled = false;
+    c.routing.policy = "round_robin";
+    return c;
+  }
+  void Start(config::Config c) {
+    if (c.workers.empty()) {
+      config::WorkerConfig w;
+      w.url = *common::ParseHttpUrl(fake_->url());
+      c.workers.push_back(w);
+    }
+    auto gw = router::Gateway::Create(std::move(c));
+    ASSERT_TRUE(gw.ok()) << gw.status();
+    gateway_ = std::move(*gw);
+    ASSERT_TRUE(gateway_->Start().ok());
+    port_ = gateway_->port();
+  }
+  HttpResponse Chat(const Headers& headers = {}, size_t bytes = 0) {
+    return Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false, bytes), headers);
+  }
+  static Headers Key(const std::string& key, const std::string& scheme = "Bearer") {
+    return {{"Authorization", scheme + " " + key}};
+  }
+  // The /metrics line that starts with `series` ("" when none): failures print one line.
+  std::string Metric(const std::string& series) {
+    const std::string text = Fetch(port_, "GET", "/metrics").body;
+    const size_t at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return "";
+    return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  }
+  void ExpectOpenAiError(const HttpResponse& r, int status, const std::string& code) {
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_THAT(r.body, HasSubstr(R"({"error":{"message":)"));
+    EXPECT_THAT(r.body, HasSubstr("\"code\":\"" + code + "\"")) << r.body;
+  }
+
+  std::unique_ptr<FakeUpstream> fake_;
+  std::unique_ptr<router::Gateway> gateway_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
+  auto c = Base();
+  c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt},
+                     {"team-b", router::Sha256Hex(kKeyB), std::nullopt}};
+  Start(c);
+  const HttpResponse missing = Chat();
+  ExpectOpenAiError(missing, 401, "invalid_api_key");
+  EXPECT_THAT(missing.body, HasSubstr("didn't provide an API key"));
+  EXPECT_EQ(missing.Header("www-authenticate"), "Bearer");
+  ExpectOpenAiError(Chat(Key("sk-team-a-012345678")), 401, "invalid_api_key");  // one short
+  ExpectOpenAiError(Chat(Key(kKeyA, "Basic")), 401, "invalid_api_key");
+  ExpectOpenAiError(Chat(Key(router::Sha256Hex(kKeyA))), 401, "invalid_api_key");  // the hash
+  EXPECT_EQ(fake_->requests(), 0u);
+
+  EXPECT_EQ(Chat(Key(kKeyA)).status, 200);
+  EXPECT_EQ(Chat(Key(kKeyB, "bearer")).status, 200);  // the scheme is case-insensitive
+  EXPECT_EQ(Chat(Key(kKeyB, "BEARER")).status, 200);
+  EXPECT_EQ(fake_->requests(), 3u);
+  // Probes and the scrape need no key; the models list does.
+  EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
+  // No key, or another scheme: missing; a wrong key: invalid.
+  EXPECT_EQ(Metric(R"(kvgate_auth_failures_total{reason="missing"})"),
+            R"(kvgate_auth_failures_total{reason="missing"} 2)");
+  EXPECT_EQ(Metric(R"(kvgate_auth_failures_total{reason="invalid"})"),
+            R"(kvgate_auth_failures_total{reason="invalid"} 2)");
+  EXPECT_EQ(Fetch(port_, "GET", "/v1/models").status, 401);
+  EXPECT_EQ(Fetch(port_, "GET", "/v1/models", "", Key(kKeyA)).status, 200);
+}
+
+TEST_F(SecurityTest, AdminIsOffTheApiListenerUnlessATokenIsSet) {
+  Start(Base());
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 404, "not_found");
+  ExpectOpenAiError(Fetch(port_, "POST", "/admin/explain", ChatBody(false)), 404, "not_found");
+  ExpectOpenAiError(
+      Fetch(port_, "POST", "/admin/drain", common::StrCat(R"({"worker":")", fake_->url(), "\"}")),
+      404, "not_found");
+  gateway_->Stop();
+
+  auto c = Base();
+  c.admin.token = "s3cret";
+  Start(c);
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 401, "invalid_admin_token");
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers", "", Key("s3cre")), 401,
+                    "invalid_admin_token");
+  EXPECT_EQ(Fetch(port_, "GET", "/admin/workers", "", Key("s3cret", "bearer")).status, 200);
+  EXPECT_EQ(Fetch(port_, "GET", "/admin/workers", "", Key("s3cret")).status, 200);
+}
+
+TEST_F(SecurityTest, PerKeyRateLimitsAnswer429WithRetryAfter) {
+  auto c = Base();
+  c.limits.rate.requests_per_minute = 2;
+  config::RateLimitConfig b_rate;
+  b_rate.requests_per_minute = 100;
+  b_rate.prompt_tokens_per_minute = 1000;  // about 4000 body bytes
+  c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt},
+                     {"team-b", router::Sha256Hex(kKeyB), b_rate}};
+  Start(c);
+  EXPECT_EQ(Chat(Key(kKeyA)).status, 200);
+  EXPECT_EQ(Chat(Key(kKeyA)).status, 200);
+  const HttpResponse limited = Chat(Key(kKeyA));
+  ExpectOpenAiError(limited, 429, "rate_limit_exceeded");
+  EXPECT_THAT(limited.body, HasSubstr("team-a on requests per minute"));
+  const int retry = std::atoi(limited.Header("retry-after").c_str());
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 30);  // half a request's refill at 2 a minute
+  // Another key has its own bucket (and its own limits).
+  EXPECT_EQ(Chat(Key(kKeyB), 1500).status, 200);
+  EXPECT_EQ(Chat(Key(kKeyB), 1500).status, 200);
+  const HttpResponse tokens = Chat(Key(kKeyB), 1500);  // ~375 tokens, ~250 left
+  ExpectOpenAiError(tokens, 429, "rate_limit_exceeded");
+  EXPECT_THAT(tokens.body, HasSubstr("\"type\":\"tokens\""));
+  const HttpResponse huge = Chat(Key(kKeyB), 8000);
+  ExpectOpenAiError(huge, 429, "rate_limit_exceeded");
+  EXPECT_THAT(huge.body, HasSubstr("more than the limit of 1000 per minute"));
+  EXPECT_EQ(fake_->requests(), 4u);
+  EXPECT_EQ(Metric(R"(kvgate_rate_limited_total{limit="requests"})"),
+            R"(kvgate_rate_limited_total{limit="requests"} 1)");
+}
+
+TEST_F(SecurityTest, WithoutKeysTheClientAddressIsRateLimited) {
+  auto c = Base();
+  c.limits.rate.requests_per_minute = 1;
+  Start(c);
+  EXPECT_EQ(Chat().status, 200);
+  ExpectOpenAiError(Chat(), 429, "rate_limit_exceeded");
+  EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);  // probes are not limited
+}
+
+TEST_F(SecurityTest, ConcurrencyCapQueuesThenRefusesWith503) {
+  auto c = Base();
+  c.threads = 2;  // the place may pass between gateway threads (TSan runs this)
+  c.limits.max_concurrent_requests = 1;
+  c.limits.queue_size = 1;
+  c.limits.queue_timeout_ms = 60'000;
+  Start(c);
+  StreamingRequest running(port_, "/v1/chat/completions", ChatBody(true),
+                           {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "1"}});
+  ASSERT_TRUE(running.ReadHeader());
+  // The second waits in the queue; the third finds it full.
+  HttpResponse queued;
+  std::thread waiter([&] { queued = Chat(); });
+  ASSERT_TRUE(
+      WaitFor([&] { return Metric("kvgate_admission_queued") == "kvgate_admission_queued 1"; }));
+  const HttpResponse full = Chat();
+  ExpectOpenAiError(full, 503, "overloaded");
+  EXPECT_EQ(full.Header("retry-after"), "1");
+  EXPECT_EQ(fake_->requests(), 1u);
+  // The running stream ends: its place goes to the queued request.
+  fake_->ReleaseChunk();
+  EXPECT_THAT(running.ReadAll(), HasSubstr("[DONE]"));
+  waiter.join();
+  EXPECT_EQ(queued.status, 200) << queued.body;
+  EXPECT_EQ(fake_->requests(), 2u);
+  EXPECT_EQ(Metric("kvgate_admission_running"), "kvgate_admission_running 0");
+}
+
+TEST_F(SecurityTest, AQueuedRequestGivesUpAtTheQueueTimeout) {
+  auto c = Base();
+  c.limits.max_concurrent_requests = 1;
+  c.limits.queue_size = 4;
+  c.limits.queue_timeout_ms = 100;
+  Start(c);
+  StreamingRequest running(port_, "/v1/chat/completions", ChatBody(true),
+                           {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "1"}});
+  ASSERT_TRUE(running.ReadHeader());
+  const HttpResponse r = Chat();
+  ExpectOpenAiError(r, 503, "overloaded");
+  EXPECT_THAT(r.body, HasSubstr("no place within 100 ms"));
+  EXPECT_EQ(Metric(R"(kvgate_admission_rejected_total{reason="queue_timeout"})"),
+            R"(kvgate_admission_rejected_total{reason="queue_timeout"} 1)");
+  fake_->ReleaseChunk();
+  EXPECT_THAT(running.ReadAll(), HasSubstr("[DONE]"));
+  EXPECT_EQ(Chat().status, 200);  // the place came back
+}
+
+// A connection held open by a raw socket.
+class HeldConnection {
+ public:
+  explicit HeldConnection(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~HeldConnection() { ::close(fd_); }
+  // True when the gateway closed it (a read sees EOF or a reset).
+  bool ClosedByPeer() {
+    timeval tv{0, 200'000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char c;
+    return ::recv(fd_, &c, 1, 0) <= 0 && errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+TEST_F(SecurityTest, OneClientCannotTakeEveryConnection) {
+  auto c = Base();
+  c.limits.max_connections_per_client = 3;
+  Start(c);
+  std::vector<std::unique_ptr<HeldConnection>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<HeldConnection>(port_));
+  // Once the three are accepted, a fourth is closed at once...
+  ASSERT_TRUE(WaitFor([&] { return Fetch(port_, "GET", "/health").status == 0; }));
+  HeldConnection fourth(port_);
+  EXPECT_TRUE(fourth.ClosedByPeer());
+  held.pop_back();  // ...until one of the three leaves
+  EXPECT_TRUE(WaitFor([&] { return Fetch(port_, "GET", "/health").status == 200; }));
+}
+
+TEST_F(SecurityTest, AFullGatewayStillAnswersProbes) {
+  auto c = Base();
+  c.limits.max_connections = 4;
+  c.limits.health_reserve = 2;
+  c.limits.max_connections_per_client = 0;
+  Start(c);
+  std::vector<std::unique_ptr<HeldConnection>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(std::make_unique<HeldConnection>(port_));
+  ASSERT_TRUE(
+      WaitFor([&] { return Metric("kvgate_http_connections") == "kvgate_http_connections 5"; }));
+  EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
+  const HttpResponse r = Chat();
+  ExpectOpenAiError(r, 503, "too_many_connections");
+  EXPECT_EQ(r.Header("connection"), "close");
+  EXPECT_EQ(fake_->requests(), 0u);
+  // Past the reserve too: closed at once.
+  held.push_back(std::make_unique<HeldConnection>(port_));
+  held.push_back(std::make_unique<HeldConnection>(port_));
+  HeldConnection over(port_);
+  EXPECT_TRUE(over.ClosedByPeer());
+}
+
+TEST_F(SecurityTest, ReadyWaitsForAPassedHealthCheck) {
+  auto c = Base();
+  c.health_check.enabled = true;
+  c.health_check.interval_ms = 60'000;  // only the first round counts here
+  config::WorkerConfig dead;
+  dead.url = *common::ParseHttpUrl(common::StrCat("http://127.0.0.1:", UnusedPort()));
+  c.workers.push_back(dead);
+  Start(c);
+  // Its only worker never answered: not ready, and nothing is routed there.
+  ExpectOpenAiError(Fetch(port_, "GET", "/ready"), 503, "no_healthy_worker");
+  EXPECT_EQ(Chat().status, 503);
+  gateway_->Stop();
+
+  auto up = Base();
+  up.health_check.enabled = true;
+  up.health_check.interval_ms = 60'000;
+  Start(up);  // the fake answers /health: ready as soon as Start returns
+  EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
+  EXPECT_EQ(Chat().status, 200);
+}
+
+TEST_F(SecurityTest, AWorkerThatAnswersGarbageIsA502) {
+  // Another protocol's greeting (a line that is no status line), and bytes that never make a
+  // line at all (a TLS alert) before the worker closes: neither is retried, both are 502s.
+  for (const std::string reply : {std::string("SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"),
+                                  std::string("\x15\x03\x03\x00\x02\x02\x46", 7)}) {
+    ScriptedUpstream garbage([reply](const std::string&) {
+      return Script{{reply}, 0ms, /*close_after=*/true};
+    });
+    auto c = Base();
+    config::WorkerConfig w;
+    w.url = *common::ParseHttpUrl(garbage.url());
+    c.workers.push_back(w);
+    Start(c);
+    const HttpResponse r = Chat();
+    ExpectOpenAiError(r, 502, "bad_upstream_response");
+    EXPECT_THAT(r.body, ::testing::AnyOf(HasSubstr("malformed status line"),
+                                         HasSubstr("not an HTTP response")));
+    int posts = 0;  // (the /v1/models refresh asks too)
+    for (const auto& req : garbage.requests()) posts += req.starts_with("POST ");
+    EXPECT_EQ(posts, 1);  // not retried: it would say the same again
+    gateway_->Stop();
+    gateway_.reset();
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::testing
