@@ -193,35 +193,40 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
       retry_pods = false;
       std::set<std::string> unknown;  // pod uids whose metadata could not be read
       if (source.pod_metadata && pods_allowed) {
+        // The pods to read, copied first: the watch may change `slices` while a read waits.
+        std::vector<std::pair<std::string, std::string>> wanted;  // uid, name
         for (const auto& [_, s] : slices) {
           for (const auto& e : s.endpoints) {
-            if (e.pod_uid.empty() || pods.contains(e.pod_uid)) continue;
-            auto r = co_await client->Get(
-                common::StrCat("/api/v1/namespaces/", ns, "/pods/", e.pod_name));
-            if (stopped) co_return;
-            if (r.ok() && r->first == 200) {
-              if (auto meta = k8s::ParsePodMetadata(r->second); meta.ok()) {
-                pods[e.pod_uid] = *std::move(meta);
-                continue;
-              }
+            if (!e.pod_uid.empty() && !pods.contains(e.pod_uid)) {
+              wanted.emplace_back(e.pod_uid, e.pod_name);
             }
-            if (r.ok() && r->first == 403) {
-              spdlog::error(
-                  "discovery: {}: not allowed to read pods ({}); kvgate.io/* pod annotations are "
-                  "ignored (grant get on pods, or set pod_metadata: false)",
-                  What(), k8s::StatusMessage(r->second));
-              pods_allowed = false;
-              break;
-            }
-            if (r.ok() && r->first == 404) {  // gone already: its endpoint will follow
-              pods[e.pod_uid] = {};
+          }
+        }
+        for (const auto& [uid, name] : wanted) {
+          if (pods.contains(uid)) continue;  // the same pod in two slices
+          auto r = co_await client->Get(common::StrCat("/api/v1/namespaces/", ns, "/pods/", name));
+          if (stopped) co_return;
+          if (r.ok() && r->first == 200) {
+            if (auto meta = k8s::ParsePodMetadata(r->second); meta.ok()) {
+              pods[uid] = *std::move(meta);
               continue;
             }
-            spdlog::warn("discovery: {}: reading pod {} failed: {}", What(), e.pod_name,
-                         r.ok() ? common::StrCat("HTTP ", r->first) : r.status().ToString());
-            unknown.insert(e.pod_uid);
           }
-          if (!pods_allowed) break;
+          if (r.ok() && r->first == 403) {
+            spdlog::error(
+                "discovery: {}: not allowed to read pods ({}); kvgate.io/* pod annotations are "
+                "ignored (grant get on pods, or set pod_metadata: false)",
+                What(), k8s::StatusMessage(r->second));
+            pods_allowed = false;
+            break;
+          }
+          if (r.ok() && r->first == 404) {  // gone already: its endpoint will follow
+            pods[uid] = {};
+            continue;
+          }
+          spdlog::warn("discovery: {}: reading pod {} failed: {}", What(), name,
+                       r.ok() ? common::StrCat("HTTP ", r->first) : r.status().ToString());
+          unknown.insert(uid);
         }
       }
       // The slices may have changed while pods were read: use what is there now.
@@ -236,17 +241,18 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
       std::vector<DiscoveredWorker> workers =
           k8s::WorkersFromSlices(current, pods, source, &problems);
       if (source.pod_metadata && pods_allowed && !unknown.empty()) {
-        std::set<std::string> skip_urls;
+        std::set<std::string> skip_addresses;
         for (const auto& [_, s] : slices) {
           for (const auto& e : s.endpoints) {
-            if (unknown.contains(e.pod_uid)) skip_urls.insert(e.address);
+            if (unknown.contains(e.pod_uid)) skip_addresses.insert(e.address);
           }
         }
         std::erase_if(workers, [&](const DiscoveredWorker& w) {
-          return skip_urls.contains(w.config.url.host);
+          return skip_addresses.contains(w.config.url.host);
         });
         retry_pods = true;
       }
+      if (warned.size() > 1000) warned.clear();  // pods come and go: keep it bounded
       for (const auto& p : problems) {
         if (warned.insert(p).second) spdlog::warn("discovery: {}: {}", What(), p);
       }

@@ -87,7 +87,6 @@ struct Gateway::Impl {
   // checks admit them (BuildSnapshot). Caller holds apply_mu.
   absl::Status Apply() {
     const config::ConfigConstSharedPtr cfg = Merged();
-    const SnapshotConstSharedPtr old = state.snapshot();
     KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, BuildSnapshot(cfg));
     ApplyDiscoveryStates(*snapshot);
     state.Publish(std::move(snapshot));
@@ -290,6 +289,9 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) 
 
 absl::Status Gateway::Start() {
   Impl& s = *impl_;
+  // spdlog makes its registry on first use, inside a library TSan does not see: make it here,
+  // before the threads below exist, so their first log lines find it made.
+  (void)spdlog::default_logger();
   const auto cfg = s.state.snapshot()->config;
   const uint32_t n = static_cast<uint32_t>(s.state.threads);
   for (uint32_t i = 0; i < n; ++i) {
