@@ -47,17 +47,40 @@ TARGETS=(
 
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
 mkdir -p "$OUT"
+
+# Builds target $1 (an index into TARGETS) into ${OUT}/<name>_fuzzer, its output in a log.
+build() {
+  local name fuzzer srcs pkgs cap
+  IFS='|' read -r name fuzzer srcs pkgs cap <<<"${TARGETS[$1]}"
+  # shellcheck disable=SC2046,SC2086
+  "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done) \
+    $([[ -z "$pkgs" ]] || pkg-config --cflags --libs $pkgs) -o "${OUT}/${name}_fuzzer" \
+    >"${OUT}/${name}.build.log" 2>&1
+}
+
+# The next target builds while this one runs: a fuzzer uses one core, the compiler the other.
 status=0
-for spec in "${TARGETS[@]}"; do
-  IFS='|' read -r name fuzzer srcs pkgs cap <<<"$spec"
+build 0 &
+pending=$!
+for ((i = 0; i < ${#TARGETS[@]}; i++)); do
+  IFS='|' read -r name fuzzer srcs pkgs cap <<<"${TARGETS[$i]}"
   seconds="$SECONDS_PER_TARGET"
   if [[ -n "${cap:-}" && "$cap" -lt "$seconds" ]]; then seconds="$cap"; fi
   bin="${OUT}/${name}_fuzzer"
   echo "== building ${name} fuzzer"
-  # shellcheck disable=SC2046,SC2086
-  "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done) \
-    $([[ -z "$pkgs" ]] || pkg-config --cflags --libs $pkgs) -o "$bin"
+  built=0
+  wait "$pending" || built=$?
+  if ((i + 1 < ${#TARGETS[@]})); then
+    build $((i + 1)) &
+    pending=$!
+  fi
+  cat "${OUT}/${name}.build.log"
+  if ((built != 0)); then
+    echo "FAILED: ${name} fuzzer did not build"
+    status=1
+    continue
+  fi
   corpus_seed="${ROOT}/tests/fuzz/corpus/${name}"
   work_corpus="${OUT}/${name}_corpus"
   mkdir -p "$work_corpus"
