@@ -8,6 +8,7 @@
 #include "tests/fakes/dns_responder.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
@@ -27,14 +28,7 @@ class DiscoveryTest : public ::testing::Test {
     }
   }
   void Start(const std::string& name, bool srv, uint16_t port = 0) {
-    config::Config c;
-    c.listen_host = "127.0.0.1";
-    c.listen_port = 0;
-    c.threads = 1;
-    c.health_check.interval_ms = 50;
-    c.health_check.healthy_threshold = 1;
-    c.routing.engine_metrics_interval_ms = 0;
-    c.routing.policy = "round_robin";
+    config::Config c = TestGatewayConfig(/*health_checks=*/true);
     c.admin.token = kAdminToken;
     config::DnsDiscoveryConfig d;
     d.name = name;
@@ -44,10 +38,8 @@ class DiscoveryTest : public ::testing::Test {
     d.interval_ms = 100;
     d.worker.models = {"fake-model"};
     c.discovery.dns.push_back(d);
-    auto gw = router::Gateway::Create(std::move(c));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = StartTestGateway(std::move(c));
+    ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
   }
   ~DiscoveryTest() override {

@@ -15,6 +15,7 @@
 #include "tests/fakes/kube_api_double.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
@@ -63,20 +64,11 @@ class KubernetesDiscoveryTest : public ::testing::Test {
     return k;
   }
   void Start(const config::KubernetesDiscoveryConfig& k) {
-    config::Config c;
-    c.listen_host = "127.0.0.1";
-    c.listen_port = 0;
-    c.threads = 1;
-    c.health_check.interval_ms = 50;
-    c.health_check.healthy_threshold = 1;
-    c.routing.engine_metrics_interval_ms = 0;
-    c.routing.policy = "round_robin";
+    config::Config c = TestGatewayConfig(/*health_checks=*/true);
     c.admin.token = kAdminToken;
     c.discovery.kubernetes.push_back(k);
-    auto gw = router::Gateway::Create(std::move(c));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = StartTestGateway(std::move(c));
+    ASSERT_NE(gateway_, nullptr);
     gw_port_ = gateway_->port();
   }
 

@@ -16,6 +16,7 @@
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
@@ -36,25 +37,15 @@ class SecurityTest : public ::testing::Test {
   ~SecurityTest() override {
     if (gateway_) gateway_->Stop();
   }
-  static config::Config Base() {
-    config::Config c;
-    c.listen_host = "127.0.0.1";
-    c.listen_port = 0;
-    c.threads = 1;
-    c.health_check.enabled = false;
-    c.routing.policy = "round_robin";
-    return c;
-  }
+  static config::Config Base() { return TestGatewayConfig(); }
   void Start(config::Config c) {
     if (c.workers.empty()) {
       config::WorkerConfig w;
       w.url = *common::ParseHttpUrl(fake_->url());
       c.workers.push_back(w);
     }
-    auto gw = router::Gateway::Create(std::move(c));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = StartTestGateway(std::move(c));
+    ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
   }
   HttpResponse Chat(const Headers& headers = {}, size_t bytes = 0) {
