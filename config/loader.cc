@@ -7,6 +7,7 @@
 #include "absl/types/span.h"
 #include "common/logging.h"
 #include "common/strings.h"
+#include "config/yaml_reader.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/tokenizer.h"
 #include "router/pd/pd_bodies.h"
@@ -16,117 +17,6 @@
 namespace kvgate::config {
 namespace {
 
-// Collects every problem of one document; each message names the source, line and key path.
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  void Error(const YAML::Node& node, const std::string& path, absl::string_view what) {
-    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
-    if (line > 0) {
-      errors_.push_back(common::StrCat(source_, ":", line, ": ", path, ": ", what));
-    } else {
-      errors_.push_back(common::StrCat(source_, ": ", path, ": ", what));
-    }
-  }
-
-  // Reports keys of `map` that are not in `allowed`.
-  bool ExpectMap(const YAML::Node& map, const std::string& path,
-                 absl::Span<const std::string_view> allowed) {
-    if (!map.IsMap()) {
-      Error(map, path, "must be a mapping");
-      return false;
-    }
-    for (const auto& kv : map) {
-      const std::string key = kv.first.Scalar();
-      bool known = false;
-      for (std::string_view a : allowed) known |= (a == key);
-      if (!known) {
-        Error(
-            kv.first, Join(path, key),
-            common::StrCat("unknown key (expected one of: ", common::StrJoin(allowed, ", "), ")"));
-      }
-    }
-    return true;
-  }
-
-  template <typename T>
-  void Uint(const YAML::Node& map, const std::string& path, std::string_view key, T* out,
-            uint64_t min = 0, uint64_t max = std::numeric_limits<T>::max()) {
-    const YAML::Node n = map[std::string(key)];
-    if (!n.IsDefined() || n.IsNull()) return;
-    uint64_t v = 0;
-    if (!n.IsScalar() || !common::ParseUint64(n.Scalar(), &v)) {
-      Error(n, Join(path, key),
-            common::StrCat("expected a non-negative integer, got '", Describe(n), "'"));
-      return;
-    }
-    if (v < min || v > max) {
-      Error(n, Join(path, key), common::StrCat("must be between ", min, " and ", max, ", got ", v));
-      return;
-    }
-    *out = static_cast<T>(v);
-  }
-
-  void Double(const YAML::Node& map, const std::string& path, std::string_view key, double* out,
-              double min, double max) {
-    const YAML::Node n = map[std::string(key)];
-    if (!n.IsDefined() || n.IsNull()) return;
-    double v = 0;
-    if (!n.IsScalar() || !common::ParseDouble(n.Scalar(), &v)) {
-      Error(n, Join(path, key), common::StrCat("expected a number, got '", Describe(n), "'"));
-      return;
-    }
-    if (!(v >= min && v <= max)) {
-      Error(n, Join(path, key), common::StrCat("must be between ", min, " and ", max));
-      return;
-    }
-    *out = v;
-  }
-
-  void Bool(const YAML::Node& map, const std::string& path, std::string_view key, bool* out) {
-    const YAML::Node n = map[std::string(key)];
-    if (!n.IsDefined() || n.IsNull()) return;
-    const std::string s = n.IsScalar() ? n.Scalar() : "";
-    if (s == "true" || s == "yes" || s == "on") {
-      *out = true;
-    } else if (s == "false" || s == "no" || s == "off") {
-      *out = false;
-    } else {
-      Error(n, Join(path, key), common::StrCat("expected true or false, got '", Describe(n), "'"));
-    }
-  }
-
-  bool String(const YAML::Node& map, const std::string& path, std::string_view key,
-              std::string* out) {
-    const YAML::Node n = map[std::string(key)];
-    if (!n.IsDefined() || n.IsNull()) return false;
-    if (!n.IsScalar()) {
-      Error(n, Join(path, key), "expected a string");
-      return false;
-    }
-    *out = n.Scalar();
-    return true;
-  }
-
-  static std::string Join(const std::string& path, std::string_view key) {
-    return path.empty() ? std::string(key) : common::StrCat(path, ".", key);
-  }
-
-  static std::string Describe(const YAML::Node& n) {
-    if (n.IsScalar()) return n.Scalar();
-    if (n.IsSequence()) return "<list>";
-    if (n.IsMap()) return "<mapping>";
-    return "<null>";
-  }
-
-  std::vector<std::string>& errors() { return errors_; }
-
- private:
-  std::string source_;
-  std::vector<std::string> errors_;
-};
-
 bool IsZmqEndpoint(std::string_view e) {
   for (std::string_view scheme : {"tcp://", "ipc://", "inproc://"}) {
     if (e.substr(0, scheme.size()) == scheme && e.size() > scheme.size()) return true;
@@ -134,21 +24,21 @@ bool IsZmqEndpoint(std::string_view e) {
   return false;
 }
 
-void ReadKvEvents(Reader& r, const YAML::Node& n, const std::string& path, KvEventsConfig* k) {
+void ReadKvEvents(YamlReader& r, const YAML::Node& n, const std::string& path, KvEventsConfig* k) {
   if (!r.ExpectMap(n, path,
                    {"endpoint", "replay_endpoint", "topic", "block_size", "bind", "hash_mode"})) {
     return;
   }
   if (!r.String(n, path, "endpoint", &k->endpoint)) {
-    r.Error(n, Reader::Join(path, "endpoint"), "is required");
+    r.Error(n, YamlReader::Join(path, "endpoint"), "is required");
   } else if (!IsZmqEndpoint(k->endpoint)) {
-    r.Error(n["endpoint"], Reader::Join(path, "endpoint"),
+    r.Error(n["endpoint"], YamlReader::Join(path, "endpoint"),
             common::StrCat("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME, got '",
                            k->endpoint, "'"));
   }
   if (r.String(n, path, "replay_endpoint", &k->replay_endpoint) && !k->replay_endpoint.empty() &&
       !IsZmqEndpoint(k->replay_endpoint)) {
-    r.Error(n["replay_endpoint"], Reader::Join(path, "replay_endpoint"),
+    r.Error(n["replay_endpoint"], YamlReader::Join(path, "replay_endpoint"),
             common::StrCat("expected tcp://HOST:PORT, ipc://PATH or inproc://NAME, got '",
                            k->replay_endpoint, "'"));
   }
@@ -156,14 +46,14 @@ void ReadKvEvents(Reader& r, const YAML::Node& n, const std::string& path, KvEve
   r.Uint(n, path, "block_size", &k->block_size, 1, 4096);
   r.Bool(n, path, "bind", &k->bind);
   if (r.String(n, path, "hash_mode", &k->hash_mode) && k->hash_mode != "tokens") {
-    r.Error(n["hash_mode"], Reader::Join(path, "hash_mode"),
+    r.Error(n["hash_mode"], YamlReader::Join(path, "hash_mode"),
             common::StrCat("must be 'tokens' (kvgate re-hashes the events' token ids; reproducing "
                            "the engine's own hash is not supported), got '",
                            k->hash_mode, "'"));
   }
 }
 
-void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
+void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
   const std::string p = "routing.precise";
   if (!r.ExpectMap(n, p,
                    {"tokenizer", "model_tokenizers", "probe", "probe_timeout_ms",
@@ -182,14 +72,14 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
   auto read_map = [&](const char* key, auto&& check, auto* out) {
     const YAML::Node m = n[key];
     if (!m.IsDefined() || m.IsNull()) return;
-    const std::string mp = Reader::Join(p, key);
+    const std::string mp = YamlReader::Join(p, key);
     if (!m.IsMap()) {
       r.Error(m, mp, "must be a mapping");
       return;
     }
     for (const auto& kv : m) {
       const std::string name = kv.first.Scalar();
-      const std::string path = Reader::Join(mp, name);
+      const std::string path = YamlReader::Join(mp, name);
       if (!kv.second.IsScalar()) {
         r.Error(kv.second, path, "expected a string");
       } else if (check(kv.second, path, kv.second.Scalar())) {
@@ -215,7 +105,7 @@ void ReadPrecise(Reader& r, const YAML::Node& n, PreciseConfig* c) {
 
 // A worker entry; with `seen` null, the settings a discovery source gives every worker it
 // finds (no url), the source's own keys `extra` allowed beside them.
-void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
+void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra = {}) {
   std::vector<std::string_view> keys = {
       "models",    "role",           "dp_size",    "weight", "kv_capacity_tokens",
@@ -232,15 +122,15 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   if (seen == nullptr) {
     // The url comes from discovery.
   } else if (!r.String(node, path, "url", &url)) {
-    r.Error(node, Reader::Join(path, "url"), "is required");
+    r.Error(node, YamlReader::Join(path, "url"), "is required");
   } else {
     auto parsed = common::ParseHttpUrl(url);
     if (!parsed.ok()) {
-      r.Error(node["url"], Reader::Join(path, "url"), parsed.status().message());
+      r.Error(node["url"], YamlReader::Join(path, "url"), parsed.status().message());
     } else {
       w->url = *parsed;
       if (!seen->insert(w->url.ToString()).second) {
-        r.Error(node["url"], Reader::Join(path, "url"),
+        r.Error(node["url"], YamlReader::Join(path, "url"),
                 common::StrCat("duplicate worker '", w->url.ToString(), "'"));
       }
     }
@@ -252,13 +142,13 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
     } else if (models.IsSequence()) {
       for (const auto& m : models) {
         if (!m.IsScalar() || m.Scalar().empty()) {
-          r.Error(m, Reader::Join(path, "models"), "entries must be non-empty strings");
+          r.Error(m, YamlReader::Join(path, "models"), "entries must be non-empty strings");
         } else {
           w->models.push_back(m.Scalar());
         }
       }
     } else {
-      r.Error(models, Reader::Join(path, "models"), "expected a list of model names");
+      r.Error(models, YamlReader::Join(path, "models"), "expected a list of model names");
     }
   }
   std::string role;
@@ -270,7 +160,7 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
     } else if (role == "decode") {
       w->role = WorkerRole::kDecode;
     } else {
-      r.Error(node["role"], Reader::Join(path, "role"),
+      r.Error(node["role"], YamlReader::Join(path, "role"),
               common::StrCat("must be mixed, prefill or decode, got '", role, "'"));
     }
   }
@@ -280,22 +170,22 @@ void ReadWorker(Reader& r, const YAML::Node& node, const std::string& path, Work
   r.Uint(node, path, "bootstrap_port", &w->bootstrap_port, 1, 65535);
   if (r.String(node, path, "zmq_address", &w->zmq_address) && !w->zmq_address.empty()) {
     if (auto hp = common::ParseHostPort(w->zmq_address); !hp.ok()) {
-      r.Error(node["zmq_address"], Reader::Join(path, "zmq_address"), hp.status().message());
+      r.Error(node["zmq_address"], YamlReader::Join(path, "zmq_address"), hp.status().message());
     }
   }
   if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
-    ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &w->kv_events.emplace());
+    ReadKvEvents(r, e, YamlReader::Join(path, "kv_events"), &w->kv_events.emplace());
   }
 }
 
-void ReadRate(Reader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate) {
+void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate) {
   if (!r.ExpectMap(n, path, {"requests_per_minute", "prompt_tokens_per_minute"})) return;
   r.Uint(n, path, "requests_per_minute", &rate->requests_per_minute);
   r.Uint(n, path, "prompt_tokens_per_minute", &rate->prompt_tokens_per_minute);
 }
 
 // `auth.api_keys`: names unique, each key's SHA-256 as 64 hex digits (lower-cased).
-void ReadAuth(Reader& r, const YAML::Node& n, AuthConfig* c) {
+void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c) {
   if (!r.ExpectMap(n, "auth", {"api_keys"})) return;
   const YAML::Node keys = n["api_keys"];
   if (!keys.IsDefined() || keys.IsNull()) return;
@@ -310,31 +200,31 @@ void ReadAuth(Reader& r, const YAML::Node& n, AuthConfig* c) {
     if (!r.ExpectMap(k, path, {"name", "sha256", "rate"})) continue;
     ApiKeyConfig key;
     if (!r.String(k, path, "name", &key.name) || key.name.empty()) {
-      r.Error(k, Reader::Join(path, "name"), "is required");
+      r.Error(k, YamlReader::Join(path, "name"), "is required");
     } else if (!names.insert(key.name).second) {
-      r.Error(k["name"], Reader::Join(path, "name"),
+      r.Error(k["name"], YamlReader::Join(path, "name"),
               common::StrCat("duplicate name '", key.name, "'"));
     }
     if (!r.String(k, path, "sha256", &key.sha256)) {
-      r.Error(k, Reader::Join(path, "sha256"),
+      r.Error(k, YamlReader::Join(path, "sha256"),
               "is required (the key's SHA-256 in hex: printf %s KEY | sha256sum)");
     } else {
       for (char& ch : key.sha256)
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       if (key.sha256.size() != 64 ||
           key.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
-        r.Error(k["sha256"], Reader::Join(path, "sha256"), "must be 64 hex digits (a SHA-256)");
+        r.Error(k["sha256"], YamlReader::Join(path, "sha256"), "must be 64 hex digits (a SHA-256)");
       }
     }
     if (const YAML::Node rate = k["rate"]; rate.IsDefined() && !rate.IsNull()) {
-      ReadRate(r, rate, Reader::Join(path, "rate"), &key.rate.emplace());
+      ReadRate(r, rate, YamlReader::Join(path, "rate"), &key.rate.emplace());
     }
     c->api_keys.push_back(std::move(key));
   }
 }
 
 // One `discovery.kubernetes[]` source: a Service's EndpointSlices through the API server.
-void ReadKubernetesSource(Reader& r, const YAML::Node& e, const std::string& path,
+void ReadKubernetesSource(YamlReader& r, const YAML::Node& e, const std::string& path,
                           KubernetesDiscoveryConfig* k) {
   constexpr std::string_view kOwn[] = {"service",
                                        "label_selector",
@@ -364,7 +254,7 @@ void ReadKubernetesSource(Reader& r, const YAML::Node& e, const std::string& pat
   r.Uint(e, path, "port", &k->port, 1, 65535);
   if (r.String(e, path, "api_server", &k->api_server) && !k->api_server.empty()) {
     if (auto u = common::ParseHttpUrl(k->api_server, /*allow_https=*/true); !u.ok()) {
-      r.Error(e["api_server"], Reader::Join(path, "api_server"), u.status().message());
+      r.Error(e["api_server"], YamlReader::Join(path, "api_server"), u.status().message());
     }
   }
   r.String(e, path, "token_file", &k->token_file);
@@ -379,7 +269,7 @@ void ReadKubernetesSource(Reader& r, const YAML::Node& e, const std::string& pat
   r.Uint(e, path, "kv_events_block_size", &k->kv_events_block_size, 1, 4096);
 }
 
-void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
+void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c) {
   if (!r.ExpectMap(n, "discovery", {"dns", "kubernetes"})) return;
   if (const YAML::Node k = n["kubernetes"]; k.IsDefined() && !k.IsNull()) {
     if (!k.IsSequence()) {
@@ -407,7 +297,7 @@ void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
     ReadWorker(r, e, path, &d.worker, nullptr, kOwn);
     if (!e.IsMap()) continue;
     if (!r.String(e, path, "name", &d.name) || d.name.empty()) {
-      r.Error(e, Reader::Join(path, "name"), "is required (the DNS name to resolve)");
+      r.Error(e, YamlReader::Join(path, "name"), "is required (the DNS name to resolve)");
     }
     r.Bool(e, path, "srv", &d.srv);
     r.Uint(e, path, "port", &d.port, 1, 65535);
@@ -415,7 +305,7 @@ void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
       if (auto hp = common::ParseHostPort(
               d.server.find(':') == std::string::npos ? common::StrCat(d.server, ":53") : d.server);
           !hp.ok()) {
-        r.Error(e["server"], Reader::Join(path, "server"), hp.status().message());
+        r.Error(e["server"], YamlReader::Join(path, "server"), hp.status().message());
       }
     }
     r.Uint(e, path, "interval_ms", &d.interval_ms, 100);
@@ -424,7 +314,7 @@ void ReadDiscovery(Reader& r, const YAML::Node& n, DiscoveryConfig* c) {
   }
 }
 
-bool CheckPdProtocol(Reader& r, const YAML::Node& n, const std::string& path,
+bool CheckPdProtocol(YamlReader& r, const YAML::Node& n, const std::string& path,
                      const std::string& name, bool allow_none) {
   if (router::pd::PdProtocolFromName(name) || (allow_none && name == "none")) return true;
   r.Error(n, path,
@@ -434,7 +324,7 @@ bool CheckPdProtocol(Reader& r, const YAML::Node& n, const std::string& path,
   return false;
 }
 
-void ReadPd(Reader& r, const YAML::Node& n, PdConfig* c) {
+void ReadPd(YamlReader& r, const YAML::Node& n, PdConfig* c) {
   const std::string p = "pd";
   if (!r.ExpectMap(n, p,
                    {"protocol", "models", "skip_prefill_below_tokens", "fallback_to_mixed",
@@ -463,7 +353,8 @@ void ReadPd(Reader& r, const YAML::Node& n, PdConfig* c) {
   r.Uint(n, p, "release_timeout_ms", &c->release_timeout_ms, 1);
 }
 
-bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const std::string& name) {
+bool CheckPolicy(YamlReader& r, const YAML::Node& n, const std::string& path,
+                 const std::string& name) {
   if (router::FindPolicy(name) != nullptr) return true;
   r.Error(
       n, path,
@@ -471,7 +362,7 @@ bool CheckPolicy(Reader& r, const YAML::Node& n, const std::string& path, const 
   return false;
 }
 
-void ReadRouting(Reader& r, const YAML::Node& n, RoutingConfig* c) {
+void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
   const std::string p = "routing";
   if (!r.ExpectMap(n, p,
                    {"policy", "model_policies", "block_tokens", "index_memory_bytes",
@@ -585,7 +476,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   }
   Config c;
   if (root.IsNull()) return c;  // an empty file means all defaults
-  Reader r(source);
+  YamlReader r(source);
   try {
     if (!r.ExpectMap(root, "",
                      {"listen", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
@@ -727,13 +618,13 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
           StoreConfig st;
           if (!r.ExpectMap(n[i], path, {"name", "model", "kv_events", "address"})) continue;
           if (!r.String(n[i], path, "name", &st.name) || st.name.empty()) {
-            r.Error(n[i], Reader::Join(path, "name"), "is required");
+            r.Error(n[i], YamlReader::Join(path, "name"), "is required");
           } else if (!names.insert(st.name).second) {
-            r.Error(n[i]["name"], Reader::Join(path, "name"),
+            r.Error(n[i]["name"], YamlReader::Join(path, "name"),
                     common::StrCat("duplicate store '", st.name, "'"));
           }
           if (!r.String(n[i], path, "model", &st.model) || st.model.empty())
-            r.Error(n[i], Reader::Join(path, "model"), "is required (the model of its blocks)");
+            r.Error(n[i], YamlReader::Join(path, "model"), "is required (the model of its blocks)");
           if (std::string address; r.String(n[i], path, "address", &address)) {
             // HOST:PORT or http://HOST:PORT.
             auto url = common::ParseHttpUrl(address.find("://") == std::string::npos
@@ -742,13 +633,13 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
             if (url.ok()) {
               st.address = std::move(*url);
             } else {
-              r.Error(n[i]["address"], Reader::Join(path, "address"), url.status().message());
+              r.Error(n[i]["address"], YamlReader::Join(path, "address"), url.status().message());
             }
           }
           if (const YAML::Node e = n[i]["kv_events"]; e.IsDefined() && !e.IsNull()) {
-            ReadKvEvents(r, e, Reader::Join(path, "kv_events"), &st.kv_events);
+            ReadKvEvents(r, e, YamlReader::Join(path, "kv_events"), &st.kv_events);
           } else {
-            r.Error(n[i], Reader::Join(path, "kv_events"), "is required");
+            r.Error(n[i], YamlReader::Join(path, "kv_events"), "is required");
           }
           c.stores.push_back(std::move(st));
         }
