@@ -545,18 +545,28 @@ Value Renderer::BinaryOp(const std::string& op, const Value& a, const Value& b, 
   }
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+      // By squaring: a huge exponent of 0, 1 or -1 must not loop for ever.
+      int64_t r = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) Fail(line, "integer overflow");
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) Fail(line, "integer overflow");
+      }
       return Value::Int(r);
     }
     return Value::Float(std::pow(a.as_float(), b.as_float()));
   }
   if (ints) {
     const int64_t x = a.as_int(), y = b.as_int();
-    if (op == "+") return Value::Int(x + y);
-    if (op == "-") return Value::Int(x - y);
-    if (op == "*") return Value::Int(x * y);
+    int64_t v = 0;  // templates get 64-bit integers; past them a clean error (found by fuzzing)
+    if (op == "+" || op == "-" || op == "*") {
+      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &v)
+                            : op == "-" ? __builtin_sub_overflow(x, y, &v)
+                                        : __builtin_mul_overflow(x, y, &v);
+      if (overflow) Fail(line, "integer overflow");
+      return Value::Int(v);
+    }
     if (y == 0) Fail(line, "integer division or modulo by zero");
+    if (x == INT64_MIN && y == -1) Fail(line, "integer overflow");
     int64_t q = x / y, r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) {
       --q;
