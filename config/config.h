@@ -91,11 +91,21 @@ struct LimitsConfig {
   uint32_t queue_timeout_ms = 30'000;    // longest wait in the queue; then 503
 };
 
+// TLS to https:// workers.
+struct UpstreamTlsConfig {
+  std::string ca_file;    // PEM bundle the workers' certificates must chain to; "" = system's
+  std::string cert_file;  // a client certificate for workers that ask for one (mutual TLS)
+  std::string key_file;
+
+  friend bool operator==(const UpstreamTlsConfig&, const UpstreamTlsConfig&) = default;
+};
+
 struct UpstreamConfig {
   uint32_t connect_timeout_ms = 2'000;
   uint32_t response_timeout_ms = 600'000;  // request sent -> response header (prefill can be long)
   uint32_t stream_idle_timeout_ms = 300'000;  // between two body chunks of a response
   uint32_t max_idle_per_worker = 64;  // idle keep-alive connections kept per thread and worker
+  UpstreamTlsConfig tls;
 };
 
 struct RetryConfig {
@@ -269,6 +279,16 @@ struct AdminConfig {
   std::string token;   // when set, admin endpoints need "Authorization: Bearer <token>"
 };
 
+// TLS on the client listener (cert_file empty: plain HTTP). SIGHUP reads the files again.
+struct TlsConfig {
+  std::string cert_file;       // PEM certificate chain, leaf first
+  std::string key_file;        // PEM private key
+  std::string client_ca_file;  // set: clients must present a certificate it signed (mTLS)
+
+  bool enabled() const { return !cert_file.empty(); }
+  friend bool operator==(const TlsConfig&, const TlsConfig&) = default;
+};
+
 struct AccessLogConfig {
   bool enabled = false;
   std::string path = "-";  // "-" = stdout
@@ -277,6 +297,7 @@ struct AccessLogConfig {
 struct Config {
   std::string listen_host = "0.0.0.0";
   uint16_t listen_port = 8000;
+  TlsConfig tls;
   uint32_t threads = 0;  // 0 = number of cores
   std::string log_level = "info";
   uint32_t drain_timeout_ms = 30'000;

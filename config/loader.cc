@@ -124,7 +124,7 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
   } else if (!r.String(node, path, "url", &url)) {
     r.Error(node, YamlReader::Join(path, "url"), "is required");
   } else {
-    auto parsed = common::ParseHttpUrl(url);
+    auto parsed = common::ParseHttpUrl(url, /*allow_https=*/true);
     if (!parsed.ok()) {
       r.Error(node["url"], YamlReader::Join(path, "url"), parsed.status().message());
     } else {
@@ -479,7 +479,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   YamlReader r(source);
   try {
     if (!r.ExpectMap(root, "",
-                     {"listen", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
+                     {"listen", "tls", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
                       "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
                       "circuit_breaker", "routing", "pd", "auth", "admin", "access_log", "workers",
                       "discovery", "stores"})) {
@@ -493,6 +493,13 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       } else {
         c.listen_host = hp->first;
         c.listen_port = hp->second;
+      }
+    }
+    if (const YAML::Node n = root["tls"]; n.IsDefined() && !n.IsNull()) {
+      if (r.ExpectMap(n, "tls", {"cert_file", "key_file", "client_ca_file"})) {
+        r.String(n, "tls", "cert_file", &c.tls.cert_file);
+        r.String(n, "tls", "key_file", &c.tls.key_file);
+        r.String(n, "tls", "client_ca_file", &c.tls.client_ca_file);
       }
     }
     r.Uint(root, "", "threads", &c.threads, 0, 1024);
@@ -530,11 +537,18 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "upstream",
                       {"connect_timeout_ms", "response_timeout_ms", "stream_idle_timeout_ms",
-                       "max_idle_per_worker"})) {
+                       "max_idle_per_worker", "tls"})) {
         r.Uint(n, "upstream", "connect_timeout_ms", &c.upstream.connect_timeout_ms, 1);
         r.Uint(n, "upstream", "response_timeout_ms", &c.upstream.response_timeout_ms, 1);
         r.Uint(n, "upstream", "stream_idle_timeout_ms", &c.upstream.stream_idle_timeout_ms, 1);
         r.Uint(n, "upstream", "max_idle_per_worker", &c.upstream.max_idle_per_worker);
+        if (const YAML::Node t = n["tls"]; t.IsDefined() && !t.IsNull()) {
+          if (r.ExpectMap(t, "upstream.tls", {"ca_file", "cert_file", "key_file"})) {
+            r.String(t, "upstream.tls", "ca_file", &c.upstream.tls.ca_file);
+            r.String(t, "upstream.tls", "cert_file", &c.upstream.tls.cert_file);
+            r.String(t, "upstream.tls", "key_file", &c.upstream.tls.key_file);
+          }
+        }
       }
     }
     if (const YAML::Node n = root["retry"]; n.IsDefined() && !n.IsNull()) {
@@ -697,6 +711,15 @@ absl::Status ValidateConfig(const Config& c) {
   }
   if (!common::IsValidLogLevel(c.log_level)) {
     errors.push_back(common::StrCat("log_level: unknown level '", c.log_level, "'"));
+  }
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    errors.push_back("tls: cert_file and key_file go together");
+  }
+  if (!c.tls.client_ca_file.empty() && c.tls.cert_file.empty()) {
+    errors.push_back("tls.client_ca_file: needs tls.cert_file and tls.key_file");
+  }
+  if (c.upstream.tls.cert_file.empty() != c.upstream.tls.key_file.empty()) {
+    errors.push_back("upstream.tls: cert_file and key_file go together");
   }
   if (c.retry.backoff_max_ms < c.retry.backoff_base_ms) {
     errors.push_back("retry.backoff_max_ms: must be >= retry.backoff_base_ms");

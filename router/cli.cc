@@ -28,12 +28,16 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --api-key KEY       clients must send "Authorization: Bearer KEY" (repeatable; named
                       cli-1, cli-2, ... in logs). Other users of the machine can read a
                       command line: prefer auth.api_keys in the config, which holds hashes
+  --tls-cert FILE     serve HTTPS with this PEM certificate chain (with --tls-key)
+  --tls-key FILE      the certificate's PEM private key
+  --upstream-ca FILE  PEM bundle that https:// workers' certificates must chain to
+                      (default: the system's trust store)
   --log-level LEVEL   trace, debug, info, warn, error or off
   --check             validate the configuration and exit (non-zero when invalid)
   --help              this text
   --version           print the version
 
-Signals: SIGHUP reloads the config file (workers, routing, limits); SIGTERM drains in-flight
+Signals: SIGHUP reloads the config file (workers, routing, limits, TLS certificates); SIGTERM drains in-flight
 requests up to drain_timeout_ms, then exits 0.
 )";
 }
@@ -102,6 +106,12 @@ absl::StatusOr<CliOptions> ParseCli(int argc, const char* const* argv) {
       KVGATE_ASSIGN_OR_RETURN(std::string k, need_value(arg));
       if (k.empty()) return absl::InvalidArgumentError("--api-key: the key is empty");
       o.api_keys.push_back(std::move(k));
+    } else if (arg == "--tls-cert") {
+      KVGATE_ASSIGN_OR_RETURN(o.tls_cert, need_value(arg));
+    } else if (arg == "--tls-key") {
+      KVGATE_ASSIGN_OR_RETURN(o.tls_key, need_value(arg));
+    } else if (arg == "--upstream-ca") {
+      KVGATE_ASSIGN_OR_RETURN(o.upstream_ca, need_value(arg));
     } else {
       return absl::InvalidArgumentError(
           common::StrCat("unknown argument '", arg, "' (see --help)"));
@@ -123,7 +133,7 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
     c.listen_port = hp->second;
   }
   for (const auto& w : o.workers) {
-    auto url = common::ParseHttpUrl(w);
+    auto url = common::ParseHttpUrl(w, /*allow_https=*/true);
     if (!url.ok())
       return absl::InvalidArgumentError(common::StrCat("--worker: ", url.status().message()));
     config::WorkerConfig wc;
@@ -132,7 +142,7 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
   }
   auto add_pd_worker = [&](std::string_view flag, const std::string& w, config::WorkerRole role,
                            std::optional<uint16_t> port) -> absl::Status {
-    auto url = common::ParseHttpUrl(w);
+    auto url = common::ParseHttpUrl(w, /*allow_https=*/true);
     if (!url.ok())
       return absl::InvalidArgumentError(common::StrCat(flag, ": ", url.status().message()));
     config::WorkerConfig wc;
@@ -165,6 +175,9 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
     c.auth.api_keys.push_back(
         {common::StrCat("cli-", i + 1), Sha256Hex(o.api_keys[i]), std::nullopt});
   }
+  if (o.tls_cert) c.tls.cert_file = *o.tls_cert;
+  if (o.tls_key) c.tls.key_file = *o.tls_key;
+  if (o.upstream_ca) c.upstream.tls.ca_file = *o.upstream_ca;
   KVGATE_RETURN_IF_ERROR(config::ValidateConfig(c));
   return c;
 }

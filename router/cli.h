@@ -25,6 +25,9 @@ struct CliOptions {
   std::optional<std::string> log_level;
   std::optional<std::string> policy;
   std::vector<std::string> api_keys;  // --api-key KEY, repeatable
+  std::optional<std::string> tls_cert;     // --tls-cert FILE
+  std::optional<std::string> tls_key;      // --tls-key FILE
+  std::optional<std::string> upstream_ca;  // --upstream-ca FILE
   bool check = false;
   bool help = false;
   bool version = false;

@@ -5,6 +5,7 @@
 #include "common/strings.h"
 #include "router/http/body_framing.h"
 #include "router/http/http1.h"
+#include "router/internal/tls_socket.h"
 #include "router/upstream/upstream_pool.h"
 
 namespace kvgate::router {
@@ -12,12 +13,26 @@ namespace {
 
 constexpr size_t kMaxResponseBytes = 4u << 20;
 
+// Some bytes of the response, waiting for them; over TLS when `tls` is set.
+net::awaitable<std::tuple<error_code, size_t>> ReadFrom(tcp::socket& socket, TlsSocket* tls,
+                                                         net::mutable_buffer buffer) {
+  if (tls == nullptr) co_return co_await socket.async_read_some(buffer, kNoThrow);
+  for (;;) {
+    error_code ec;
+    const size_t n = tls->ReadSome(buffer, ec);
+    if (ec != net::error::would_block) co_return std::make_tuple(ec, n);
+    auto [wec] = co_await socket.async_wait(tls->wait_type(), kNoThrow);
+    if (wec) co_return std::make_tuple(wec, size_t{0});
+  }
+}
+
 }  // namespace
 
 net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
     net::io_context& ioc, const common::HttpUrl& url, std::string_view method, std::string path,
     std::string body, std::chrono::milliseconds timeout,
-    std::vector<std::pair<std::string, std::string>> headers) {
+    std::vector<std::pair<std::string, std::string>> headers,
+    std::shared_ptr<boost::asio::ssl::context> tls_context) {
   // The socket is shared with the timer's handler, which may run after this returns.
   auto socket_ptr = std::make_shared<tcp::socket>(ioc);
   tcp::socket& socket = *socket_ptr;
@@ -46,6 +61,17 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
     }
     co_return c;
   }
+  std::unique_ptr<TlsSocket> tls;
+  if (url.scheme == "https") {
+    if (!tls_context) co_return absl::UnavailableError("no TLS context for https");
+    error_code ignored;
+    socket.non_blocking(true, ignored);
+    tls = std::make_unique<TlsSocket>(*tls_context, socket, TlsSocket::Role::kClient, url.host);
+    if (const error_code hec = co_await tls->Handshake(); hec) {
+      co_return fail(common::StrCat("TLS handshake with ", url.Authority(), ": ", tls->error()),
+                     hec);
+    }
+  }
 
   std::string request =
       common::StrCat(method, " ", url.base_path, path, " HTTP/1.1\r\nhost: ", url.Authority(),
@@ -53,7 +79,13 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
   for (const auto& [name, value] : headers) common::StrAppend(&request, name, ": ", value, "\r\n");
   if (!body.empty()) request += "content-type: application/json\r\n";
   common::StrAppend(&request, "content-length: ", body.size(), "\r\n\r\n", body);
-  auto [wec, wn] = co_await net::async_write(socket, net::buffer(request), kNoThrow);
+  error_code wec;
+  if (tls) {
+    const net::const_buffer b[] = {net::buffer(request)};
+    wec = co_await TlsWriteAll(*tls, socket, b);
+  } else {
+    std::tie(wec, std::ignore) = co_await net::async_write(socket, net::buffer(request), kNoThrow);
+  }
   if (wec) co_return fail(common::StrCat("writing to ", url.Authority()), wec);
 
   std::string in;
@@ -63,7 +95,7 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
   size_t fed = 0;
   char buf[16384];
   for (;;) {
-    auto [rec, n] = co_await socket.async_read_some(net::buffer(buf), kNoThrow);
+    auto [rec, n] = co_await ReadFrom(socket, tls.get(), net::buffer(buf));
     if (rec && rec != net::error::eof)
       co_return fail(common::StrCat("reading from ", url.Authority()), rec);
     if (n > 0) in.append(buf, n);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,6 +16,10 @@
 #include "common/url.h"
 #include "router/internal/asio.h"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace kvgate::router {
 
 struct HttpResult {
@@ -23,11 +28,13 @@ struct HttpResult {
 };
 
 /// Sends `method path` (with `body` as application/json when non-empty) to `url` and reads the
-/// whole response (at most 4 MiB) within `timeout`.
-/// @return kUnavailable on transport errors, kDeadlineExceeded on timeout.
+/// whole response (at most 4 MiB) within `timeout`. An https:// `url` is reached over TLS with
+/// `tls` (the snapshot's upstream context).
+/// @return kUnavailable on transport errors (and TLS failures), kDeadlineExceeded on timeout.
 net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
     net::io_context& ioc, const common::HttpUrl& url, std::string_view method, std::string path,
     std::string body, std::chrono::milliseconds timeout,
-    std::vector<std::pair<std::string, std::string>> headers = {});
+    std::vector<std::pair<std::string, std::string>> headers = {},
+    std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 
 }  // namespace kvgate::router

@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "router/fleet/control_http.h"
 #include "router/internal/asio.h"
+#include "router/internal/tls_socket.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 
@@ -15,10 +16,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// GET on a fresh connection (the control plane is not on the hot path).
-net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, const common::HttpUrl& url,
-                                                   std::string path, milliseconds timeout) {
-  return HttpCall(ioc, url, "GET", std::move(path), "", timeout);
+// GET on a fresh connection (the control plane is not on the hot path); https:// with the
+// current snapshot's upstream TLS context.
+net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, GatewayState& state,
+                                                   const common::HttpUrl& url, std::string path,
+                                                   milliseconds timeout) {
+  std::shared_ptr<ssl::context> tls;
+  if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;
+  return HttpCall(ioc, url, "GET", std::move(path), "", timeout, {}, std::move(tls));
 }
 
 std::vector<std::string> ParseModelIds(std::string body) {
@@ -44,7 +49,7 @@ struct HealthChecker::Impl {
   // One GET of `url` + `path`: true on a 2xx (failures logged at debug, naming `what`).
   net::awaitable<bool> Probe(const common::HttpUrl& url, std::string path, std::string_view what,
                              uint32_t timeout_ms) {
-    auto r = co_await HttpGet(ioc, url, std::move(path), milliseconds(timeout_ms));
+    auto r = co_await HttpGet(ioc, state, url, std::move(path), milliseconds(timeout_ms));
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     if (!ok) {
       spdlog::debug("health check of {} failed: {}", what,
@@ -69,7 +74,7 @@ struct HealthChecker::Impl {
   }
 
   net::awaitable<void> DiscoverOne(WorkerSharedPtr worker, milliseconds timeout) {
-    auto r = co_await HttpGet(ioc, worker->config().url, "/v1/models", timeout);
+    auto r = co_await HttpGet(ioc, state, worker->config().url, "/v1/models", timeout);
     if (r.ok() && r->status == 200) {
       worker->SetDiscoveredModels(ParseModelIds(std::move(r->body)));
     }
@@ -80,7 +85,7 @@ struct HealthChecker::Impl {
   // unless the config fixed it.
   net::awaitable<void> ScrapeOne(WorkerSharedPtr worker, milliseconds timeout,
                                  uint32_t block_tokens) {
-    auto r = co_await HttpGet(ioc, worker->config().url, "/metrics", timeout);
+    auto r = co_await HttpGet(ioc, state, worker->config().url, "/metrics", timeout);
     if (!r.ok() || r->status != 200) co_return;
     EngineStats s = ParseEngineMetrics(r->body);
     if (!s.valid) co_return;

@@ -117,7 +117,15 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       admission_rejected_(BuildCounter()
                               .Name("kvgate_admission_rejected_total")
                               .Help("Requests refused with 503 by the concurrency cap's queue")
-                              .Register(r)) {}
+                              .Register(r)),
+      tls_handshake_errors_(BuildCounter()
+                                .Name("kvgate_tls_handshake_errors_total")
+                                .Help("TLS handshakes that failed, by side (client, worker)")
+                                .Register(r)) {}
+
+prometheus::Counter& RouterMetrics::TlsHandshakeErrors(std::string_view side) {
+  return tls_handshake_errors_.Add({{"side", std::string(side)}});
+}
 
 prometheus::Counter& RouterMetrics::AuthFailures(std::string_view reason) {
   return auth_failures_.Add({{"reason", std::string(reason)}});

@@ -54,6 +54,7 @@ class RouterMetrics {
   prometheus::Counter& RateLimited(std::string_view limit);         // requests, tokens
   prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
   prometheus::Counter& ConfigReloads(bool ok);
+  prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
 
   /// The text exposition of everything: `registry` (this object's and other subsystems'
   /// families), the sharded families and the per-worker gauges of `workers` (series of workers
@@ -67,6 +68,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& auth_failures_;
   prometheus::Family<prometheus::Counter>& rate_limited_;
   prometheus::Family<prometheus::Counter>& admission_rejected_;
+  prometheus::Family<prometheus::Counter>& tls_handshake_errors_;
 };
 
 }  // namespace kvgate::router

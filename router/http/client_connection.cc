@@ -4,7 +4,9 @@
 
 #include <cerrno>
 
+#include "router/internal/tls_socket.h"
 #include "router/server/thread_context.h"
+#include "spdlog/spdlog.h"
 
 namespace kvgate::router {
 
@@ -15,6 +17,29 @@ ClientConnection::ClientConnection(tcp::socket s, bool admin)
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   socket.non_blocking(true, ignored);
+}
+
+ClientConnection::~ClientConnection() = default;
+
+net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn) {
+  if (!conn.tls) co_return true;
+  conn.SetDeadline(DeadlineKind::kClientRead,
+                   std::chrono::milliseconds(tc.config().limits.read_timeout_ms));
+  const error_code ec = co_await conn.tls->Handshake();
+  const bool expired = conn.deadline_expired;
+  conn.ClearDeadline();
+  if (!ec) co_return true;
+  tc.state.metrics.TlsHandshakeErrors("client").Increment();
+  spdlog::debug("TLS handshake with client {} failed: {}", conn.peer,
+                expired ? std::string("timed out") : conn.tls->error());
+  co_return false;
+}
+
+void CloseConnection(ClientConnection& conn) {
+  if (conn.tls) conn.tls->Shutdown();
+  error_code ignored;
+  conn.socket.shutdown(tcp::socket::shutdown_send, ignored);
+  conn.socket.close(ignored);
 }
 
 void ClientConnection::SetDeadline(DeadlineKind kind, std::chrono::milliseconds after) {
@@ -45,7 +70,9 @@ net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, s
     if (conn.deadline_expired) co_return net::error::operation_aborted;
     auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
     error_code ec;
-    const size_t got = conn.socket.read_some(net::buffer(p, std::min(n, max_bytes)), ec);
+    const net::mutable_buffer into(p, std::min(n, max_bytes));
+    const size_t got =
+        conn.tls ? conn.tls->ReadSome(into, ec) : conn.socket.read_some(into, ec);
     if (!ec) {
       conn.in.Commit(got);
       co_return error_code{};
@@ -54,7 +81,8 @@ net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, s
     // Nothing there: wait for readability holding no buffer. Safe against lost edge-triggered
     // wake-ups, since the read just now drained the socket and nothing ran since.
     if (conn.in.empty()) conn.in.Release(tc.buffers);
-    auto [wec] = co_await conn.socket.async_wait(tcp::socket::wait_read, kNoThrow);
+    auto [wec] = co_await conn.socket.async_wait(
+        conn.tls ? conn.tls->wait_type() : tcp::socket::wait_read, kNoThrow);
     if (wec) co_return wec;
   }
 }
@@ -62,6 +90,13 @@ net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, s
 net::awaitable<error_code> WriteAll(ClientConnection& conn,
                                     absl::Span<const net::const_buffer> buffers,
                                     std::chrono::milliseconds timeout) {
+  if (conn.tls) {
+    conn.SetDeadline(DeadlineKind::kClientWrite, timeout);
+    const error_code tec = co_await TlsWriteAll(*conn.tls, conn.socket, buffers);
+    const bool expired = conn.deadline_expired;
+    conn.ClearDeadline();
+    co_return expired ? net::error::timed_out : tec;
+  }
   // Most writes complete at once; only a client that is not reading makes us wait.
   error_code ec;
   size_t total = 0;
@@ -100,8 +135,10 @@ void ArmDisconnectWatch(ClientConnection& conn) {
         if (generation != c->watch_generation) return;  // a newer watch superseded this one
         c->watch_armed = false;
         if (ec) return;  // cancelled: the request ended
+        if (c->tls && !c->tls->PeerClosed()) return;
         char byte;
-        const ssize_t n = ::recv(c->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        const ssize_t n =
+            c->tls ? 0 : ::recv(c->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
           return;  // a pipelined request: the client is still there
         }
@@ -122,6 +159,7 @@ void DisarmDisconnectWatch(ClientConnection& conn) {
 
 net::awaitable<void> LingeringClose(ThreadContext& tc, ClientConnection& conn) {
   error_code ec;
+  if (conn.tls) conn.tls->Shutdown();
   conn.socket.shutdown(tcp::socket::shutdown_send, ec);
   conn.SetDeadline(DeadlineKind::kClientRead, 1s);
   size_t total = 0;

@@ -21,6 +21,7 @@
 namespace kvgate::router {
 
 class ThreadContext;
+class TlsSocket;
 
 /// What a deadline covers, and so what its expiry cancels.
 enum class DeadlineKind : uint8_t {
@@ -33,8 +34,10 @@ enum class DeadlineKind : uint8_t {
 
 struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   ClientConnection(tcp::socket socket, bool admin_listener);
+  ~ClientConnection();
 
   tcp::socket socket;
+  std::unique_ptr<TlsSocket> tls;  // on a TLS listener: the session over `socket`
   const bool admin_listener;  // accepted on the separate admin listener
   std::string peer;           // the client's address (per-client limits, logs)
   bool reserve = false;       // accepted beyond max_connections: probes only, then closed
@@ -63,6 +66,13 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
 
 using ClientConnectionPtr = std::shared_ptr<ClientConnection>;
 
+/// On a TLS connection, the handshake, under the read timeout; false (counted, logged at debug)
+/// when it failed. True at once on a plain one.
+net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn);
+
+/// Ends the connection: close_notify on TLS, then the socket closed.
+void CloseConnection(ClientConnection& conn);
+
 /// Reads at least one more byte into `conn.in` (waiting for readability when none is there;
 /// `max_bytes` bounds how much one call reads). Returns eof, an error, or operation_aborted
 /// when the deadline expired (`conn.deadline_expired`) or the connection was closed.
@@ -77,7 +87,8 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
 
 /// Starts / stops the disconnect watch (idempotent). The watch is an async_wait on the client
 /// socket, not a coroutine; when the client closes it sets `client_gone` and cancels
-/// `conn.upstream`. A client that sends more bytes (a pipelined request) is still there.
+/// `conn.upstream`. A client that sends more bytes (a pipelined request) is still there; over
+/// TLS the bytes are looked at through the session, since a close_notify is bytes too.
 void ArmDisconnectWatch(ClientConnection& conn);
 void DisarmDisconnectWatch(ClientConnection& conn);
 

@@ -253,7 +253,8 @@ net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes, Clien
 
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn) {
-  for (;;) {
+  const bool handshaken = co_await Handshake(tc, *conn);  // at once on a plain connection
+  while (handshaken) {
     if (conn->in.empty()) {
       // Between requests: wait for the next one's first byte, holding no buffer.
       if (tc.state.draining.load(std::memory_order_relaxed)) break;
@@ -263,9 +264,7 @@ net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
     }
     if (!co_await ServeOne(tc, routes, *conn)) break;
   }
-  error_code ignored;
-  conn->socket.shutdown(tcp::socket::shutdown_send, ignored);
-  conn->socket.close(ignored);
+  CloseConnection(*conn);
   conn->in.Release(tc.buffers);
   tc.connections.erase(conn);
   tc.state.client_connections.Remove(conn->peer);

@@ -9,6 +9,7 @@
 #include "kvindex/canonicalize.h"
 #include "kvindex/hf_tokenizer.h"
 #include "router/fleet/control_http.h"
+#include "router/internal/tls_socket.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -197,8 +198,11 @@ struct PreciseProber::Impl {
       std::vector<std::pair<std::string, std::string>> headers;
       if (w->config().dp_size > 1)
         headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
+      // Named first: GCC 12 mishandles a conditional's temporary inside a co_await.
+      std::shared_ptr<ssl::context> tls;
+      if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;
       auto r = co_await HttpCall(ioc, w->config().url, "POST", "/v1/completions", std::move(body),
-                                 timeout, std::move(headers));
+                                 timeout, std::move(headers), std::move(tls));
       if (!r.ok() || r->status != 200) {
         fail(common::StrCat("the probe request failed: ",
                             r.ok() ? common::StrCat("HTTP ", r->status) : r.status().ToString()));

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <csignal>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "router/http/local_endpoints.h"
 #include "router/http/route_table.h"
 #include "router/http/session.h"
+#include "router/internal/tls_socket.h"
 #include "router/precise/precise_prober.h"
 #include "router/server/thread_context.h"
 #include "spdlog/spdlog.h"
@@ -87,7 +89,8 @@ struct Gateway::Impl {
   // checks admit them (BuildSnapshot). Caller holds apply_mu.
   absl::Status Apply() {
     const config::ConfigConstSharedPtr cfg = Merged();
-    KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, BuildSnapshot(cfg));
+    KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot,
+                            BuildSnapshot(cfg, /*read_certificates=*/false));
     ApplyDiscoveryStates(*snapshot);
     state.Publish(std::move(snapshot));
     HealthChecker::RefreshModelsJson(state);
@@ -123,8 +126,16 @@ struct Gateway::Impl {
 
   // The snapshot for `cfg`: live Worker objects (with their health and load) are kept for
   // URLs whose settings did not change; policies are built for the new worker list.
-  absl::StatusOr<SnapshotConstSharedPtr> BuildSnapshot(config::ConfigConstSharedPtr cfg) {
+  // With `read_certificates` (start, reload) the TLS files are read again; otherwise (a
+  // discovery change) the contexts are kept unless the TLS settings changed.
+  absl::StatusOr<SnapshotConstSharedPtr> BuildSnapshot(config::ConfigConstSharedPtr cfg,
+                                                       bool read_certificates) {
     const SnapshotConstSharedPtr old = state.snapshot();
+    std::shared_ptr<const TlsContexts> tls = old->tls;
+    if (read_certificates || tls == nullptr || cfg->tls != old->config->tls ||
+        cfg->upstream.tls != old->config->upstream.tls) {
+      KVGATE_ASSIGN_OR_RETURN(tls, MakeTlsContexts(*cfg));
+    }
     WorkerList workers;
     std::vector<WorkerIdentity> identities;
     for (const auto& wc : cfg->workers) {
@@ -164,7 +175,7 @@ struct Gateway::Impl {
       }
     }
     return std::make_shared<const Snapshot>(
-        Snapshot{std::move(cfg), std::move(workers), std::move(policies)});
+        Snapshot{std::move(cfg), std::move(workers), std::move(policies), std::move(tls)});
   }
 
   // A client over its connection limit: logged at most once a second, not once a connection.
@@ -204,6 +215,14 @@ struct Gateway::Impl {
         } else {
           state.open_connections.fetch_add(1);
           auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
+          // TLS on the API listener; the admin listener stays plain (loopback or pod-local).
+          if (!admin) {
+            const SnapshotLease lease = tc.Lease();
+            if (lease->tls && lease->tls->server) {
+              conn->tls = std::make_unique<TlsSocket>(*lease->tls->server, conn->socket,
+                                                      TlsSocket::Role::kServer);
+            }
+          }
           conn->peer = std::move(peer);
           conn->reserve = reserve;
           tc.connections.insert(conn);
@@ -278,7 +297,8 @@ Gateway::~Gateway() { Stop(); }
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
   auto cfg = std::make_shared<const config::Config>(std::move(config));
   auto impl = std::make_unique<Impl>(cfg);
-  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, impl->BuildSnapshot(cfg));
+  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot,
+                          impl->BuildSnapshot(cfg, /*read_certificates=*/true));
   if (cfg->access_log.enabled) {
     KVGATE_RETURN_IF_ERROR(impl->state.access_log.Open(cfg->access_log.path));
   }
@@ -292,6 +312,9 @@ absl::Status Gateway::Start() {
   // spdlog makes its registry on first use, inside a library TSan does not see: make it here,
   // before the threads below exist, so their first log lines find it made.
   (void)spdlog::default_logger();
+  // OpenSSL writes to sockets with write(2), not send(MSG_NOSIGNAL) as Asio does: a peer
+  // that closed must be an EPIPE error, not a signal that kills the process.
+  std::signal(SIGPIPE, SIG_IGN);
   const auto cfg = s.state.snapshot()->config;
   const uint32_t n = static_cast<uint32_t>(s.state.threads);
   for (uint32_t i = 0; i < n; ++i) {
@@ -352,8 +375,9 @@ absl::Status Gateway::Start() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // start-up, not a router loop
     }
   }
-  spdlog::info("kvgate listening on {}:{} with {} threads, {} workers, policy {}", cfg->listen_host,
-               s.port, n, cfg->workers.size(), cfg->routing.policy);
+  spdlog::info("kvgate listening on {}:{} ({}) with {} threads, {} workers, policy {}",
+               cfg->listen_host, s.port, cfg->tls.enabled() ? "https" : "http", n,
+               cfg->workers.size(), cfg->routing.policy);
   return absl::OkStatus();
 }
 
@@ -385,7 +409,7 @@ absl::Status Gateway::Reload(config::Config config) {
   const config::ConfigConstSharedPtr previous = s.base;
   s.base = std::make_shared<const config::Config>(std::move(config));
   const config::ConfigConstSharedPtr cfg = s.Merged();
-  auto snapshot = s.BuildSnapshot(cfg);
+  auto snapshot = s.BuildSnapshot(cfg, /*read_certificates=*/true);
   if (!snapshot.ok()) {
     s.base = previous;
     s.state.metrics.ConfigReloads(false).Increment();
@@ -407,7 +431,8 @@ absl::Status Gateway::Reload(config::Config config) {
   s.state.Publish(*std::move(snapshot));
   HealthChecker::RefreshModelsJson(s.state);
   s.state.metrics.ConfigReloads(true).Increment();
-  spdlog::info("reload: {} workers, policy {}", cfg->workers.size(), cfg->routing.policy);
+  spdlog::info("reload: {} workers, policy {}{}", cfg->workers.size(), cfg->routing.policy,
+               cfg->tls.enabled() ? ", TLS certificate read again" : "");
   return absl::OkStatus();
 }
 

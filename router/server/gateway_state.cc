@@ -7,7 +7,7 @@ GatewayState::GatewayState(config::ConfigConstSharedPtr initial, size_t threads)
       metrics(registry, threads),
       precise(registry, initial->routing),
       planner(initial->routing, &precise),
-      snapshot_(std::make_shared<const Snapshot>(Snapshot{initial, {}, nullptr})),
+      snapshot_(std::make_shared<const Snapshot>(Snapshot{initial, {}, nullptr, nullptr})),
       models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
 
 void GatewayState::Publish(SnapshotConstSharedPtr snapshot) {

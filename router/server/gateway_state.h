@@ -21,12 +21,15 @@
 
 namespace kvgate::router {
 
+struct TlsContexts;  // internal/tls_socket.h
+
 /// Everything a request reads that a reload changes, published as one immutable value: a
 /// thread that sees the new config also sees the workers and policies built with it.
 struct Snapshot {
   config::ConfigConstSharedPtr config;
   WorkerList workers;
   PolicySetConstSharedPtr policies;
+  std::shared_ptr<const TlsContexts> tls;  // made from the config's certificate files
 };
 using SnapshotConstSharedPtr = std::shared_ptr<const Snapshot>;
 

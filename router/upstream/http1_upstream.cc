@@ -7,6 +7,7 @@
 #include "router/http/body_framing.h"
 #include "router/http/http1.h"
 #include "router/http/response_writer.h"
+#include "router/internal/tls_socket.h"
 #include "router/server/thread_context.h"
 #include "router/upstream/relay.h"
 #include "spdlog/spdlog.h"
@@ -27,9 +28,11 @@ bool IsRetryableRead(const error_code& ec) {
 // Sends the request head and body on a non-blocking worker socket, at once when it can. The
 // head may be a buffer the thread reuses, so what is left of it is copied before waiting; the
 // body stays in the client connection's buffer for the whole request.
-net::awaitable<error_code> WriteUpstream(tcp::socket& s, std::string_view head,
+net::awaitable<error_code> WriteUpstream(UpstreamConnection& c, std::string_view head,
                                          std::string_view body) {
   const std::array<net::const_buffer, 2> both = {net::buffer(head), net::buffer(body)};
+  if (c.tls) co_return co_await TlsWriteAll(*c.tls, c.socket, both);
+  tcp::socket& s = c.socket;
   error_code ec;
   size_t written = s.write_some(both, ec);
   if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
@@ -40,6 +43,15 @@ net::awaitable<error_code> WriteUpstream(tcp::socket& s, std::string_view head,
   const std::array<net::const_buffer, 2> rest = {net::buffer(head_rest), net::buffer(body_rest)};
   auto [wec, n] = co_await net::async_write(s, rest, kNoThrow);
   co_return wec;
+}
+
+// The snapshot's context for https:// workers.
+ssl::context* UpstreamTls(const Exchange& ex) {
+  return ex.snapshot->tls ? ex.snapshot->tls->upstream.get() : nullptr;
+}
+
+void CountTlsFailure(ThreadContext& tc, const absl::Status& s) {
+  if (absl::IsFailedPrecondition(s)) tc.state.metrics.TlsHandshakeErrors("worker").Increment();
 }
 
 std::string_view BodyOf(const Exchange& ex, const UpstreamAttempt& attempt) {
@@ -86,7 +98,8 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     const bool reused = conn != nullptr;
     if (!reused) {
       client.SetDeadline(DeadlineKind::kUpstream, milliseconds(cfg.upstream.connect_timeout_ms));
-      auto connected = co_await tc.pool.Connect(worker.config().url, &client.upstream);
+      auto connected =
+          co_await tc.pool.Connect(worker.config().url, UpstreamTls(ex), &client.upstream);
       const bool expired = client.deadline_expired;
       client.ClearDeadline();
       client.upstream = nullptr;
@@ -97,6 +110,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
       }
       if (!connected.ok()) {
         worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
+        CountTlsFailure(tc, connected.status());
         result.reason = expired
                             ? common::StrCat("connect to ", worker.authority(), " timed out after ",
                                              cfg.upstream.connect_timeout_ms, " ms")
@@ -123,7 +137,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     }
     client.SetDeadline(DeadlineKind::kUpstream,
                        milliseconds(cfg.upstream.connect_timeout_ms + cfg.limits.write_timeout_ms));
-    const error_code wec = co_await WriteUpstream(socket, head, BodyOf(ex, attempt));
+    const error_code wec = co_await WriteUpstream(*conn, head, BodyOf(ex, attempt));
     if (wec) {
       client.ClearDeadline();
       error_code ignored;
@@ -154,9 +168,9 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     bool stale = false;
     for (;;) {
       error_code ec;
-      const size_t n = socket.read_some(net::buffer(buf, ThreadContext::kScratchBytes), ec);
+      const size_t n = conn->ReadSome(net::buffer(buf, ThreadContext::kScratchBytes), ec);
       if (ec == net::error::would_block || ec == net::error::try_again) {
-        auto [aec] = co_await socket.async_wait(tcp::socket::wait_read, kNoThrow);
+        auto [aec] = co_await socket.async_wait(conn->read_wait(), kNoThrow);
         if (client.client_gone) {
           result.outcome = AttemptOutcome::kClientGone;
           result.reason = "client disconnected while waiting for the worker";
@@ -253,7 +267,7 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     ex.worker = worker.name();
     ex.worker_id = worker.id();
     const RelayResult relay =
-        co_await RelayResponse(tc, ex, socket, response, data.substr(head_bytes), usage);
+        co_await RelayResponse(tc, ex, *conn, response, data.substr(head_bytes), usage);
     result.cached_tokens = usage.cached_tokens();
     result.prompt_tokens = usage.prompt_tokens();
     if (!relay.sent_head && !relay.client_gone) {
@@ -362,10 +376,11 @@ net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchan
     const bool reused = conn != nullptr;
     if (!reused) {
       tcp::socket* connecting = nullptr;
-      auto connected = co_await tc.pool.Connect(worker.config().url, &connecting);
+      auto connected = co_await tc.pool.Connect(worker.config().url, UpstreamTls(ex), &connecting);
       if (interrupted()) co_return result;
       if (!connected.ok()) {
         worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
+        CountTlsFailure(tc, connected.status());
         result.reason = std::string(connected.status().message());
         co_return result;
       }
@@ -373,7 +388,7 @@ net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchan
     }
     tcp::socket& socket = conn->socket;
     Expose(client, control, &socket);
-    const error_code wec = co_await WriteUpstream(socket, head, BodyOf(ex, attempt));
+    const error_code wec = co_await WriteUpstream(*conn, head, BodyOf(ex, attempt));
     if (interrupted()) co_return result;
     if (wec) {
       if (reused) continue;
@@ -392,9 +407,9 @@ net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchan
     bool stale = false;
     for (;;) {
       error_code ec;
-      size_t n = socket.read_some(net::buffer(buf), ec);
+      size_t n = conn->ReadSome(net::buffer(buf), ec);
       if (ec == net::error::would_block || ec == net::error::try_again) {
-        auto [aec] = co_await socket.async_wait(tcp::socket::wait_read, kNoThrow);
+        auto [aec] = co_await socket.async_wait(conn->read_wait(), kNoThrow);
         if (interrupted()) co_return result;
         if (aec) {
           result.reason = common::StrCat("waiting for ", worker.name(), ": ", aec.message());

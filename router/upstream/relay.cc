@@ -102,7 +102,8 @@ RelayMode RelayModeFor(const http1::ResponseHead& head, int client_version_minor
   return RelayMode::kPass;
 }
 
-net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex, tcp::socket& upstream,
+net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
+                                          UpstreamConnection& upstream,
                                           const http1::ResponseHead& head,
                                           std::string_view body_start, UsageScanner& usage) {
   RelayResult result;
@@ -153,11 +154,11 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex, tcp::
   char* buf = tc.scratch();
   while (!framing.done()) {
     error_code ec;
-    const size_t n = upstream.read_some(net::buffer(buf, ThreadContext::kScratchBytes), ec);
+    const size_t n = upstream.ReadSome(net::buffer(buf, ThreadContext::kScratchBytes), ec);
     if (ec == net::error::would_block || ec == net::error::try_again) {
       // Between two pieces: wait for the worker, holding no buffer.
       ex.conn.SetDeadline(DeadlineKind::kUpstream, idle_timeout);
-      auto [wec] = co_await upstream.async_wait(tcp::socket::wait_read, kNoThrow);
+      auto [wec] = co_await upstream.socket.async_wait(upstream.read_wait(), kNoThrow);
       const bool expired = ex.conn.deadline_expired;
       ex.conn.ClearDeadline();
       if (ex.conn.client_gone) {

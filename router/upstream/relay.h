@@ -17,6 +17,7 @@
 #include "router/http/exchange.h"
 #include "router/http/http1.h"
 #include "router/internal/asio.h"
+#include "router/upstream/upstream_pool.h"
 #include "router/upstream/usage_scanner.h"
 
 namespace kvgate::router {
@@ -33,8 +34,10 @@ struct RelayResult {
 
 /// Relays the response whose head is `head` to the client. `body_start` holds body bytes read
 /// together with the head (a view that must stay valid until the first suspension: it may
-/// point into the thread's scratch). `upstream` is the worker connection (non-blocking).
-net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex, tcp::socket& upstream,
+/// point into the thread's scratch). `upstream` is the worker connection (non-blocking; TLS or
+/// plain).
+net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
+                                          UpstreamConnection& upstream,
                                           const http1::ResponseHead& head,
                                           std::string_view body_start, UsageScanner& usage);
 

@@ -1,8 +1,20 @@
 #include "router/upstream/upstream_pool.h"
 
 #include "common/strings.h"
+#include "router/internal/tls_socket.h"
 
 namespace kvgate::router {
+
+UpstreamConnection::UpstreamConnection(net::io_context& ioc) : socket(ioc) {}
+UpstreamConnection::~UpstreamConnection() = default;
+
+size_t UpstreamConnection::ReadSome(net::mutable_buffer buffer, error_code& ec) {
+  return tls ? tls->ReadSome(buffer, ec) : socket.read_some(buffer, ec);
+}
+
+tcp::socket::wait_type UpstreamConnection::read_wait() const {
+  return tls ? tls->wait_type() : tcp::socket::wait_read;
+}
 
 UpstreamPool::~UpstreamPool() { Clear(); }
 
@@ -90,7 +102,7 @@ net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpU
 }
 
 net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
-    const common::HttpUrl& url, tcp::socket** socket_out) {
+    const common::HttpUrl& url, boost::asio::ssl::context* tls, tcp::socket** socket_out) {
   auto conn = std::make_shared<UpstreamConnection>(ioc_);
   conn->authority = url.Authority();
   if (socket_out != nullptr) *socket_out = &conn->socket;
@@ -100,6 +112,17 @@ net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
   error_code ec;
   conn->socket.set_option(tcp::no_delay(true), ec);
   conn->socket.non_blocking(true, ec);
+  if (url.scheme == "https") {
+    if (tls == nullptr) co_return absl::FailedPreconditionError("no TLS context for https");
+    if (socket_out != nullptr) *socket_out = &conn->socket;
+    conn->tls = std::make_unique<TlsSocket>(*tls, conn->socket, TlsSocket::Role::kClient, url.host);
+    const error_code hec = co_await conn->tls->Handshake();
+    if (socket_out != nullptr) *socket_out = nullptr;
+    if (hec) {
+      co_return absl::FailedPreconditionError(
+          common::StrCat("TLS handshake with ", url.Authority(), ": ", conn->tls->error()));
+    }
+  }
   co_return conn;
 }
 

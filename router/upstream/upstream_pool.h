@@ -16,12 +16,26 @@
 #include "common/url.h"
 #include "router/internal/asio.h"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace kvgate::router {
 
-/// One connection to a worker.
+class TlsSocket;
+
+/// One connection to a worker: plain, or TLS for an https:// worker.
 struct UpstreamConnection {
-  explicit UpstreamConnection(net::io_context& ioc) : socket(ioc) {}
+  explicit UpstreamConnection(net::io_context& ioc);
+  ~UpstreamConnection();
+
+  /// Reads what has arrived (decrypted over TLS); `would_block` when nothing has: then wait
+  /// on `socket` for read_wait().
+  size_t ReadSome(net::mutable_buffer buffer, error_code& ec);
+  tcp::socket::wait_type read_wait() const;
+
   tcp::socket socket;
+  std::unique_ptr<TlsSocket> tls;
   std::string authority;           // the pool key
   uint64_t pooled_generation = 0;  // bumped on every pool entry and exit (stale watch guard)
   bool pooled = false;
@@ -47,10 +61,13 @@ class UpstreamPool {
   void PutIdle(UpstreamConnectionPtr conn, uint32_t max_idle);
 
   /// Opens a new connection (async DNS unless the host is an address literal) with
-  /// TCP_NODELAY and a non-blocking socket. `*socket_out`, when given, points to the socket
+  /// TCP_NODELAY and a non-blocking socket; for an https:// URL it then handshakes with
+  /// `tls` (the snapshot's upstream context). `*socket_out`, when given, points to the socket
   /// while it connects (so a deadline can cancel it).
-  /// @return kUnavailable on refusal, unreachable or cancellation.
+  /// @return kUnavailable on refusal, unreachable or cancellation; kFailedPrecondition when
+  /// the TLS handshake failed (a certificate the gateway does not trust, say).
   net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> Connect(const common::HttpUrl& url,
+                                                                boost::asio::ssl::context* tls,
                                                                 tcp::socket** socket_out = nullptr);
 
   /// Closes every idle connection (drain, worker removal).

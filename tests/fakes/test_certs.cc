@@ -75,6 +75,8 @@ TestCerts MakeTestCerts() {
   out.server_cert = out.dir + "/server.pem";
   out.server_key = out.dir + "/server-key.pem";
   out.other_ca_cert = out.dir + "/other-ca.pem";
+  out.other_server_cert = out.dir + "/other-server.pem";
+  out.other_server_key = out.dir + "/other-server-key.pem";
 
   EVP_PKEY* ca_key = NewKey();
   X509* ca = NewCert(ca_key, "kvgate test CA", nullptr, nullptr, 1, true);
@@ -85,7 +87,13 @@ TestCerts MakeTestCerts() {
   WritePem(out.ca_cert, ca, nullptr);
   WritePem(out.server_cert, server, nullptr);
   WritePem(out.server_key, nullptr, key);
+  EVP_PKEY* other_server_key = NewKey();
+  X509* other_server = NewCert(other_server_key, "localhost", other, other_key, 4, false);
   WritePem(out.other_ca_cert, other, nullptr);
+  WritePem(out.other_server_cert, other_server, nullptr);
+  WritePem(out.other_server_key, nullptr, other_server_key);
+  X509_free(other_server);
+  EVP_PKEY_free(other_server_key);
   X509_free(ca);
   X509_free(server);
   X509_free(other);

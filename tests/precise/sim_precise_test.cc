@@ -73,6 +73,7 @@ struct GatewayView {
 GatewayView ReadGateway(uint16_t port) {
   GatewayView v;
   const auto r = testing::AdminFetch(port, "GET", "/admin/workers?blocks=1");
+  EXPECT_EQ(r.status, 200) << r.error << r.body;
   simdjson::dom::parser parser;
   const auto doc = Parse(parser, r.body);
   for (auto w : doc["workers"].get_array()) {
