@@ -45,7 +45,7 @@ test-tsan: setup
 	@cmake --build build/tsan -j$(JOBS) --target kvgate_kvindex_tests kvgate_gateway_tests \
 	  kvgate_kv_subscriber_tests kvgate_transfer_tests kvgate_store_tests
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Relay|Framing|Subscriber|Discovery|Security"
+	  ctest --preset tsan -j2 -R "Stress|Concurren|Gateway|Relay|Framing|Subscriber|Discovery|Security|Tls|Fault"
 	@TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  ctest --preset tsan -j2 -L "transfer|store"
 

@@ -113,6 +113,16 @@ void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
   }
 }
 
+// Whether batch `seq` is dropped on the live socket (fault injection): a splitmix64 draw.
+bool DropLive(const PublisherOptions& o, uint64_t seq) {
+  if (o.drop_live_rate <= 0) return false;
+  uint64_t z = o.drop_seed + (seq + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53 < o.drop_live_rate;
+}
+
 }  // namespace
 
 std::string_view MediumName(Medium medium) {
@@ -188,9 +198,12 @@ void KvEventPublisher::Publish(double ts, absl::Span<const PublishedEvent> event
     const uint64_t seq = s.next_seq++;
     const std::string seq8 = EncodeSequence(seq);
     // PUB never blocks: past the high-water mark ZMQ drops, as it does for vLLM.
-    s.pub.send(zmq::buffer(s.options.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    s.pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    s.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    if (!DropLive(s.options, seq)) {
+      s.pub.send(zmq::buffer(s.options.topic),
+                 zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.pub.send(zmq::buffer(seq8), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    }
     if (s.router) {
       s.buffer.emplace_back(seq, std::move(payload));
       while (s.buffer.size() > s.options.buffer_steps) s.buffer.pop_front();

@@ -58,6 +58,11 @@ struct PublisherOptions {
   int hwm = 100000;
   EventEncoding encoding = EventEncoding::kArray;
   std::optional<int> dp_rank = 0;
+  // Fault injection: this fraction of batches is not sent live (still kept for replay), as a
+  // PUB past its high-water mark or a dropped subscriber connection loses them. Drawn
+  // deterministically from (drop_seed, sequence).
+  double drop_live_rate = 0;
+  uint64_t drop_seed = 0;
 };
 
 /// One engine's publisher. Sequence numbers start at 0 per process, as vLLM's. Not a thread of

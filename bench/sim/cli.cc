@@ -54,6 +54,8 @@ Usage: kvgate-sim [flags]
   --fault-error-rate P             fraction of requests answered 500
   --fault-hang-rate P              fraction of requests never answered
   --fault-close-rate P             fraction of requests cut mid-stream
+  --fault-drop-events-rate P       fraction of KV-event batches not sent live (kept for
+                                   replay), as a PUB past its high-water mark drops them
   --crash-after N                  exit(3) on completion request N+1
   --slow-start S                   /health and requests answer 503 for S real seconds
   --log-level LEVEL                trace|debug|info|warn|error|off (default info)
@@ -114,6 +116,7 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                                        "fault-error-rate",
                                                        "fault-hang-rate",
                                                        "fault-close-rate",
+                                                       "fault-drop-events-rate",
                                                        "crash-after",
                                                        "slow-start",
                                                        "log-level"};
@@ -238,6 +241,9 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
     } else if (flag == "fault-close-rate") {
       SIM_DOUBLE(0, 1);
       o.faults.close_rate = d;
+    } else if (flag == "fault-drop-events-rate") {
+      SIM_DOUBLE(0, 1);
+      o.faults.drop_events_rate = d;
     } else if (flag == "crash-after") {
       SIM_UINT(UINT64_MAX);
       o.faults.crash_after = u;

@@ -18,6 +18,7 @@ struct FaultOptions {
   double error_rate = 0;     // Answer 500 with an OpenAI error body.
   double hang_rate = 0;      // Read the request, never answer.
   double close_rate = 0;     // Close the connection mid-stream (after half the tokens).
+  double drop_events_rate = 0;  // KV-event batches not sent live (still kept for replay).
   uint64_t crash_after = 0;  // Non-zero: the process exits (code 3) on completion request N+1.
   double slow_start_s = 0;   // Real seconds after start during which /health and requests get 503.
 };

@@ -97,6 +97,8 @@ class SimServer {
         po.force_bind = o_.kv_events_bind;
         po.buffer_steps = o_.kv_events_buffer_steps;
         po.encoding = o_.kv_events_encoding;
+        po.drop_live_rate = o_.faults.drop_events_rate;
+        po.drop_seed = o_.seed * 1000003 + offset;
         po.dp_rank = static_cast<int>(r);
         auto p = KvEventPublisher::Create(zmq_, std::move(po));
         if (!p.ok()) return p.status();

@@ -51,9 +51,19 @@ class AdmissionControl : public PreHandler {
       co_return true;
     }
 
+    if (limits.max_concurrent_requests == 0) co_return false;  // no cap: no lock, no waiter
+    // A client that leaves while its request waits gives up its place in the queue.
+    ArmDisconnectWatch(ex.conn);
     const auto r = co_await tc.state.admission.Acquire(
         limits.max_concurrent_requests, limits.queue_size,
-        std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission);
+        std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission, &ex.conn.queue_timer);
+    if (ex.conn.client_gone) {
+      ex.admission = AdmissionSlot();  // a place granted as it left goes to the next waiter
+      ex.status = 499;                 // nginx's "client closed request"
+      ex.keep_alive = false;
+      co_return true;
+    }
+    DisarmDisconnectWatch(ex.conn);
     if (r == AdmissionGate::Result::kAdmitted) co_return false;
     const bool full = r == AdmissionGate::Result::kQueueFull;
     tc.state.metrics.AdmissionRejected(full ? "queue_full" : "queue_timeout").Increment();

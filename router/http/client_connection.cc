@@ -146,6 +146,7 @@ void ArmDisconnectWatch(ClientConnection& conn) {
         error_code ignored;
         if (c->upstream != nullptr) c->upstream->cancel(ignored);
         if (c->side_upstream != nullptr) c->side_upstream->cancel(ignored);
+        if (c->queue_timer != nullptr) c->queue_timer->cancel();
       });
 }
 

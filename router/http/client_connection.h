@@ -52,6 +52,8 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
                                          // client disconnect) cancels; null when none
   tcp::socket* side_upstream = nullptr;  // a P/D prefill stage's connection, which a client
                                          // disconnect cancels too
+  net::steady_timer* queue_timer = nullptr;  // a wait in the admission queue, which a client
+                                             // disconnect ends too
   // The disconnect watch: while a request is served, a client that closes its side cancels
   // the worker connection, so the worker stops generating for nobody.
   bool client_gone = false;

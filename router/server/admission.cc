@@ -87,13 +87,14 @@ AdmissionSlot::~AdmissionSlot() {
 
 net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint32_t queue_size,
                                                              std::chrono::milliseconds timeout,
-                                                             AdmissionSlot* slot) {
+                                                             AdmissionSlot* slot,
+                                                             net::steady_timer** wait_timer) {
   auto waiter = std::make_shared<Waiter>();
   waiter->executor = co_await net::this_coro::executor;
   bool admitted = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (max == 0 || (running_ < static_cast<int64_t>(max) && queue_.empty())) {
+    if (running_ < static_cast<int64_t>(max) && queue_.empty()) {
       ++running_;
       admitted = true;
     } else if (queue_.size() >= queue_size) {
@@ -109,7 +110,9 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
   net::steady_timer timer(waiter->executor);
   waiter->timer = &timer;
   timer.expires_after(timeout);
+  if (wait_timer != nullptr) *wait_timer = &timer;
   co_await timer.async_wait(kNoThrow);
+  if (wait_timer != nullptr) *wait_timer = nullptr;
   waiter->timer = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);

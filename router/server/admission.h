@@ -80,11 +80,14 @@ class AdmissionGate {
  public:
   enum class Result : uint8_t { kAdmitted, kQueueFull, kTimedOut };
 
-  /// Admits at once while fewer than `max` requests run (0: no cap); otherwise waits, first
-  /// come first served, behind at most `queue_size` others, for up to `timeout`. A slot freed
-  /// goes straight to the oldest waiter. Runs on the caller's io_context.
+  /// Admits at once while fewer than `max` (> 0) requests run; otherwise waits, first come
+  /// first served, behind at most `queue_size` others, for up to `timeout`. A slot freed goes
+  /// straight to the oldest waiter. `*wait_timer`, when given, points to the timer while the
+  /// request waits: cancelling it gives up the wait (a client that left), as kTimedOut. Runs on
+  /// the caller's io_context.
   net::awaitable<Result> Acquire(uint32_t max, uint32_t queue_size,
-                                 std::chrono::milliseconds timeout, AdmissionSlot* slot);
+                                 std::chrono::milliseconds timeout, AdmissionSlot* slot,
+                                 net::steady_timer** wait_timer = nullptr);
 
   int64_t running() const;
   size_t queued() const;

@@ -331,13 +331,11 @@ absl::Status Gateway::Start() {
     s.acceptors.push_back(std::move(acc));
   }
   s.port = port;
-  for (uint32_t i = 0; i < n; ++i) s.Accept(*s.acceptors[i], *s.threads[i], false);
   if (!cfg->admin.listen.empty()) {
     KVGATE_ASSIGN_OR_RETURN(const auto hp, common::ParseHostPort(cfg->admin.listen));
     KVGATE_ASSIGN_OR_RETURN(s.admin_acceptor,
                             s.Listen(*s.threads[0], hp.first, hp.second, /*reuse_port=*/false));
     s.admin_port = s.admin_acceptor->local_endpoint().port();
-    s.Accept(*s.admin_acceptor, *s.threads[0], true);
     spdlog::info("admin API listening on {}:{}", hp.first, s.admin_port);
   }
 
@@ -374,6 +372,14 @@ absl::Status Gateway::Start() {
                         [](const WorkerSharedPtr& w) { return w->probed(); })) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // start-up, not a router loop
     }
+  }
+  // Bound since the start (connections wait in the backlog); accepted only now, so that a
+  // gateway (re)started under load does not answer its first requests with 503.
+  for (uint32_t i = 0; i < n; ++i) {
+    net::post(s.threads[i]->ioc, [&s, i] { s.Accept(*s.acceptors[i], *s.threads[i], false); });
+  }
+  if (s.admin_acceptor) {
+    net::post(s.threads[0]->ioc, [&s] { s.Accept(*s.admin_acceptor, *s.threads[0], true); });
   }
   spdlog::info("kvgate listening on {}:{} ({}) with {} threads, {} workers, policy {}",
                cfg->listen_host, s.port, cfg->tls.enabled() ? "https" : "http", n,

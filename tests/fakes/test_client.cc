@@ -4,6 +4,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <regex>
+
 #include "common/strings.h"
 
 namespace kvgate::testing {
@@ -30,6 +32,21 @@ HttpResponse AdminFetch(uint16_t port, const std::string& method, const std::str
                         const std::string& body, Headers headers) {
   headers.emplace_back("authorization", std::string("Bearer ") + kAdminToken);
   return Fetch(port, method, target, body, headers);
+}
+
+std::string HeldReservations(uint16_t port) {
+  const HttpResponse r = AdminFetch(port, "GET", "/admin/workers");
+  if (r.status != 200) return "GET /admin/workers: " + std::to_string(r.status) + " " + r.error;
+  static const std::regex kLoad(R"re("url":"([^"]*)".*?"load":\{([^}]*)\})re");
+  static const std::regex kNumber(R"re("(\w+)":(-?[0-9]+))re");
+  std::string out;
+  for (std::sregex_iterator w(r.body.begin(), r.body.end(), kLoad), end; w != end; ++w) {
+    const std::string fields = (*w)[2];
+    for (std::sregex_iterator f(fields.begin(), fields.end(), kNumber); f != end; ++f) {
+      if ((*f)[2] != "0") out += (*w)[1].str() + " " + (*f)[1].str() + "=" + (*f)[2].str() + "; ";
+    }
+  }
+  return out;
 }
 
 HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& target,

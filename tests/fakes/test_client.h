@@ -35,6 +35,12 @@ inline constexpr char kAdminToken[] = "kvgate-test-admin";
 HttpResponse AdminFetch(uint16_t port, const std::string& method, const std::string& target,
                         const std::string& body = "", Headers headers = {});
 
+/// What the gateway still holds for requests that ended: each worker whose load in
+/// /admin/workers (in-flight requests, pending prefill tokens, decode slots, KV blocks — the
+/// routing reservations) is not back to zero, described; "" when every one is. Needs
+/// admin.token = kAdminToken.
+std::string HeldReservations(uint16_t port);
+
 /// A streamed response read as it arrives.
 class StreamingRequest {
  public:

@@ -23,11 +23,6 @@ using tcp = net::ip::tcp;
 using namespace std::chrono_literals;
 constexpr auto kNoThrow = net::as_tuple(net::use_awaitable);
 
-std::string BinDir() {
-  const char* dir = std::getenv("KVGATE_BIN_DIR");
-  return dir ? dir : KVGATE_TEST_BIN_DIR;
-}
-
 // What one process may open; the gateway needs two descriptors a stream.
 uint64_t FileLimit() {
   rlimit r{};

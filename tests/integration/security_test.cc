@@ -208,6 +208,37 @@ TEST_F(SecurityTest, AQueuedRequestGivesUpAtTheQueueTimeout) {
   EXPECT_EQ(Chat().status, 200);  // the place came back
 }
 
+TEST_F(SecurityTest, AQueuedClientThatLeavesGivesUpItsPlace) {
+  auto c = Base();
+  c.limits.max_concurrent_requests = 1;
+  c.limits.queue_size = 1;
+  c.limits.queue_timeout_ms = 60'000;
+  Start(c);
+  StreamingRequest running(port_, "/v1/chat/completions", ChatBody(true),
+                           {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "1"}});
+  ASSERT_TRUE(running.ReadHeader());
+  {
+    StreamingRequest leaving(port_, "/v1/chat/completions", ChatBody(true));
+    ASSERT_TRUE(
+        WaitFor([&] { return Metric("kvgate_admission_queued") == "kvgate_admission_queued 1"; }));
+    leaving.Close();
+  }
+  // Its place in the queue is free again long before the queue timeout: the next one waits.
+  ASSERT_TRUE(
+      WaitFor([&] { return Metric("kvgate_admission_queued") == "kvgate_admission_queued 0"; }));
+  HttpResponse queued;
+  std::thread waiter([&] { queued = Chat(); });
+  ASSERT_TRUE(
+      WaitFor([&] { return Metric("kvgate_admission_queued") == "kvgate_admission_queued 1"; }));
+  fake_->ReleaseChunk();
+  EXPECT_THAT(running.ReadAll(), HasSubstr("[DONE]"));
+  waiter.join();
+  EXPECT_EQ(queued.status, 200) << queued.body;
+  EXPECT_EQ(fake_->requests(), 2u);  // the one that left never reached the worker
+  EXPECT_TRUE(
+      WaitFor([&] { return Metric("kvgate_admission_running") == "kvgate_admission_running 0"; }));
+}
+
 // A connection held open by a raw socket.
 class HeldConnection {
  public:

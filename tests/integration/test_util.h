@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -27,6 +28,14 @@ uint64_t HeapInUseBytes();
 
 /// Whether a sanitizer's allocator runs this process (RSS then includes its quarantine).
 bool UnderSanitizerAllocator();
+
+#ifdef KVGATE_TEST_BIN_DIR
+/// Where the built binaries are (kvgate, kvgate-fake-upstream); KVGATE_BIN_DIR overrides.
+inline std::string BinDir() {
+  const char* dir = std::getenv("KVGATE_BIN_DIR");
+  return dir ? dir : KVGATE_TEST_BIN_DIR;
+}
+#endif
 
 /// Writes `content` to a new file in a fresh temp dir; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& content);
