@@ -5,6 +5,9 @@
 #   sse     a streamed answer of 100 SSE events (~150 bytes each)
 #   agentic a 400 KB coding-agent chat POST (tool calls and escaped source listings)
 # Prints a markdown table, then kvgate's own router-overhead quantiles per request kind.
+# A target named NAME-tls (nginx-tls, haproxy-tls, kvgate-tls) serves HTTPS with a P-256
+# certificate made for the run; wrk keeps its connections, so this is TLS's steady-state cost
+# (record encryption), not handshakes.
 # Usage: bench/proxy/run.sh [seconds-per-run]   (needs `make build`)
 # Env: THREADS="1 2", TARGETS="direct nginx haproxy kvgate", KINDS="4k sse agentic",
 #      CONNS=32, POLICY=kvaware, KVGATE_ARGS="..." (extra kvgate flags).
@@ -28,8 +31,14 @@ pids+=($!)
 for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
 UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 
+# The certificate for the -tls targets (haproxy wants chain and key in one file).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/both.pem"
+TSCHEME=http
+
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do curl -s -o /dev/null "127.0.0.1:$1/" && return 0; sleep 0.05; done; }
+wait_port() { for _ in $(seq 200); do curl -sk -o /dev/null "$TSCHEME://127.0.0.1:$1/" && return 0; sleep 0.05; done; }
 
 # wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"
 wrk_run() {
@@ -40,7 +49,7 @@ wrk_run() {
     agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 PROMPT=agentic" ;;
   esac
   env $env wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency -s bench/proxy/post.lua \
-    "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+    "$TSCHEME://127.0.0.1:$port/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
   local rps p50 p99 errs
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")
   p50=$(awk '$1=="50%" {print $2}' "$tmp/wrk.txt")
@@ -51,7 +60,7 @@ wrk_run() {
 
 # Router-overhead quantiles from kvgate's histogram (linear interpolation inside buckets).
 overhead() {
-  curl -s "127.0.0.1:$1/metrics" | /usr/bin/python3 -c '
+  curl -sk "$TSCHEME://127.0.0.1:$1/metrics" | /usr/bin/python3 -c '
 import sys, re
 b = []
 for line in sys.stdin:
@@ -69,20 +78,29 @@ def q(p):
 print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
 }
 
-start_target() {  # start_target NAME THREADS -> sets TPORT, TPID
-  local name=$1 t=$2
+start_target() {  # start_target NAME THREADS -> sets TPORT, TPID, TSCHEME
+  local name=$1 t=$2 ssl="" ssl_files="" hssl="" kssl=""
   TPID=""
+  TSCHEME=http
+  case $name in
+    *-tls)
+      name=${name%-tls}; TSCHEME=https; ssl=" ssl"
+      ssl_files="ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;"
+      hssl=" ssl crt $tmp/both.pem"; kssl="--tls-cert $tmp/cert.pem --tls-key $tmp/key.pem" ;;
+  esac
   case $name in
     direct) TPORT=$UP; return ;;
     nginx)
       TPORT=$(free_port); mkdir -p "$tmp/nginx"
       sed -e "s#@WORKERS@#$t#; s#@DIR@#$tmp/nginx#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        -e "s#@SSL@#$ssl#; s#@SSL_FILES@#$ssl_files#" \
         bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
       nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
       TPID=$! ;;
     haproxy)
       TPORT=$(free_port); mkdir -p "$tmp/haproxy"
       sed -e "s#@THREADS@#$t#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        -e "s#@SSL@#$hssl#" \
         bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
       haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
       TPID=$! ;;
@@ -90,7 +108,7 @@ start_target() {  # start_target NAME THREADS -> sets TPORT, TPID
       TPORT=$(free_port)
       # shellcheck disable=SC2086
       "$BIN/kvgate" --listen "127.0.0.1:$TPORT" --worker "http://127.0.0.1:$UP" --threads "$t" \
-        --policy "$POLICY" --log-level warn ${KVGATE_ARGS:-} >"$tmp/kvgate.log" 2>&1 &
+        --policy "$POLICY" --log-level warn $kssl ${KVGATE_ARGS:-} >"$tmp/kvgate.log" 2>&1 &
       TPID=$! ;;
   esac
   pids+=("$TPID")
@@ -114,17 +132,17 @@ for T in $THREADS; do
       row+=" $rps | $p50 | $p99 |"
       if [ -n "${errs:-}" ]; then
         echo "  $name $k errors: $errs" >&2
-        case $name in
+        case ${name%-tls} in
           nginx) grep -v "buffered to a temporary" "$tmp/nginx/error.log" | tail -3 >&2 || true ;;
           haproxy) tail -3 "$tmp/haproxy.log" >&2 || true ;;
           kvgate) tail -3 "$tmp/kvgate.log" >&2 || true ;;
         esac
       fi
-      if [ "$name" = kvgate ]; then
+      if [ "${name%-tls}" = kvgate ]; then
         # The histogram is cumulative: restart kvgate per kind so each row is its own.
         read -r o50 o99 on < <(overhead "$TPORT")
-        overheads+=("| $T | $k | $on | ${o50} us | ${o99} us |")
-        stop_target; start_target kvgate "$T"
+        overheads+=("| $T | $name $k | $on | ${o50} us | ${o99} us |")
+        stop_target; start_target "$name" "$T"
       fi
     done
     stop_target

@@ -147,6 +147,7 @@ TEST(Scale, TenThousandConcurrentStreamsOnOneThreadAndIdleConnectionMemory) {
       "x-fake-delay-ms: 500\r\nContent-Length: ",
       body.size(), "\r\n\r\n", body);
   std::atomic<int64_t> peak{0};
+  std::atomic<uint64_t> rss_peak{0};
   std::atomic<bool> watching{true};
   std::thread watcher([&] {
     // The gateway's own gauge: client connections open at once.
@@ -157,14 +158,19 @@ TEST(Scale, TenThousandConcurrentStreamsOnOneThreadAndIdleConnectionMemory) {
       if (std::regex_search(m.body, match, re)) {
         peak = std::max<int64_t>(peak, std::stoll(match[1]));
       }
+      rss_peak = std::max<uint64_t>(rss_peak, gw.RssBytes());
       std::this_thread::sleep_for(100ms);
     }
   });
   const size_t completed = clients.Round(request, "data: [DONE]\n\n\r\n0\r\n\r\n", 300s);
   watching = false;
   watcher.join();
-  std::printf("streams completed: %zu of %zu; peak in flight on the worker: %lld\n", completed,
-              streams, static_cast<long long>(peak.load()));
+  std::printf(
+      "streams completed: %zu of %zu; peak in flight on the worker: %lld; gateway RSS at the "
+      "peak %llu KiB: %.0f bytes a stream over the start\n",
+      completed, streams, static_cast<long long>(peak.load()),
+      static_cast<unsigned long long>(rss_peak.load() >> 10),
+      static_cast<double>(rss_peak.load() - rss_base) / static_cast<double>(streams));
   EXPECT_EQ(completed, streams);
   EXPECT_GE(peak.load(), static_cast<int64_t>(streams * 9 / 10));
   clients.CloseAll();

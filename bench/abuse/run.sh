@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Load and abuse measurements of issue 18 against a release kvgate (one gateway thread) in
+# front of kvgate-fake-upstream, on loopback. One scenario per call:
+#   slowloris [CONNS]   normal traffic's p50/p99 (wrk, 16 connections, 4 KiB chats) before and
+#                       while CONNS (default 5000) connections trickle a head a byte a second
+#                       (bench/abuse/slowloris.py, spread over 10 source addresses)
+#   keepalive [N]       N (default 1,000,000) small requests on 32 keep-alive connections:
+#                       errors, req/s, gateway RSS before and after
+#   bodies              a body at limits.max_body_bytes (relayed) and one byte over (413), timed
+#   soak [SECONDS]      steady mixed traffic (streams and 4 KiB chats) for SECONDS (default
+#                       900) with the gateway's RSS sampled every 30 s
+# Usage: bench/abuse/run.sh SCENARIO [ARG]   (needs `make build`; BIN=build by default)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-build}
+scenario=${1:?usage: run.sh slowloris|keepalive|bodies|soak [ARG]}
+arg=${2:-}
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+metric() { curl -s "127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+"$BIN/kvgate-fake-upstream" --threads 2 --chunks 8 ${FAKE_ARGS:-} >"$tmp/fake.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
+UP=$(sed -n 's/port=//p' "$tmp/fake.out")
+PORT=$(free_port)
+cat >"$tmp/kvgate.yaml" <<EOF
+listen: "127.0.0.1:$PORT"
+threads: 1
+log_level: warn
+limits: {max_connections: 20000, max_body_bytes: 33554432}
+routing: {policy: kvaware}
+workers:
+  - url: http://127.0.0.1:$UP
+EOF
+"$BIN/kvgate" --config "$tmp/kvgate.yaml" >"$tmp/kvgate.log" 2>&1 &
+GW=$!
+pids+=($GW)
+for _ in $(seq 200); do curl -s -o /dev/null "127.0.0.1:$PORT/health" && break; sleep 0.05; done
+
+# wrk_run SECONDS CONNS [env...] -> "req/s p50 p99 requests errors"
+wrk_run() {
+  local secs=$1 conns=$2
+  shift 2
+  env BODY_BYTES=4096 CHUNKS=8 CHUNK_BYTES=512 "$@" wrk -t1 -c"$conns" -d"${secs}s" --latency \
+    -s bench/proxy/post.lua "http://127.0.0.1:$PORT/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+  awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2}
+       /requests in/ {n=$1} /Non-2xx|Socket errors/ {e=e $0 " "}
+       END {printf "%s %s %s %s %s\n", rps, p50, p99, n, (e == "" ? "none" : e)}' "$tmp/wrk.txt"
+}
+
+case $scenario in
+  slowloris)
+    conns=${arg:-5000}
+    echo "normal traffic alone (wrk 16 connections, 4 KiB chats, 20 s): $(wrk_run 20 16)"
+    /usr/bin/python3 bench/abuse/slowloris.py --port "$PORT" --conns "$conns" --report 5 \
+      >"$tmp/slow.out" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 120); do
+      held=$(metric kvgate_http_connections)
+      [ "${held%.*}" -ge "$conns" ] 2>/dev/null && break
+      sleep 1
+    done
+    echo "slowloris connections open on the gateway: $(metric kvgate_http_connections), RSS $(rss_kib $GW) KiB"
+    echo "normal traffic during (same wrk):                          $(wrk_run 20 16)"
+    echo "slowloris connections open after: $(metric kvgate_http_connections); client: $(tail -1 "$tmp/slow.out")"
+    echo "408s sent to trickling clients: $(curl -s "127.0.0.1:$PORT/metrics" | awk '/^kvgate_http_requests_total/ && /code="408"/ {s+=$2} END {print s+0}')"
+    ;;
+  keepalive)
+    n=${arg:-1000000}
+    before=$(rss_kib $GW)
+    # Small requests: a 256-byte chat answered with 8 short events' worth of content.
+    secs=10
+    read -r rps _ _ _ _ < <(wrk_run 5 32 BODY_BYTES=256 CHUNK_BYTES=16)
+    secs=$(/usr/bin/python3 -c "import math; print(math.ceil($n / max(float('$rps'), 1.0) * 1.05))")
+    read -r rps p50 p99 total errs < <(wrk_run "$secs" 32 BODY_BYTES=256 CHUNK_BYTES=16)
+    echo "requests: $total in ${secs} s on 32 keep-alive connections: $rps req/s, p50 $p50, p99 $p99, errors: $errs"
+    echo "gateway RSS: $before KiB before, $(rss_kib $GW) KiB after"
+    ;;
+  bodies)
+    limit=33554432
+    for size in $limit $((limit + 1)); do
+      /usr/bin/python3 - "$size" >"$tmp/body.json" <<'PY'
+import sys
+n = int(sys.argv[1])
+head = '{"model":"fake-model","messages":[{"role":"user","content":"'
+tail = '"}]}'
+sys.stdout.write(head + "a" * (n - len(head) - len(tail)) + tail)
+PY
+      out=$(curl -s -o "$tmp/resp" -w "%{http_code} %{time_total}" -H 'content-type: application/json' \
+        --data-binary @"$tmp/body.json" "127.0.0.1:$PORT/v1/chat/completions")
+      echo "body of $size bytes: HTTP ${out% *} in ${out#* } s; $(head -c 120 "$tmp/resp")"
+    done
+    echo "gateway RSS after: $(rss_kib $GW) KiB"
+    ;;
+  soak)
+    secs=${arg:-900}
+    echo "| t (s) | gateway RSS (KiB) | requests so far |"
+    echo "| --- | --- | --- |"
+    # Two steady clients: 4 KiB chats and 20-event streams, each on 4 connections.
+    env BODY_BYTES=4096 CHUNKS=8 CHUNK_BYTES=512 wrk -t1 -c4 -d"${secs}s" -s bench/proxy/post.lua \
+      "http://127.0.0.1:$PORT/v1/chat/completions" >"$tmp/wrk1.txt" 2>&1 &
+    pids+=($!)
+    env BODY_BYTES=16384 STREAM=1 CHUNKS=20 CHUNK_BYTES=0 wrk -t1 -c4 -d"${secs}s" \
+      -s bench/proxy/post.lua "http://127.0.0.1:$PORT/v1/chat/completions" >"$tmp/wrk2.txt" 2>&1 &
+    pids+=($!)
+    start=$(date +%s)
+    while :; do
+      t=$(( $(date +%s) - start ))
+      reqs=$(curl -s "127.0.0.1:$PORT/metrics" | awk '/^kvgate_http_requests_total/ && /chat/ {s+=$2} END {print s+0}')
+      echo "| $t | $(rss_kib $GW) | $reqs |"
+      [ "$t" -ge "$secs" ] && break
+      sleep 30
+    done
+    wait "${pids[-1]}" "${pids[-2]}" 2>/dev/null || true
+    grep -h "requests in\|Non-2xx\|Socket errors" "$tmp/wrk1.txt" "$tmp/wrk2.txt" || true
+    ;;
+  *) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
