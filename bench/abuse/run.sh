@@ -20,6 +20,10 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
+for b in kvgate kvgate-fake-upstream; do
+  [ -x "$BIN/$b" ] || { echo "no $BIN/$b: run make build (or set BIN)" >&2; exit 1; }
+done
+
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 metric() { curl -s "127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }

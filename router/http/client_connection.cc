@@ -107,17 +107,7 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
   if (ec) written = 0;
   // The rest is copied: callers may pass buffers (a thread's scratch) that other requests
   // reuse while this one waits.
-  std::string rest;
-  rest.reserve(total - written);
-  size_t skip = written;
-  for (const auto& b : buffers) {
-    if (skip >= b.size()) {
-      skip -= b.size();
-      continue;
-    }
-    rest.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
-    skip = 0;
-  }
+  const std::string rest = UnwrittenBytes(buffers, written);
   conn.SetDeadline(DeadlineKind::kClientWrite, timeout);
   auto [wec, n] = co_await net::async_write(conn.socket, net::buffer(rest), kNoThrow);
   const bool expired = conn.deadline_expired;

@@ -14,6 +14,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <string>
+
+#include "absl/types/span.h"
 
 namespace kvgate::router {
 
@@ -23,5 +26,20 @@ using error_code = boost::system::error_code;
 
 /// Completion token for coroutines: errors come back as values, Asio never throws.
 inline constexpr auto kNoThrow = net::as_tuple(net::use_awaitable);
+
+/// The bytes of `buffers` after the first `written`, copied: what a write that must wait still
+/// owes, kept where the caller's buffers (often a thread's scratch, reused meanwhile) are not.
+inline std::string UnwrittenBytes(absl::Span<const net::const_buffer> buffers, size_t written) {
+  std::string rest;
+  for (const auto& b : buffers) {
+    if (written >= b.size()) {
+      written -= b.size();
+      continue;
+    }
+    rest.append(static_cast<const char*>(b.data()) + written, b.size() - written);
+    written = 0;
+  }
+  return rest;
+}
 
 }  // namespace kvgate::router

@@ -6,22 +6,14 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 
 #include "common/strings.h"
+#include "router/internal/tls_socket.h"
 #include "router/upstream/upstream_pool.h"
 
 namespace kvgate::router {
 namespace {
 
-// OpenSSL's reason for the last failure, or `fallback`.
-std::string OpenSslError(const error_code& ec) {
-  std::string out = ec.message();
-  if (const unsigned long e = ERR_get_error(); e != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    out = buf;
-  }
-  ERR_clear_error();
-  return out;
-}
+// OpenSSL's reason for the last failure, or the error code's message.
+std::string OpenSslError(const error_code& ec) { return TakeOpenSslError(ec.message()); }
 
 }  // namespace
 

@@ -13,10 +13,6 @@
 #include "router/internal/tls.h"
 
 namespace kvgate::router {
-namespace {
-
-// OpenSSL's queued reason, or `fallback`; clears the queue, which is per thread and would
-// otherwise confuse the next connection's SSL_get_error.
 std::string TakeOpenSslError(std::string_view fallback) {
   std::string out(fallback);
   if (const unsigned long e = ERR_peek_last_error(); e != 0) {
@@ -27,6 +23,8 @@ std::string TakeOpenSslError(std::string_view fallback) {
   ERR_clear_error();
   return out;
 }
+
+namespace {
 
 int SelectHttp11(SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* in,
                  unsigned int in_len, void*) {
@@ -245,17 +243,7 @@ net::awaitable<error_code> TlsWriteAll(TlsSocket& tls, tcp::socket& socket,
   if (written == total) co_return error_code{};
   // The rest, copied: the caller's buffers may be reused while this waits, and OpenSSL wants
   // the same bytes again (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER lets them move).
-  std::string rest;
-  rest.reserve(total - written);
-  size_t skip = written;
-  for (const auto& b : buffers) {
-    if (skip >= b.size()) {
-      skip -= b.size();
-      continue;
-    }
-    rest.append(static_cast<const char*>(b.data()) + skip, b.size() - skip);
-    skip = 0;
-  }
+  const std::string rest = UnwrittenBytes(buffers, written);
   size_t done = 0;
   while (done < rest.size()) {
     if (ec == net::error::would_block) {

@@ -34,6 +34,10 @@ struct TlsContexts {
   std::shared_ptr<ssl::context> upstream;  // https:// workers (upstream.tls); null: none
 };
 
+/// OpenSSL's last queued reason, or `fallback` when none; clears the queue, which is per thread
+/// and would otherwise confuse the next connection's SSL_get_error.
+std::string TakeOpenSslError(std::string_view fallback);
+
 /// The contexts `config` asks for: the listener's when tls.cert_file is set, and always one
 /// for https:// workers from upstream.tls. @return kInvalidArgument naming a file that failed.
 absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const config::Config& config);
