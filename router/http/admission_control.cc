@@ -52,6 +52,9 @@ class AdmissionControl : public PreHandler {
     }
 
     if (limits.max_concurrent_requests == 0) co_return false;  // no cap: no lock, no waiter
+    if (tc.state.admission.TryAcquire(limits.max_concurrent_requests, &ex.admission)) {
+      co_return false;
+    }
     // A client that leaves while its request waits gives up its place in the queue.
     ArmDisconnectWatch(ex.conn);
     const auto r = co_await tc.state.admission.Acquire(

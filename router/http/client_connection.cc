@@ -90,18 +90,13 @@ net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, s
 net::awaitable<error_code> WriteAll(ClientConnection& conn,
                                     absl::Span<const net::const_buffer> buffers,
                                     std::chrono::milliseconds timeout) {
-  if (conn.tls) {
-    conn.SetDeadline(DeadlineKind::kClientWrite, timeout);
-    const error_code tec = co_await TlsWriteAll(*conn.tls, conn.socket, buffers);
-    const bool expired = conn.deadline_expired;
-    conn.ClearDeadline();
-    co_return expired ? net::error::timed_out : tec;
-  }
-  // Most writes complete at once; only a client that is not reading makes us wait.
+  // Most writes complete at once; only a client that is not reading makes us wait (and only
+  // then does the write deadline replace the caller's).
   error_code ec;
   size_t total = 0;
   for (const auto& b : buffers) total += b.size();
-  size_t written = conn.socket.write_some(buffers, ec);
+  size_t written =
+      conn.tls ? conn.tls->WriteSome(buffers, ec) : conn.socket.write_some(buffers, ec);
   if (!ec && written == total) co_return error_code{};
   if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
   if (ec) written = 0;
@@ -109,7 +104,14 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
   // reuse while this one waits.
   const std::string rest = UnwrittenBytes(buffers, written);
   conn.SetDeadline(DeadlineKind::kClientWrite, timeout);
-  auto [wec, n] = co_await net::async_write(conn.socket, net::buffer(rest), kNoThrow);
+  error_code wec;
+  if (conn.tls) {
+    const net::const_buffer b[] = {net::buffer(rest)};
+    wec = co_await TlsWriteAll(*conn.tls, conn.socket, b);
+  } else {
+    std::tie(wec, std::ignore) =
+        co_await net::async_write(conn.socket, net::buffer(rest), kNoThrow);
+  }
   const bool expired = conn.deadline_expired;
   conn.ClearDeadline();
   if (expired) co_return net::error::timed_out;

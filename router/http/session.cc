@@ -119,9 +119,13 @@ net::awaitable<ReadResult> ReadRequest(ThreadContext& tc, ClientConnection& conn
   if (continue_needed && ex.head.body != http1::BodyKind::kNone) {
     static constexpr std::string_view k100 = "HTTP/1.1 100 Continue\r\n\r\n";
     const net::const_buffer b[] = {net::buffer(k100)};
+    const auto read_deadline = conn.deadline;
     if (co_await WriteAll(conn, b, milliseconds(limits.write_timeout_ms))) {
       co_return ReadResult::kClosed;
     }
+    // A write that had to wait replaced the request's deadline: the body still owes it.
+    conn.deadline = read_deadline;
+    conn.deadline_kind = DeadlineKind::kClientRead;
   }
   switch (ex.head.body) {
     case http1::BodyKind::kNone:

@@ -85,6 +85,16 @@ AdmissionSlot::~AdmissionSlot() {
   if (gate_ != nullptr) gate_->Release();
 }
 
+bool AdmissionGate::TryAcquire(uint32_t max, AdmissionSlot* slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_ >= static_cast<int64_t>(max) || !queue_.empty()) return false;
+    ++running_;
+  }
+  *slot = AdmissionSlot(this);
+  return true;
+}
+
 net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint32_t queue_size,
                                                              std::chrono::milliseconds timeout,
                                                              AdmissionSlot* slot,

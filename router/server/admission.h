@@ -80,6 +80,9 @@ class AdmissionGate {
  public:
   enum class Result : uint8_t { kAdmitted, kQueueFull, kTimedOut };
 
+  /// Admits at once, without waiting, while fewer than `max` requests run and none waits.
+  bool TryAcquire(uint32_t max, AdmissionSlot* slot);
+
   /// Admits at once while fewer than `max` (> 0) requests run; otherwise waits, first come
   /// first served, behind at most `queue_size` others, for up to `timeout`. A slot freed goes
   /// straight to the oldest waiter. `*wait_timer`, when given, points to the timer while the
