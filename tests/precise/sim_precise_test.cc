@@ -126,6 +126,19 @@ std::string IndexDiff(uint16_t port, std::vector<std::pair<std::string, const En
   return diff;
 }
 
+// The agentic fixture replayed through kvgate at `port`, 50x faster, up to `max_requests`.
+replay::ReplayOptions AgenticReplay(uint16_t port, uint64_t max_requests, bool loop) {
+  replay::ReplayOptions o;
+  o.target = common::StrCat("http://127.0.0.1:", port);
+  o.trace = replay::Fixture("agentic");
+  o.progress = 0;
+  o.speedup = 50;
+  o.loop = loop;
+  o.max_requests = max_requests;
+  o.body.model = "sim-model";
+  return o;
+}
+
 // The value of `series` in kvgate's /metrics, -1 when absent.
 double MetricValue(uint16_t port, const std::string& series) {
   const std::string text = testing::Fetch(port, "GET", "/metrics").body;
@@ -155,15 +168,8 @@ TEST(PreciseModeWithSimulators, IndexEqualsTheEnginesPoolsAfterATrace) {
     return v.state[url_a] == "verified" && v.state[url_b] == "verified";
   })) << gw.Log();
 
-  replay::ReplayOptions o;
-  o.target = common::StrCat("http://127.0.0.1:", port);
-  o.trace = replay::Fixture("agentic");
-  o.progress = 0;
-  o.speedup = 50;
-  o.loop = true;  // Conversations again under new ids: more distinct blocks than the pools hold.
-  o.max_requests = 60;
-  o.body.model = "sim-model";
-  auto result = replay::RunReplay(o);
+  // Conversations again under new ids: more distinct blocks than the pools hold.
+  auto result = replay::RunReplay(AgenticReplay(port, 60, /*loop=*/true));
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->report.errors, 0u) << gw.Log();
   EXPECT_GT(result->report.cached_tokens, 0u);
@@ -287,14 +293,7 @@ TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
       const std::string state = ReadGateway(port).state[url];
       return replay ? state == "verified" : (state == "verified" || state == "unverified");
     })) << gw.Log();
-    replay::ReplayOptions o;
-    o.target = common::StrCat("http://127.0.0.1:", port);
-    o.trace = replay::Fixture("agentic");
-    o.progress = 0;
-    o.speedup = 50;
-    o.max_requests = 30;
-    o.body.model = "sim-model";
-    auto result = replay::RunReplay(o);
+    auto result = replay::RunReplay(AgenticReplay(port, 30, /*loop=*/false));
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->report.errors, 0u) << gw.Log();
     const std::string series = common::StrCat("{worker=\"", url, "\"}");
