@@ -118,10 +118,18 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                               .Name("kvgate_admission_rejected_total")
                               .Help("Requests refused with 503 by the concurrency cap's queue")
                               .Register(r)),
+      api_key_requests_(BuildCounter()
+                            .Name("kvgate_api_key_requests_total")
+                            .Help("Requests that presented a valid API key, by key name and status")
+                            .Register(r)),
       tls_handshake_errors_(BuildCounter()
                                 .Name("kvgate_tls_handshake_errors_total")
                                 .Help("TLS handshakes that failed, by side (client, worker)")
                                 .Register(r)) {}
+
+prometheus::Counter& RouterMetrics::ApiKeyRequests(std::string_view key, int code) {
+  return api_key_requests_.Add({{"key", std::string(key)}, {"code", std::to_string(code)}});
+}
 
 prometheus::Counter& RouterMetrics::TlsHandshakeErrors(std::string_view side) {
   return tls_handshake_errors_.Add({{"side", std::string(side)}});

@@ -55,6 +55,8 @@ class RouterMetrics {
   prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
   prometheus::Counter& ConfigReloads(bool ok);
   prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
+  /// Not sharded (a mutex per call): callers cache the counter (ThreadContext::ApiKeySeries).
+  prometheus::Counter& ApiKeyRequests(std::string_view key, int code);
 
   /// The text exposition of everything: `registry` (this object's and other subsystems'
   /// families), the sharded families and the per-worker gauges of `workers` (series of workers
@@ -68,6 +70,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& auth_failures_;
   prometheus::Family<prometheus::Counter>& rate_limited_;
   prometheus::Family<prometheus::Counter>& admission_rejected_;
+  prometheus::Family<prometheus::Counter>& api_key_requests_;
   prometheus::Family<prometheus::Counter>& tls_handshake_errors_;
 };
 

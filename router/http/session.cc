@@ -218,6 +218,7 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
                          : std::chrono::duration<double>(now - ex.read_done).count();
   tc.RequestSeries(ex.endpoint, ex.status, ex.worker_id, ex.worker).Increment();
   tc.DurationSeries(ex.endpoint).Observe(e2e);
+  if (!ex.api_key.empty()) tc.ApiKeySeries(ex.api_key, ex.status).Increment();
   if (tc.state.access_log.enabled()) {
     AccessRecord r;
     r.request_id = ex.request_id;

@@ -75,6 +75,12 @@ ShardedFamily::Series& ThreadContext::RequestSeries(EndpointLabel endpoint, int 
   return *s;
 }
 
+prometheus::Counter& ThreadContext::ApiKeySeries(const std::string& key, int code) {
+  prometheus::Counter*& c = api_key_series_[std::make_pair(key, code)];
+  if (c == nullptr) c = &state.metrics.ApiKeyRequests(key, code);
+  return *c;
+}
+
 ShardedFamily::Series& ThreadContext::DurationSeries(EndpointLabel endpoint) {
   ShardedFamily::Series*& s = durations_[static_cast<int>(endpoint)];
   if (s == nullptr) {

@@ -81,6 +81,8 @@ class ThreadContext {
                                        std::string_view worker);
   ShardedFamily::Series& DurationSeries(EndpointLabel endpoint);
   ShardedFamily::Series& OverheadSeries();
+  /// kvgate_api_key_requests_total{key,code}, cached per thread.
+  prometheus::Counter& ApiKeySeries(const std::string& key, int code);
   const WorkerSeries& ForWorker(uint32_t worker_id, std::string_view name);
 
  private:
@@ -93,6 +95,7 @@ class ThreadContext {
   ShardedFamily::Series* durations_[kNumEndpointLabels] = {};
   ShardedFamily::Series* overhead_ = nullptr;
   absl::flat_hash_map<uint32_t, WorkerSeries> worker_series_;
+  absl::flat_hash_map<std::pair<std::string, int>, prometheus::Counter*> api_key_series_;
   bool sweeping_ = false;
 };
 

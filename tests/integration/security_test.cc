@@ -100,6 +100,11 @@ TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
             R"(kvgate_auth_failures_total{reason="invalid"} 2)");
   EXPECT_EQ(Fetch(port_, "GET", "/v1/models").status, 401);
   EXPECT_EQ(Fetch(port_, "GET", "/v1/models", "", Key(kKeyA)).status, 200);
+  // Each key's requests, by name (the key itself appears nowhere).
+  EXPECT_EQ(Metric(R"(kvgate_api_key_requests_total{code="200",key="team-a"})"),
+            R"(kvgate_api_key_requests_total{code="200",key="team-a"} 2)");
+  EXPECT_EQ(Metric(R"(kvgate_api_key_requests_total{code="200",key="team-b"})"),
+            R"(kvgate_api_key_requests_total{code="200",key="team-b"} 2)");
 }
 
 TEST_F(SecurityTest, AdminIsOffTheApiListenerUnlessATokenIsSet) {
