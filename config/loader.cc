@@ -479,10 +479,26 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
   YamlReader r(source);
   try {
     if (!r.ExpectMap(root, "",
-                     {"listen", "tls", "threads", "log_level", "drain_timeout_ms", "drain_delay_ms",
-                      "models_refresh_interval_ms", "limits", "upstream", "retry", "health_check",
-                      "circuit_breaker", "routing", "pd", "auth", "admin", "access_log", "workers",
-                      "discovery", "stores"})) {
+                     {"listen",
+                      "tls",
+                      "threads",
+                      "log_level",
+                      "drain_timeout_ms",
+                      "drain_delay_ms",
+                      "models_refresh_interval_ms",
+                      "limits",
+                      "upstream",
+                      "retry",
+                      "health_check",
+                      "circuit_breaker",
+                      "routing",
+                      "pd",
+                      "auth",
+                      "admin",
+                      "access_log",
+                      "workers",
+                      "discovery",
+                      "stores"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     std::string listen;

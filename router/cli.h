@@ -24,7 +24,7 @@ struct CliOptions {
   std::optional<uint32_t> threads;
   std::optional<std::string> log_level;
   std::optional<std::string> policy;
-  std::vector<std::string> api_keys;  // --api-key KEY, repeatable
+  std::vector<std::string> api_keys;       // --api-key KEY, repeatable
   std::optional<std::string> tls_cert;     // --tls-cert FILE
   std::optional<std::string> tls_key;      // --tls-key FILE
   std::optional<std::string> upstream_ca;  // --upstream-ca FILE

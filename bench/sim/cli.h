@@ -15,12 +15,12 @@ namespace kvgate::sim {
 /// Fault injection, per simulated server. Rates are probabilities per completion request, drawn
 /// deterministically from (seed, worker, request number).
 struct FaultOptions {
-  double error_rate = 0;     // Answer 500 with an OpenAI error body.
-  double hang_rate = 0;      // Read the request, never answer.
-  double close_rate = 0;     // Close the connection mid-stream (after half the tokens).
+  double error_rate = 0;        // Answer 500 with an OpenAI error body.
+  double hang_rate = 0;         // Read the request, never answer.
+  double close_rate = 0;        // Close the connection mid-stream (after half the tokens).
   double drop_events_rate = 0;  // KV-event batches not sent live (still kept for replay).
-  uint64_t crash_after = 0;  // Non-zero: the process exits (code 3) on completion request N+1.
-  double slow_start_s = 0;   // Real seconds after start during which /health and requests get 503.
+  uint64_t crash_after = 0;     // Non-zero: the process exits (code 3) on completion request N+1.
+  double slow_start_s = 0;  // Real seconds after start during which /health and requests get 503.
 };
 
 /// Everything kvgate-sim runs with. A value type; thread-compatible.

@@ -15,7 +15,7 @@ constexpr size_t kMaxResponseBytes = 4u << 20;
 
 // Some bytes of the response, waiting for them; over TLS when `tls` is set.
 net::awaitable<std::tuple<error_code, size_t>> ReadFrom(tcp::socket& socket, TlsSocket* tls,
-                                                         net::mutable_buffer buffer) {
+                                                        net::mutable_buffer buffer) {
   if (tls == nullptr) co_return co_await socket.async_read_some(buffer, kNoThrow);
   for (;;) {
     error_code ec;

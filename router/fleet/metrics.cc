@@ -205,9 +205,10 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
                                [](const Worker& w) { return w.engine_stats().kv_usage; }));
   families.push_back(Single("kvgate_http_connections", "Client connections currently open",
                             MetricType::Gauge, static_cast<double>(process.open_connections)));
-  families.push_back(Single("kvgate_admission_running",
-                            "Inference requests holding a place under max_concurrent_requests (0 without a cap)",
-                            MetricType::Gauge, static_cast<double>(process.admission_running)));
+  families.push_back(
+      Single("kvgate_admission_running",
+             "Inference requests holding a place under max_concurrent_requests (0 without a cap)",
+             MetricType::Gauge, static_cast<double>(process.admission_running)));
   families.push_back(Single("kvgate_admission_queued",
                             "Inference requests waiting for a place (limits.queue_size)",
                             MetricType::Gauge, static_cast<double>(process.admission_queued)));

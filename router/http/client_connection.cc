@@ -71,8 +71,7 @@ net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, s
     auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
     error_code ec;
     const net::mutable_buffer into(p, std::min(n, max_bytes));
-    const size_t got =
-        conn.tls ? conn.tls->ReadSome(into, ec) : conn.socket.read_some(into, ec);
+    const size_t got = conn.tls ? conn.tls->ReadSome(into, ec) : conn.socket.read_some(into, ec);
     if (!ec) {
       conn.in.Commit(got);
       co_return error_code{};

@@ -38,20 +38,20 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
 
   tcp::socket socket;
   std::unique_ptr<TlsSocket> tls;  // on a TLS listener: the session over `socket`
-  const bool admin_listener;  // accepted on the separate admin listener
-  std::string peer;           // the client's address (per-client limits, logs)
-  bool reserve = false;       // accepted beyond max_connections: probes only, then closed
+  const bool admin_listener;       // accepted on the separate admin listener
+  std::string peer;                // the client's address (per-client limits, logs)
+  bool reserve = false;            // accepted beyond max_connections: probes only, then closed
   InputBuffer in;
   bool idle = true;  // between requests (closed at once on drain)
 
   // The deadline, checked by the thread's sweep.
   SteadyClock::time_point deadline = SteadyClock::time_point::max();
   DeadlineKind deadline_kind = DeadlineKind::kNone;
-  bool deadline_expired = false;         // set by the sweep; cleared by the next SetDeadline()
-  tcp::socket* upstream = nullptr;       // the worker connection a kUpstream deadline (and a
-                                         // client disconnect) cancels; null when none
-  tcp::socket* side_upstream = nullptr;  // a P/D prefill stage's connection, which a client
-                                         // disconnect cancels too
+  bool deadline_expired = false;             // set by the sweep; cleared by the next SetDeadline()
+  tcp::socket* upstream = nullptr;           // the worker connection a kUpstream deadline (and a
+                                             // client disconnect) cancels; null when none
+  tcp::socket* side_upstream = nullptr;      // a P/D prefill stage's connection, which a client
+                                             // disconnect cancels too
   net::steady_timer* queue_timer = nullptr;  // a wait in the admission queue, which a client
                                              // disconnect ends too
   // The disconnect watch: while a request is served, a client that closes its side cancels

@@ -49,12 +49,12 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsServerContext(
                              SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
   ERR_clear_error();
   if (SSL_CTX_use_certificate_chain_file(c, cert_file.c_str()) != 1) {
-    return absl::InvalidArgumentError(common::StrCat(
-        "tls.cert_file: cannot load '", cert_file, "': ", TakeOpenSslError("unreadable")));
+    return absl::InvalidArgumentError(common::StrCat("tls.cert_file: cannot load '", cert_file,
+                                                     "': ", TakeOpenSslError("unreadable")));
   }
   if (SSL_CTX_use_PrivateKey_file(c, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return absl::InvalidArgumentError(common::StrCat(
-        "tls.key_file: cannot load '", key_file, "': ", TakeOpenSslError("unreadable")));
+    return absl::InvalidArgumentError(common::StrCat("tls.key_file: cannot load '", key_file,
+                                                     "': ", TakeOpenSslError("unreadable")));
   }
   if (SSL_CTX_check_private_key(c) != 1) {
     return absl::InvalidArgumentError(
@@ -63,9 +63,9 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsServerContext(
   }
   if (!client_ca_file.empty()) {
     if (SSL_CTX_load_verify_locations(c, client_ca_file.c_str(), nullptr) != 1) {
-      return absl::InvalidArgumentError(
-          common::StrCat("tls.client_ca_file: cannot load '", client_ca_file,
-                         "': ", TakeOpenSslError("unreadable")));
+      return absl::InvalidArgumentError(common::StrCat("tls.client_ca_file: cannot load '",
+                                                       client_ca_file,
+                                                       "': ", TakeOpenSslError("unreadable")));
     }
     SSL_CTX_set_client_CA_list(c, SSL_load_client_CA_file(client_ca_file.c_str()));
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
@@ -84,15 +84,16 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsServerContext(
 absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const config::Config& config) {
   auto out = std::make_shared<TlsContexts>();
   if (config.tls.enabled()) {
-    auto server = MakeTlsServerContext(config.tls.cert_file, config.tls.key_file,
-                                       config.tls.client_ca_file);
+    auto server =
+        MakeTlsServerContext(config.tls.cert_file, config.tls.key_file, config.tls.client_ca_file);
     if (!server.ok()) return server.status();
     out->server = *std::move(server);
   }
   const config::UpstreamTlsConfig& u = config.upstream.tls;
   auto upstream = MakeTlsClientContext(u.ca_file, u.cert_file, u.key_file);
   if (!upstream.ok()) {
-    return absl::InvalidArgumentError(common::StrCat("upstream.tls: ", upstream.status().message()));
+    return absl::InvalidArgumentError(
+        common::StrCat("upstream.tls: ", upstream.status().message()));
   }
   out->upstream = *std::move(upstream);
   return out;
