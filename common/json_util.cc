@@ -52,4 +52,45 @@ std::string OpenAiErrorBody(std::string_view message, std::string_view type,
   return out;
 }
 
+std::string AnthropicErrorBody(int status, std::string_view message) {
+  std::string_view type = "api_error";
+  switch (status) {
+    case 400:
+    case 405:
+    case 408:
+    case 411:
+    case 415:
+    case 431:
+      type = "invalid_request_error";
+      break;
+    case 401:
+      type = "authentication_error";
+      break;
+    case 403:
+      type = "permission_error";
+      break;
+    case 404:
+      type = "not_found_error";
+      break;
+    case 413:
+      type = "request_too_large";
+      break;
+    case 429:
+      type = "rate_limit_error";
+      break;
+    case 503:
+    case 529:
+      type = "overloaded_error";
+      break;
+    default:
+      break;
+  }
+  std::string out = R"({"type":"error","error":{"type":)";
+  AppendJsonString(out, type);
+  out += R"(,"message":)";
+  AppendJsonString(out, message);
+  out += "}}";
+  return out;
+}
+
 }  // namespace kvgate::common

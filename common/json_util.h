@@ -15,4 +15,9 @@ void AppendJsonString(std::string& out, std::string_view s);
 /// `code` is emitted as a string, or null when empty.
 std::string OpenAiErrorBody(std::string_view message, std::string_view type, std::string_view code);
 
+/// Returns `{"type":"error","error":{"type":...,"message":...}}`, the body Anthropic clients
+/// expect, its type chosen by `status` as Anthropic's API does (invalid_request_error,
+/// authentication_error, not_found_error, rate_limit_error, overloaded_error, api_error, ...).
+std::string AnthropicErrorBody(int status, std::string_view message);
+
 }  // namespace kvgate::common

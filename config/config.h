@@ -182,6 +182,17 @@ struct PreciseConfig {
   std::vector<std::pair<std::string, std::string>> media;  // extra medium name -> tier
 };
 
+// The body fields a session key may come from (routing.session_keys); any other name there is
+// a request header.
+inline constexpr std::string_view kSessionKeyBodyFields[] = {
+    "metadata.user_id", "prompt_cache_key", "previous_response_id", "conversation", "user"};
+
+// Stored OpenAI Responses: which worker holds which response id (docs/agent-apis.md).
+struct ResponsesConfig {
+  uint32_t max_pins = 262'144;  // about 150 bytes each: ~40 MB at most
+  uint32_t pin_ttl_s = 86'400;  // a pin not used for this long is dropped
+};
+
 struct RoutingConfig {
   std::string policy = "kvaware";
   std::vector<std::pair<std::string, std::string>> model_policies;  // model -> policy override
@@ -194,6 +205,17 @@ struct RoutingConfig {
   ConsistentHashPolicyConfig consistent_hash;
   KvAwarePolicyConfig kvaware;
   PreciseConfig precise;
+  // Where a request's session key comes from, the first present wins: request headers by name
+  // (any case) and the body fields in kSessionKeyBodyFields. metadata.user_id gives Claude
+  // Code's session_id when the value is a JSON object string.
+  std::vector<std::string> session_keys = {"x-session-id",
+                                           "x-claude-code-session-id",
+                                           "metadata.user_id",
+                                           "prompt_cache_key",
+                                           "previous_response_id",
+                                           "conversation",
+                                           "user"};
+  ResponsesConfig responses;
 };
 
 // Workers found by resolving a DNS name (a Kubernetes headless Service) at an interval, beside

@@ -1,5 +1,7 @@
 #include "config/loader.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -367,8 +369,38 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
   if (!r.ExpectMap(n, p,
                    {"policy", "model_policies", "block_tokens", "index_memory_bytes",
                     "engine_metrics_interval_ms", "cache_aware", "cost", "weighted",
-                    "consistent_hash", "kvaware", "precise"})) {
+                    "consistent_hash", "kvaware", "precise", "session_keys", "responses"})) {
     return;
+  }
+  if (const YAML::Node k = n["session_keys"]; k.IsDefined() && !k.IsNull()) {
+    const std::string q = "routing.session_keys";
+    if (!k.IsSequence()) {
+      r.Error(k, q, "must be a list of header names and body fields");
+    } else {
+      c->session_keys.clear();
+      for (const auto& e : k) {
+        if (!e.IsScalar() || e.Scalar().empty()) {
+          r.Error(e, q, "each entry must be a header name or a body field");
+          continue;
+        }
+        std::string name = e.Scalar();
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        if (std::find(c->session_keys.begin(), c->session_keys.end(), name) !=
+            c->session_keys.end()) {
+          r.Error(e, q, common::StrCat("'", name, "' is listed twice"));
+          continue;
+        }
+        c->session_keys.push_back(std::move(name));
+      }
+    }
+  }
+  if (const YAML::Node s = n["responses"]; s.IsDefined() && !s.IsNull()) {
+    const std::string q = "routing.responses";
+    if (r.ExpectMap(s, q, {"max_pins", "pin_ttl_s"})) {
+      r.Uint(s, q, "max_pins", &c->responses.max_pins, 1, 100'000'000);
+      r.Uint(s, q, "pin_ttl_s", &c->responses.pin_ttl_s, 1, 365 * 86'400);
+    }
   }
   if (r.String(n, p, "policy", &c->policy))
     CheckPolicy(r, n["policy"], "routing.policy", c->policy);

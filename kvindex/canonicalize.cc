@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "kvindex/canonicalize_impl.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -15,72 +17,7 @@
 #include "xxhash.h"
 
 namespace kvgate::kvindex {
-namespace od = simdjson::ondemand;
-
-// Field tags after canonical::kField (and section tags after kMessageBegin). One byte each; the
-// meaning of a field never depends on its position, so optional fields cannot be confused.
-namespace {
-constexpr char kTagRole = 'r';
-constexpr char kTagTools = 'x';
-constexpr char kTagFunctions = 'y';
-constexpr char kTagName = 'n';
-constexpr char kTagText = 't';
-constexpr char kTagImage = 'i';
-constexpr char kTagAudio = 'a';
-constexpr char kTagVideo = 'v';
-constexpr char kTagOtherPart = 'o';
-constexpr char kTagPartHash = 'h';
-constexpr char kTagToolCallId = 'c';
-constexpr char kTagFunctionName = 'f';
-constexpr char kTagArguments = 'g';
-constexpr char kTagToolResultId = 'k';
-constexpr char kTagNullContent = 'z';
-
-// absl::string_view is not std::string_view in Debian's Abseil build.
-inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("invalid request JSON at ", Sv(where), ": ", simdjson::error_message(ec)));
-}
-
-#define KVINDEX_JSON_TRY(expr, where)   \
-  do {                                  \
-    if (auto kv_ec_ = (expr); kv_ec_) { \
-      return JsonError(kv_ec_, where);  \
-    }                                   \
-  } while (0)
-
-#define KVINDEX_STATUS_TRY(expr)                      \
-  do {                                                \
-    if (absl::Status kv_st_ = (expr); !kv_st_.ok()) { \
-      return kv_st_;                                  \
-    }                                                 \
-  } while (0)
-
-// True if any byte of the 8-byte word is < 9 (i.e. a framing byte).
-inline bool HasFramingByte(uint64_t x) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  return ((x - kOnes * (canonical::kMaxFramingByte + 1)) & ~x & kHigh) != 0;
-}
-
-void AppendHex(uint64_t h, std::string* out) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  char buf[16];
-  for (int i = 15; i >= 0; --i) {
-    buf[i] = kDigits[h & 0xf];
-    h >>= 4;
-  }
-  out->append(buf, 16);
-}
-
-absl::Status TypeOf(od::value& v, od::json_type* t, std::string_view where) {
-  KVINDEX_JSON_TRY(v.type().get(*t), where);
-  return absl::OkStatus();
-}
-
-}  // namespace
+using namespace walk;  // NOLINT(build/namespaces): the walk's helpers (canonicalize_impl.h)
 
 void AppendEscaped(std::string_view text, std::string* out) {
   const char* p = text.data();
@@ -118,44 +55,6 @@ void AppendEscaped(std::string_view text, std::string* out) {
   out->append(run, end - run);
 }
 
-class Canonicalizer::Impl {
- public:
-  explicit Impl(CanonicalizeOptions options) : options_(options) {}
-
-  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, bool build_prompt,
-                   CanonicalRequest* out);
-
- private:
-  // Walks a value completely, so that malformed JSON in fields the gateway does not read is
-  // still caught (simdjson on-demand skips unread values without validating them).
-  absl::Status Validate(od::value v, int depth);
-  absl::Status Message(od::value v, std::string* out);
-  absl::Status ContentParts(od::array parts, std::string* out);
-  absl::Status PartPayloadHash(od::value v, uint64_t* hash);
-  absl::Status ToolCalls(od::value v, std::string* out);
-  absl::Status FunctionCall(od::value v, std::string* out);
-  absl::Status Completions(od::value prompt, CanonicalRequest* out);
-  absl::Status Tokens(od::array arr, std::vector<uint32_t>* tokens);
-  // Appends the canonical form of any JSON value: objects with sorted keys, normalised numbers
-  // and decoded strings; with a null `out`, only validates it.
-  absl::Status Json(od::value v, std::string* out, int depth, int max_depth);
-
-  static void Field(char tag, std::string_view content, std::string* out) {
-    out->push_back(canonical::kField);
-    out->push_back(tag);
-    AppendEscaped(content, out);
-  }
-
-  CanonicalizeOptions options_;
-  od::parser parser_;
-  std::string padded_;
-  std::string tools_;      // Canonical `tools` section.
-  std::string functions_;  // Canonical `functions` section.
-  std::string content_;    // A message's content parts.
-  std::string calls_;      // A message's tool calls / function call.
-  std::string scratch_;
-};
-
 // Every object is read in ONE forward pass over its fields (dispatching on the key) and the
 // canonical order is restored from views and small buffers afterwards. simdjson's
 // find_field_unordered() rewinds objects assuming they were validated, which malformed input
@@ -170,6 +69,11 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
   out->user.clear();
   out->stream = false;
   out->prompt_error.clear();
+  out->metadata_user_id.clear();
+  out->prompt_cache_key.clear();
+  out->previous_response_id.clear();
+  out->conversation.clear();
+  out->store = true;
   if (body.size() > options_.max_body_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
@@ -191,6 +95,21 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
       return absl::InvalidArgumentError("request body must be a JSON object");
     }
     return JsonError(ec, "document");
+  }
+
+  if (api == ApiKind::kMessages || api == ApiKind::kResponses) {
+    KVINDEX_STATUS_TRY(AgentRoot(root, api, build_prompt, out));
+    const char* after = nullptr;
+    if (!doc.current_location().get(after)) {
+      return absl::InvalidArgumentError(
+          "invalid request JSON: trailing content after the top-level object");
+    }
+    if (build_prompt && !json_mode_) {
+      out->prompts.emplace_back();
+      out->prompts.back().kind = PromptKind::kChat;
+      agent::AppendCanonical(conv_, &out->prompts.back().bytes);
+    }
+    return absl::OkStatus();
   }
 
   const bool chat = build_prompt && api == ApiKind::kChatCompletions;
@@ -312,24 +231,6 @@ absl::Status Canonicalizer::Impl::Validate(od::value v, int depth) {
   constexpr int kMaxValidateDepth = 512;
   return Json(v, nullptr, depth, kMaxValidateDepth);
 }
-
-namespace {
-// Reads a string-or-null value; `*found` is false for null.
-absl::Status StringOrNull(od::value& v, std::string_view key, std::string_view* s, bool* found) {
-  od::json_type t;
-  KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
-  if (t == od::json_type::null) {
-    *found = false;
-    return absl::OkStatus();
-  }
-  if (t != od::json_type::string) {
-    return absl::InvalidArgumentError(absl::StrCat("field '", Sv(key), "' must be a string"));
-  }
-  KVINDEX_JSON_TRY(v.get_string().get(*s), key);
-  *found = true;
-  return absl::OkStatus();
-}
-}  // namespace
 
 absl::Status Canonicalizer::Impl::Message(od::value v, std::string* out) {
   od::object msg;

@@ -1,7 +1,9 @@
 // File: kvindex/canonicalize.h
-// Turns an OpenAI chat-completions or completions request body into the canonical byte (or
-// token) stream that block hashing consumes. The stream is independent of JSON whitespace, key
-// order and escape spelling, and frames roles and messages unambiguously. See docs/kvindex.md.
+// Turns an OpenAI chat-completions or completions request body, or an agent API's (Anthropic
+// Messages, OpenAI Responses: converted to chat as vLLM converts them, kvindex/agent_chat.h),
+// into the canonical byte (or token) stream that block hashing consumes. The stream is independent
+// of JSON whitespace, key order and escape spelling, and frames roles and messages unambiguously.
+// See docs/kvindex.md.
 #pragma once
 
 #include <cstdint>
@@ -41,10 +43,18 @@ struct CanonicalRequest {
   /// Parse() only: why the prompt could not be canonicalised although the body is valid JSON
   /// (no `messages`, a malformed content part, ...); `prompts` is then empty.
   std::string prompt_error;
+
+  // The agents' APIs (kMessages, kResponses): session hints and stored-response state.
+  std::string metadata_user_id;      // Messages: "metadata": {"user_id": ...} (a string)
+  std::string prompt_cache_key;      // Responses
+  std::string previous_response_id;  // Responses
+  std::string conversation;          // Responses: "conversation" (a string, or its "id")
+  bool store = true;                 // Responses: "store" (true unless false is sent)
 };
 
+/// kMessages: Anthropic /v1/messages (and count_tokens); kResponses: OpenAI /v1/responses.
 /// kOther: any other JSON body (embeddings, ...): top-level fields only, no prompt.
-enum class ApiKind : uint8_t { kChatCompletions, kCompletions, kOther };
+enum class ApiKind : uint8_t { kChatCompletions, kCompletions, kMessages, kResponses, kOther };
 
 /// Limits applied while canonicalising; exceeding one is kInvalidArgument.
 struct CanonicalizeOptions {
@@ -104,6 +114,7 @@ class Canonicalizer {
   static const size_t kPaddingBytes;
 
  private:
+  friend class AgentChatConverter;  // shares the walk (kvindex/agent_chat.h)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

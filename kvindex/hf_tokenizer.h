@@ -90,6 +90,7 @@ class HfTokenizer final : public Tokenizer {
   void CutPoints(std::string_view text, std::vector<size_t>* out) const;
 
   bool has_chat_template() const { return template_ != nullptr; }
+  bool HasChatTemplate() const override { return has_chat_template(); }
   const absl::Status& chat_template_status() const { return template_status_; }
   const SpecialTokensMap& special_tokens() const { return special_tokens_; }
   std::optional<uint32_t> TokenToId(std::string_view token) const;

@@ -32,6 +32,9 @@ class Tokenizer {
   /// tokenizer without chat templates (callers then use Tokenize on the canonical prompt), or
   /// the render's error.
   virtual absl::Status TokenizeChat(std::string_view body, std::vector<uint32_t>* out) const;
+  /// True when TokenizeChat renders a chat template (false: callers tokenise the canonical
+  /// prompt instead).
+  virtual bool HasChatTemplate() const { return false; }
 };
 
 /// kvgate-sim's tokenizer: each 4 consecutive bytes are one little-endian uint32 token; a final

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: what kvgate does, in about four minutes on 2 cores.
 #  1. A streamed chat completion relayed event by event, a worker failure retried, an error body.
-#  2. A real agentic workload (Claude Code sessions) on 4 simulated vLLM workers, through
+#  2. A real agentic workload (Claude Code sessions, bench/data/agentic) sent through
+#     `POST /v1/messages` as Claude Code sends it, on 4 simulated vLLM workers, through
 #     `round_robin` and through kvgate's `kvaware`, each without and with a kvgate-store.
 # Environment: KVGATE_BIN_DIR (default build/, where `make build` links the release binaries) and
 # KVGATE_DEMO_SECONDS (replay length per policy, default 40; CI runs a shorter demo on the debug
@@ -57,22 +58,38 @@ kill "${pids[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
 pids=()
 
-data=../shared/data/agentic
-if [ ! -d "$data" ]; then
-  echo
-  echo "(../shared/data/agentic not found: skipping the routing comparison)"
-  exit 0
+# The four Claude Code sessions ship with the repository (bench/data/README.md: source, licence).
+data=bench/data
+if ! ls "$data"/agentic/*.json >/dev/null 2>&1; then
+  echo "demo: FAILED: no Claude Code traces in $data/agentic (see bench/data/README.md)" >&2
+  exit 1
 fi
 echo
-echo "== 2. Routing: 8 Claude Code sessions (../shared/data/agentic, tool/system prefix shared) on"
-echo "   4 simulated vLLM workers (kvgate-sim, 20x faster than real time, KV cache smaller than"
-echo "   the working set), ${SECONDS_PER_POLICY} s of replay each, through round_robin and kvaware,"
-echo "   each without and with a kvgate-store beside the fleet (+store: a worker loads the KV it"
-echo "   lacks from the store instead of recomputing it, as vLLM's MooncakeStoreConnector does)..."
-bench/compare --workers 4 --policies round_robin,kvaware --store --workloads agentic \
-  --duration "$SECONDS_PER_POLICY" --conversations 8 --gpu-blocks 6000 --bin-dir "$BIN" \
-  --out "$out/report.md" --plot "$out/report.png" --summary-json "$out/summary.json" \
-  2>"$out/compare.log" | sed -n '/^| policy/,$p' || { cat "$out/compare.log"; exit 1; }
+echo "== 2. Routing Claude Code sessions: 8 concurrent sessions, replaying 4 recorded Claude Code"
+echo "   sessions ($data/agentic), sent as Claude Code sends them: POST /v1/messages"
+echo "   (Anthropic Messages), system blocks that open with a per-session billing header, Claude"
+echo "   Code's tools, a cache_control marker that moves to the newest block every turn, and"
+echo "   tool_use/tool_result turns. kvgate drops the billing header, as vLLM does, and routes each"
+echo "   request by its prompt prefix (tools + system prompt shared by every session, then the"
+echo "   session's own history). Fleet: 4 simulated vLLM workers (kvgate-sim, 20x faster than real"
+echo "   time, KV cache smaller than the working set), ${SECONDS_PER_POLICY} s of replay each through"
+echo "   round_robin and kvaware, each without and with a kvgate-store beside the fleet (+store: a"
+echo "   worker loads the KV it lacks from the store instead of recomputing it, as vLLM's"
+echo "   MooncakeStoreConnector does). One line per run as it finishes:"
+# bench/compare's tables go to $out/tables.md, its progress (stderr) to $out/compare.log and,
+# one line per finished run, to the terminal.
+if ! bench/compare --workers 4 --policies round_robin,kvaware --store --workloads agentic \
+    --data "$data" --api messages --duration "$SECONDS_PER_POLICY" --conversations 8 \
+    --gpu-blocks 6000 --bin-dir "$BIN" --out "$out/report.md" --plot "$out/report.png" \
+    --summary-json "$out/summary.json" 2>&1 >"$out/tables.md" | tee "$out/compare.log" |
+    sed -un -e 's|^compare: agentic / \([^ ]*\) done (\([^,]*\), \([^)]*\)): |   [\2] \1, \3: |p' \
+      -e 't' -e '/^compare: .*\(errors {\|!=\)/s/^/   /p'; then
+  cat "$out/compare.log"
+  echo "demo: FAILED: bench/compare did not finish (log: $out/compare.log)" >&2
+  exit 1
+fi
+echo
+sed -n '/^API:/,$p' "$out/tables.md" | sed '/^| policy/,$ {/^$/d}'
 /usr/bin/python3 - "$out/summary.json" <<'PY'
 import json, sys
 rows = {r["policy"]: r for r in json.load(open(sys.argv[1]))["agentic"]}

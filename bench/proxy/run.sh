@@ -4,6 +4,9 @@
 #   4k      a 4 KiB non-streamed chat POST answered with ~4 KiB of content
 #   sse     a streamed answer of 100 SSE events (~150 bytes each)
 #   agentic a 400 KB coding-agent chat POST (tool calls and escaped source listings)
+#   chat90k the same at 90 KB
+#   msg90k, msg400k  the same turn as Claude Code sends it to /v1/messages (system blocks, 48 KB
+#           of tools, thinking, tool_use / tool_result blocks), 90 KB and 400 KB
 # Prints a markdown table, then kvgate's own router-overhead quantiles per request kind.
 # A target named NAME-tls (nginx-tls, haproxy-tls, kvgate-tls) serves HTTPS with a P-256
 # certificate made for the run; wrk keeps its connections, so this is TLS's steady-state cost
@@ -42,14 +45,17 @@ wait_port() { for _ in $(seq 200); do curl -sk -o /dev/null "$TSCHEME://127.0.0.
 
 # wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"
 wrk_run() {
-  local port=$1 threads=$2 kind=$3 env
+  local port=$1 threads=$2 kind=$3 env path=/v1/chat/completions
   case $kind in
     4k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
     sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
     agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 PROMPT=agentic" ;;
+    chat90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 PROMPT=agentic" ;;
+    msg90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 API=messages"; path=/v1/messages ;;
+    msg400k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 API=messages"; path=/v1/messages ;;
   esac
   env $env wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency -s bench/proxy/post.lua \
-    "$TSCHEME://127.0.0.1:$port/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+    "$TSCHEME://127.0.0.1:$port$path" >"$tmp/wrk.txt" 2>&1
   local rps p50 p99 errs
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")
   p50=$(awk '$1=="50%" {print $2}' "$tmp/wrk.txt")

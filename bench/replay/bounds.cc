@@ -1,6 +1,7 @@
 #include "bench/replay/bounds.h"
 
 #include <algorithm>
+#include <cmath>
 #include <list>
 #include <utility>
 
@@ -121,6 +122,19 @@ std::vector<BoundsRequest> AgenticBoundsRequests(const std::vector<PlannedConver
   out.reserve(timed.size());
   for (auto& t : timed) out.push_back(std::move(t.request));
   return out;
+}
+
+BoundsSummary SummarizeBounds(const std::vector<BoundsRequest>& requests,
+                              uint64_t capacity_tokens) {
+  BoundsSummary b;
+  const ReuseResult ideal = IdealReuse(requests);
+  b.computed = true;
+  b.input_tokens = ideal.input_tokens;
+  b.ideal_reuse_ratio = ideal.ratio();
+  b.capacity_tokens = capacity_tokens;
+  b.pooled_lru_reuse_ratio =
+      capacity_tokens > 0 ? PooledLruReuse(requests, capacity_tokens).ratio() : NAN;
+  return b;
 }
 
 }  // namespace kvgate::replay

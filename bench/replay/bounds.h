@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/replay/report.h"
 #include "bench/replay/trace.h"
 
 namespace kvgate::replay {
@@ -53,5 +54,9 @@ struct PlannedConversation {
 /// the trace (conversation start + t; sub-agents at parent start + their t).
 std::vector<BoundsRequest> AgenticBoundsRequests(const std::vector<PlannedConversation>& plan,
                                                  bool share_prefix);
+
+/// Both bounds of `requests` (in replay order); the pooled-LRU one is NaN when
+/// `capacity_tokens` is 0.
+BoundsSummary SummarizeBounds(const std::vector<BoundsRequest>& requests, uint64_t capacity_tokens);
 
 }  // namespace kvgate::replay

@@ -21,8 +21,9 @@ std::string Usage() {
   return R"(usage: kvgate-replay --target URL --trace PATH [options]
 
 Replays a Mooncake JSONL trace (open-loop) or agentic session JSON (a file or a directory of
-*.json, closed-loop) against an OpenAI-compatible server and reports TTFT/TPOT/E2E, throughput,
-cached tokens and per-worker load (X-Kvgate-Worker).
+*.json, closed-loop) against an OpenAI-compatible server (or through the agents' own APIs:
+Anthropic Messages, OpenAI Responses) and reports TTFT/TPOT/E2E, throughput, cached tokens and
+per-worker load (X-Kvgate-Worker).
 
   --target URL                 base URL of the gateway or worker (required)
   --trace PATH                 *.jsonl, *.json or a directory of *.json (required)
@@ -40,7 +41,13 @@ cached tokens and per-worker load (X-Kvgate-Worker).
   --max-requests N             stop sending after N requests (default: no limit)
   --share-prefix true|false    share tool/system prefix blocks across conversations (default true)
   --no-share-prefix            same as --share-prefix false
-  --api completions|chat       API for Mooncake traces (default completions; agentic is chat)
+  --api chat|messages|responses
+                               /v1/chat/completions (default), /v1/messages as Claude Code sends
+                               it, /v1/responses as Codex CLI sends it; Mooncake traces also take
+                               completions (their default)
+  --thinking                   with --api messages: send thinking {"type":"enabled"}
+  --responses-store            with --api responses: store: true, and each later turn sends only
+                               its new items with previous_response_id
   --model NAME                 model field (default sim-model)
   --max-output-tokens N        cap on max_tokens; 0 = the trace's value (default 512)
   --fleet-capacity-tokens N    capacity of the pooled-LRU bound (default 0 = skip it)
@@ -107,13 +114,7 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
        }},
       {"api",
        [&](std::string_view flag, std::string_view v) -> absl::Status {
-         if (v == "chat") {
-           o.api = Api::kChat;
-         } else if (v == "completions") {
-           o.api = Api::kCompletions;
-         } else {
-           return Bad(flag, "expected completions or chat");
-         }
+         if (!ParseApi(v, &o.api)) return Bad(flag, "expected chat, messages or responses");
          return absl::OkStatus();
        }},
       {"progress",
@@ -170,6 +171,14 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
         cli.table = false;
         continue;
       }
+      if (name == "thinking") {
+        o.body.thinking = true;
+        continue;
+      }
+      if (name == "responses-store") {
+        o.body.responses_store = true;
+        continue;
+      }
     }
     auto it = with_value.find(name);
     if (it == with_value.end()) return absl::InvalidArgumentError(StrCat("unknown flag --", name));
@@ -182,6 +191,10 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
   }
   if (o.target.empty()) return Bad("target", "required");
   if (o.trace.empty()) return Bad("trace", "required");
+  if (o.body.thinking && o.api != Api::kMessages) return Bad("thinking", "needs --api messages");
+  if (o.body.responses_store && o.api != Api::kResponses) {
+    return Bad("responses-store", "needs --api responses");
+  }
   return cli;
 }
 

@@ -18,14 +18,17 @@ uint64_t SplitMix64(uint64_t* state) {
 }
 
 void AppendSampling(std::string* out, uint64_t output_tokens, const BodyOptions& options) {
-  uint64_t max_tokens = std::max<uint64_t>(output_tokens, 1);
-  if (options.max_output_tokens > 0) max_tokens = std::min(max_tokens, options.max_output_tokens);
-  common::StrAppend(out, ",\"max_tokens\":", max_tokens,
+  common::StrAppend(out, ",\"max_tokens\":", MaxTokens(output_tokens, options),
                     ",\"ignore_eos\":true,\"stream\":true,"
                     "\"stream_options\":{\"include_usage\":true}}");
 }
 
 }  // namespace
+
+uint64_t MaxTokens(uint64_t output_tokens, const BodyOptions& options) {
+  const uint64_t tokens = std::max<uint64_t>(output_tokens, 1);
+  return options.max_output_tokens > 0 ? std::min(tokens, options.max_output_tokens) : tokens;
+}
 
 void AppendBlockText(std::string_view ns, uint64_t id, uint32_t tokens, std::string* out) {
   // Seed from (namespace, id); each token is a three-letter word and a space.

@@ -28,7 +28,12 @@ std::string BlockText(std::string_view ns, uint64_t id, uint32_t tokens);
 struct BodyOptions {
   std::string model = "sim-model";
   uint64_t max_output_tokens = 512;  // Cap on the trace's output length; 0 = no cap.
+  bool thinking = false;             // Messages: extended thinking (--thinking).
+  bool responses_store = false;      // Responses: store and chain turns (--responses-store).
 };
+
+/// The output token limit sent: `output_tokens` (at least 1) capped by max_output_tokens.
+uint64_t MaxTokens(uint64_t output_tokens, const BodyOptions& options);
 
 /// The /v1/completions prompt of a Mooncake request: its 512-token blocks in namespace
 /// "mooncake", truncated to input_length tokens.

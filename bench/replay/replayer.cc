@@ -72,6 +72,19 @@ struct WorkerLoad {
   void Close(const std::string& w) { --current[w]; }
 };
 
+// What a stream returned besides the record: the text (the next turn's history) and the
+// Responses id (the next turn's previous_response_id).
+struct Answer {
+  std::string text;
+  std::string response_id;
+};
+
+StreamDialect DialectOf(Api api) {
+  if (api == Api::kMessages) return StreamDialect::kAnthropic;
+  if (api == Api::kResponses) return StreamDialect::kResponses;
+  return StreamDialect::kOpenAi;
+}
+
 // One keep-alive connection to the target.
 struct Connection {
   explicit Connection(net::any_io_executor ex) : stream(ex) {}
@@ -121,19 +134,20 @@ class Session {
   }
 
   // Sends one streaming request and fills `*rec` (send time, latencies, usage, worker,
-  // errors); the generated text goes to `*answer` if non-null. Never throws.
-  net::awaitable<void> Send(std::string_view path, const std::string& body, RequestRecord* rec,
-                            std::string* answer) {
+  // errors); the generated text and response id go to `*answer` if non-null. Never throws.
+  net::awaitable<void> Send(const ApiRequest& request, RequestRecord* rec, Answer* answer) {
     ++in_flight_;
     const Clock::time_point t0 = Clock::now();
     rec->send_s = Seconds(t0 - start_);
-    http::request<http::string_body> req{http::verb::post, StrCat(url_.base_path, path), 11};
+    http::request<http::string_body> req{http::verb::post, StrCat(url_.base_path, request.path),
+                                         11};
     req.set(http::field::host, url_.Authority());
     req.set(http::field::content_type, "application/json");
     req.set(http::field::accept, "text/event-stream");
     req.set(http::field::user_agent, "kvgate-replay");
-    for (const auto& [k, v] : options_.headers) req.set(k, v);
-    req.body() = body;
+    for (const auto& [k, v] : request.headers) req.set(k, v);
+    for (const auto& [k, v] : options_.headers) req.set(k, v);  // --header wins.
+    req.body() = request.body;
     req.keep_alive(true);
     req.prepare_payload();
     co_await Exchange(req, t0, rec, answer);
@@ -193,7 +207,7 @@ class Session {
   }
 
   net::awaitable<void> Exchange(http::request<http::string_body>& req, Clock::time_point t0,
-                                RequestRecord* rec, std::string* answer) {
+                                RequestRecord* rec, Answer* answer) {
     const auto timeout = FromSeconds(options_.request_timeout_s);
     for (int attempt = 0; attempt < 2; ++attempt) {
       beast::error_code ec;
@@ -240,7 +254,7 @@ class Session {
 
   net::awaitable<void> ReadBody(Connection* conn, http::response_parser<http::buffer_body>& parser,
                                 bool success, Clock::time_point t0, RequestRecord* rec,
-                                std::string* answer) {
+                                Answer* answer) {
     SseSplitter splitter;
     std::string error_body;
     uint64_t content_events = 0;
@@ -252,15 +266,17 @@ class Session {
       if (ev.token) {
         if (rec->ttft_s < 0) rec->ttft_s = Seconds(Clock::now() - t0);
         ++content_events;
-        if (answer) answer->append(ev.content);
+        if (answer) answer->text.append(ev.content);
       }
       if (ev.usage) {
+        // Each usage overrides the counts it carries (Anthropic's last one may lack some).
         rec->usage = true;
-        rec->prompt_tokens = ev.prompt_tokens;
-        rec->completion_tokens = ev.completion_tokens;
-        rec->cached_tokens = ev.cached_tokens;
-        rec->store_tokens = ev.store_tokens;
+        if (ev.usage_fields & kUsagePrompt) rec->prompt_tokens = ev.prompt_tokens;
+        if (ev.usage_fields & kUsageCompletion) rec->completion_tokens = ev.completion_tokens;
+        if (ev.usage_fields & kUsageCached) rec->cached_tokens = ev.cached_tokens;
+        if (ev.usage_fields & kUsageStore) rec->store_tokens = ev.store_tokens;
       }
+      if (answer && !ev.response_id.empty()) answer->response_id = ev.response_id;
       if (!ev.error.empty() && rec->error.empty()) rec->error = StrCat("stream: ", ev.error);
     };
     char buf[16384];
@@ -297,7 +313,7 @@ class Session {
   std::optional<Clock::time_point> deadline_;
   std::vector<tcp::endpoint> endpoints_;
   std::vector<std::unique_ptr<Connection>> idle_;
-  StreamEventParser events_;
+  StreamEventParser events_{DialectOf(options_.api)};
   WorkerLoad load_;
   std::vector<RequestRecord> records_;
   uint64_t sent_ = 0;
@@ -325,8 +341,6 @@ class WaitGroup {
   uint64_t pending_ = 0;
 };
 
-bool UseChat(const ReplayOptions& options) { return options.api == Api::kChat; }
-
 // --- open loop (Mooncake) ---
 
 net::awaitable<void> SendMooncake(Session& s, const MooncakeRequest& r, uint64_t index,
@@ -334,15 +348,9 @@ net::awaitable<void> SendMooncake(Session& s, const MooncakeRequest& r, uint64_t
   RequestRecord rec;
   rec.conversation = "mooncake";
   rec.index = index;
-  const std::string prompt = MooncakePrompt(r);
-  std::string body;
-  if (UseChat(s.options())) {
-    body = ChatBody({{"user", prompt}}, r.output_length, s.options().body);
-    co_await s.Send("/v1/chat/completions", body, &rec, nullptr);
-  } else {
-    body = CompletionsBody(prompt, r.output_length, s.options().body);
-    co_await s.Send("/v1/completions", body, &rec, nullptr);
-  }
+  const ApiRequest request = SingleTurnRequest(s.options().api, MooncakePrompt(r), r.output_length,
+                                               s.options().body, StrCat("mooncake/", index));
+  co_await s.Send(request, &rec, nullptr);
   s.records().push_back(std::move(rec));
   group.Done();
 }
@@ -395,6 +403,8 @@ net::awaitable<void> RunConversation(Session& s, const AgentSession& session, st
                   [&subagents](std::exception_ptr) { subagents.Done(); });
   }
   AgentConversation conversation(ns, session.PrefixBlocks(), s.options().share_prefix);
+  // Sub-agents share their root's agent session (`ns`), as Claude Code's Task sub-agents do.
+  AgentClient client(s.options().api, MakeAgentIdentity(ns, id), s.options().body);
   Clock::time_point previous_end = started;
   for (size_t k = 0; k < session.requests.size(); ++k) {
     const AgentRequest& r = session.requests[k];
@@ -408,10 +418,11 @@ net::awaitable<void> RunConversation(Session& s, const AgentSession& session, st
     RequestRecord rec;
     rec.conversation = id;
     rec.index = k;
-    const std::string body = ChatBody(conversation.NextTurn(r), r.out, s.options().body);
-    std::string answer;
-    co_await s.Send("/v1/chat/completions", body, &rec, &answer);
-    conversation.SetAnswer(std::move(answer));
+    const ApiRequest request = client.NextTurn(conversation.NextTurn(r), r.out);
+    Answer answer;
+    co_await s.Send(request, &rec, &answer);
+    conversation.SetAnswer(std::move(answer.text));
+    client.SetResponseId(rec.ok() ? std::move(answer.response_id) : std::string());
     s.records().push_back(std::move(rec));
     previous_end = Clock::now();
   }
@@ -480,6 +491,8 @@ absl::StatusOr<ReplayResult> RunOn(const ReplayOptions& options, Body body) {
                               Seconds(Clock::now() - session.start()));
   result.report.target = url->ToString();
   result.report.trace = options.trace;
+  result.report.api = std::string(ApiName(options.api));
+  result.report.responses_store = options.api == Api::kResponses && options.body.responses_store;
   result.report.conversations = session.conversations_started();
   result.records = std::move(session.records());
   return result;
@@ -519,26 +532,10 @@ std::vector<PlannedConversation> PlanConversations(const std::vector<AgentSessio
   return plan;
 }
 
-namespace {
-
-// The trace's own bounds for the requests the replay sends, in its order.
-BoundsSummary SummarizeBounds(const std::vector<BoundsRequest>& requests,
-                              uint64_t capacity_tokens) {
-  BoundsSummary b;
-  const ReuseResult ideal = IdealReuse(requests);
-  b.computed = true;
-  b.input_tokens = ideal.input_tokens;
-  b.ideal_reuse_ratio = ideal.ratio();
-  b.capacity_tokens = capacity_tokens;
-  b.pooled_lru_reuse_ratio =
-      capacity_tokens > 0 ? PooledLruReuse(requests, capacity_tokens).ratio() : NAN;
-  return b;
-}
-
-}  // namespace
-
 absl::StatusOr<ReplayResult> RunMooncake(const std::vector<MooncakeRequest>& trace,
-                                         const ReplayOptions& options) {
+                                         const ReplayOptions& flags) {
+  ReplayOptions options = flags;
+  if (options.api == Api::kDefault) options.api = Api::kCompletions;
   auto result = RunOn(options, [&](Session& s) { return RunOpenLoop(s, trace); });
   if (!result.ok()) return result;
   result->report.mode = "open-loop";
@@ -563,7 +560,10 @@ absl::StatusOr<ReplayResult> RunMooncake(const std::vector<MooncakeRequest>& tra
 }
 
 absl::StatusOr<ReplayResult> RunAgentic(const std::vector<AgentSession>& sessions,
-                                        const ReplayOptions& options) {
+                                        const ReplayOptions& flags) {
+  // Agentic turns are conversations: completions is for Mooncake traces only.
+  ReplayOptions options = flags;
+  if (options.api == Api::kDefault || options.api == Api::kCompletions) options.api = Api::kChat;
   if (sessions.empty()) return absl::InvalidArgumentError("no agentic sessions to replay");
   if (options.loop && options.max_conversations == 0 && options.duration_s <= 0 &&
       options.max_requests == 0) {

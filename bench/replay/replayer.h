@@ -12,14 +12,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/replay/agent_bodies.h"
 #include "bench/replay/bounds.h"
 #include "bench/replay/prompt.h"
 #include "bench/replay/report.h"
 #include "bench/replay/trace.h"
 
 namespace kvgate::replay {
-
-enum class Api { kDefault, kCompletions, kChat };
 
 struct ReplayOptions {
   std::string target;              // Base URL, e.g. http://127.0.0.1:8080
@@ -33,7 +32,7 @@ struct ReplayOptions {
   double duration_s = 0;           // Stop sending after this long; 0 = no limit.
   uint64_t max_requests = 0;       // Stop sending after this many; 0 = no limit.
   bool share_prefix = true;        // Tool/system prefix blocks shared across conversations.
-  Api api = Api::kDefault;         // Mooncake: completions by default; agentic: always chat.
+  Api api = Api::kDefault;         // kDefault: completions for Mooncake, chat for agentic.
   BodyOptions body;
   uint64_t fleet_capacity_tokens = 0;  // Pooled-LRU bound capacity; 0 = skip that bound.
   bool compute_bounds = true;

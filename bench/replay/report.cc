@@ -110,6 +110,9 @@ std::string ReportToJson(const Report& r) {
   common::AppendJsonString(out, r.trace);
   out.append(",\"mode\":");
   common::AppendJsonString(out, r.mode);
+  out.append(",\"api\":");
+  common::AppendJsonString(out, r.api);
+  StrAppend(&out, ",\"responses_store\":", r.responses_store ? "true" : "false");
   StrAppend(&out, ",\"totals\":{\"requests\":", r.requests, ",\"ok\":", r.ok,
             ",\"errors\":", r.errors, ",\"conversations\":", r.conversations,
             ",\"prompt_tokens\":", r.prompt_tokens, ",\"cached_tokens\":", r.cached_tokens,
@@ -193,7 +196,8 @@ std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
 std::string ReportToTable(const Report& r) {
   std::string out;
   auto ms = [](double s) { return s * 1000.0; };
-  out += fmt::format("kvgate-replay  {}  ->  {}  ({})\n", r.trace, r.target, r.mode);
+  out += fmt::format("kvgate-replay  {}  ->  {}  ({}, api {}{})\n", r.trace, r.target, r.mode,
+                     r.api.empty() ? "?" : r.api, r.responses_store ? " with store" : "");
   out += fmt::format("requests {}  ok {}  errors {}  conversations {}  duration {:.2f} s\n",
                      r.requests, r.ok, r.errors, r.conversations, r.duration_s);
   out += fmt::format("throughput {:.2f} req/s  {:.1f} output tok/s\n", r.requests_per_s(),

@@ -60,7 +60,9 @@ struct BoundsSummary {
 struct Report {
   std::string target;
   std::string trace;
-  std::string mode;  // "open-loop" or "closed-loop".
+  std::string mode;              // "open-loop" or "closed-loop".
+  std::string api;               // "completions", "chat", "messages" or "responses".
+  bool responses_store = false;  // Responses turns stored and chained (--responses-store).
   double duration_s = 0;
   uint64_t requests = 0;
   uint64_t ok = 0;

@@ -4,6 +4,7 @@
 
 namespace kvgate::replay {
 namespace od = simdjson::ondemand;
+namespace dom = simdjson::dom;
 
 void SseSplitter::Feed(std::string_view bytes,
                        const std::function<void(std::string_view)>& on_data) {
@@ -48,9 +49,11 @@ void SseSplitter::ProcessLine(std::string_view line,
 struct StreamEventParser::Impl {
   od::parser parser;
   simdjson::padded_string buffer;
+  dom::parser dom;  // Agent events: small, and keyed by "type" wherever it sits.
 };
 
-StreamEventParser::StreamEventParser() : impl_(std::make_unique<Impl>()) {}
+StreamEventParser::StreamEventParser(StreamDialect dialect)
+    : dialect_(dialect), impl_(std::make_unique<Impl>()) {}
 StreamEventParser::~StreamEventParser() = default;
 
 namespace {
@@ -61,6 +64,57 @@ uint64_t U64(od::value v) {
   return x;
 }
 
+// Sets `*out` to o[key] when that is a non-negative integer.
+bool Count(dom::object o, std::string_view key, uint64_t* out) {
+  uint64_t x = 0;
+  if (o[key].get_uint64().get(x)) return false;
+  *out = x;
+  return true;
+}
+
+// Anthropic: the prompt is the uncached input plus what was read from and written to the cache.
+void AnthropicUsage(dom::object u, StreamEvent* event) {
+  uint64_t input = 0, read = 0, creation = 0;
+  const bool has_input = Count(u, "input_tokens", &input);
+  const bool has_read = Count(u, "cache_read_input_tokens", &read);
+  const bool has_creation = Count(u, "cache_creation_input_tokens", &creation);
+  uint8_t fields = 0;
+  if (has_input || has_read || has_creation) {
+    event->prompt_tokens = input + read + creation;
+    fields |= kUsagePrompt;
+  }
+  if (has_read) {
+    event->cached_tokens = read;
+    fields |= kUsageCached;
+  }
+  if (Count(u, "output_tokens", &event->completion_tokens)) fields |= kUsageCompletion;
+  if (Count(u, "kv_store_tokens", &event->store_tokens)) fields |= kUsageStore;
+  event->usage = fields != 0;
+  event->usage_fields = fields;
+}
+
+void ResponsesUsage(dom::object u, StreamEvent* event) {
+  uint8_t fields = 0;
+  if (Count(u, "input_tokens", &event->prompt_tokens)) fields |= kUsagePrompt;
+  if (Count(u, "output_tokens", &event->completion_tokens)) fields |= kUsageCompletion;
+  dom::object details;
+  if (!u["input_tokens_details"].get(details)) {
+    if (Count(details, "cached_tokens", &event->cached_tokens)) fields |= kUsageCached;
+    if (Count(details, "kv_store_tokens", &event->store_tokens)) fields |= kUsageStore;
+  }
+  event->usage = true;
+  event->usage_fields = fields;
+}
+
+// Appends the string o[key] to the event's content; true when it was a non-empty string.
+bool Delta(dom::object o, std::string_view key, StreamEvent* event, bool keep) {
+  std::string_view text;
+  if (o[key].get(text) || text.empty()) return false;
+  if (keep) event->content.append(text.data(), text.size());
+  event->token = true;
+  return true;
+}
+
 }  // namespace
 
 bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
@@ -69,6 +123,7 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
     event->done = true;
     return true;
   }
+  if (dialect_ != StreamDialect::kOpenAi) return ParseAgent(data, event);
   impl_->buffer = simdjson::padded_string(data);
   od::document doc;
   if (impl_->parser.iterate(impl_->buffer).get(doc)) return false;
@@ -117,6 +172,7 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
       od::object usage;
       if (value.get_object().get(usage)) continue;  // "usage": null
       event->usage = true;
+      event->usage_fields = kUsageAll;
       for (auto uf : usage) {
         std::string_view ukey;
         od::value uv;
@@ -149,6 +205,71 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
         if (ekey == "message" && !ev.get_string().get(msg)) event->error = std::string(msg);
       }
     }
+  }
+  return true;
+}
+
+bool StreamEventParser::ParseAgent(std::string_view data, StreamEvent* event) {
+  dom::element doc;
+  if (impl_->dom.parse(data.data(), data.size()).get(doc)) return false;
+  dom::object obj;
+  if (doc.get_object().get(obj)) return false;
+  std::string_view type;
+  if (obj["type"].get(type)) type = {};
+  // Anthropic {"type":"error","error":{...}}, OpenAI {"error":{...}}, Responses' error event
+  // {"type":"error","message":...}.
+  dom::element err;
+  const bool has_error = !obj["error"].get(err) && !err.is_null();
+  if (type == "error" || has_error) {
+    std::string_view message;
+    if ((has_error && !err["message"].get(message)) || !obj["message"].get(message)) {
+      event->error = std::string(message);
+    } else {
+      event->error = "error event";
+    }
+    return true;
+  }
+  if (dialect_ == StreamDialect::kAnthropic) {
+    dom::object part;
+    if (type == "content_block_delta") {
+      if (obj["delta"].get(part)) return true;
+      std::string_view kind;
+      if (part["type"].get(kind)) return true;
+      if (kind == "text_delta") Delta(part, "text", event, /*keep=*/true);
+      if (kind == "thinking_delta") Delta(part, "thinking", event, /*keep=*/false);
+    } else if (type == "message_start") {
+      if (!obj.at_pointer("/message/usage").get(part)) AnthropicUsage(part, event);
+    } else if (type == "message_delta") {
+      if (!obj["usage"].get(part)) AnthropicUsage(part, event);
+    } else if (type == "message_stop") {
+      event->done = true;
+    }
+    return true;
+  }
+  if (type == "response.output_text.delta") {
+    Delta(obj, "delta", event, /*keep=*/true);
+    return true;
+  }
+  if (type == "response.reasoning_text.delta" || type == "response.reasoning_summary_text.delta") {
+    Delta(obj, "delta", event, /*keep=*/false);
+    return true;
+  }
+  if (type.substr(0, 9) != "response.") return true;
+  dom::object response;
+  if (obj["response"].get(response)) return true;
+  std::string_view id;
+  if (!response["id"].get(id)) event->response_id = std::string(id);
+  // "incomplete" is how a response that reached max_output_tokens ends: a success.
+  if (type == "response.completed" || type == "response.incomplete") {
+    dom::object usage;
+    if (!response["usage"].get(usage)) ResponsesUsage(usage, event);
+    event->done = true;
+  } else if (type == "response.failed") {
+    std::string_view message;
+    event->error = response.at_pointer("/error/message").get(message)
+                       ? std::string("response failed")
+                       : std::string(message);
+    event->done = true;
   }
   return true;
 }

@@ -51,6 +51,14 @@ Usage: kvgate-sim [flags]
                                    (default 480, as VLLM_NIXL_ABORT_REQUEST_TIMEOUT)
   --pd-wait-timeout-s S            a decode waits S simulated seconds for its prefill's KV, then
                                    recomputes (default 60)
+  --responses-store-entries N      /v1/responses kept per worker for previous_response_id and
+                                   GET /v1/responses/{id}, least recently used out (default
+                                   4096; 0 = no store, as vLLM without
+                                   VLLM_ENABLE_RESPONSES_API_STORE)
+  --convert-quirk messages|responses
+                                   tests only: convert that API's requests to chat differently
+                                   from kvgate (a system message is prepended), so a gateway's
+                                   precise-mode probe of that API fails while the others agree
   --fault-error-rate P             fraction of requests answered 500
   --fault-hang-rate P              fraction of requests never answered
   --fault-close-rate P             fraction of requests cut mid-stream
@@ -113,6 +121,8 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                                        "bootstrap-port",
                                                        "pd-abort-timeout-s",
                                                        "pd-wait-timeout-s",
+                                                       "responses-store-entries",
+                                                       "convert-quirk",
                                                        "fault-error-rate",
                                                        "fault-hang-rate",
                                                        "fault-close-rate",
@@ -220,6 +230,19 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
     } else if (flag == "pd-wait-timeout-s") {
       SIM_DOUBLE(0, 1e9);
       o.pd_wait_timeout_s = d;
+    } else if (flag == "responses-store-entries") {
+      SIM_UINT(1u << 24);
+      o.responses_store_entries = u;
+    } else if (flag == "convert-quirk") {
+      if (value == "messages") {
+        o.convert_quirk = ConvertQuirk::kMessages;
+      } else if (value == "responses") {
+        o.convert_quirk = ConvertQuirk::kResponses;
+      } else if (value == "none") {
+        o.convert_quirk = ConvertQuirk::kNone;
+      } else {
+        return Bad(flag, "expected messages, responses or none");
+      }
     } else if (flag == "kv-events-encoding") {
       if (value == "array") {
         o.kv_events_encoding = EventEncoding::kArray;

@@ -23,6 +23,9 @@ struct FaultOptions {
   double slow_start_s = 0;  // Real seconds after start during which /health and requests get 503.
 };
 
+/// --convert-quirk (tests): the agent API whose conversion to chat kvgate-sim changes on purpose.
+enum class ConvertQuirk { kNone, kMessages, kResponses };
+
 /// Everything kvgate-sim runs with. A value type; thread-compatible.
 struct SimOptions {
   std::string host = "127.0.0.1";
@@ -54,6 +57,12 @@ struct SimOptions {
   uint16_t bootstrap_port = 0;
   double pd_abort_timeout_s = 480;  // A prefill frees KV nobody pulled (VLLM_NIXL_ABORT_...).
   double pd_wait_timeout_s = 60;  // A decode waits this long for its prefill's KV, then recomputes.
+
+  // The agents' APIs (bench/sim/agent_api.h). Each worker keeps its own store of responses
+  // (/v1/responses `store`), least recently used first out; 0 turns the store off (vLLM without
+  // VLLM_ENABLE_RESPONSES_API_STORE).
+  size_t responses_store_entries = 4096;
+  ConvertQuirk convert_quirk = ConvertQuirk::kNone;
 
   FaultOptions faults;
   std::string log_level = "info";

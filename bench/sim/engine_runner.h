@@ -2,7 +2,8 @@
 // How kvgate-sim drives its engines in real time: the process's simulated clock, the
 // hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
 // (each step ending on a timer at its simulated end) and publishes its KV events. Included by
-// server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread only.
+// worker_server.h, server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread
+// only.
 #pragma once
 
 #include <boost/asio.hpp>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Replays the agentic coding traces (shared/data/agentic) against kvgate-sim workers.
+"""Replays the agentic coding traces (bench/data/agentic) against kvgate-sim workers.
 
 Closed loop, as the traces were recorded: each conversation sends its next turn only after the
 previous answer arrived plus its think time; sub-agents run concurrently from their start time.
@@ -10,7 +10,7 @@ for one agent. Sent to /v1/completions (raw prompt, exact token mapping), non-st
 
 Usage: replay_agentic.py (--base-port P --workers N | --ports P1,P2,...)
                          [--conversations-per-worker C]
-                         [--time-scale S] [--duration 60] [--traces 'shared/data/agentic/*.json']
+                         [--time-scale S] [--duration 60] [--traces 'bench/data/agentic/*.json']
 At the end it prints requests, tokens and each worker's kvgate_sim_max_lag_seconds (how far the
 simulator ran behind simulated time, in real seconds).
 """
@@ -19,9 +19,11 @@ import argparse
 import asyncio
 import glob
 import json
+import os
 import re
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCK_TOKENS = 64
 BYTES_PER_TOKEN = 4
 
@@ -118,13 +120,15 @@ async def main():
     ap.add_argument("--time-scale", type=float, default=0.05)
     ap.add_argument("--duration", type=float, default=60.0, help="real seconds")
     ap.add_argument("--max-model-len", type=int, default=131072)
-    ap.add_argument("--traces", default="../shared/data/agentic/*.json")
+    ap.add_argument("--traces", default=os.path.join(ROOT, "bench", "data", "agentic", "*.json"),
+                    help="glob of agentic trace files (default: the repository's bench/data/agentic)")
     a = ap.parse_args()
     ports = ([int(p) for p in a.ports.split(",")] if a.ports else
              [a.base_port + w for w in range(a.workers)])
     a.workers = len(ports)
     traces = [json.load(open(p)) for p in sorted(glob.glob(a.traces))]
-    assert traces, "no traces"
+    if not traces:
+        ap.error("no traces match --traces %s" % a.traces)
     stats = Stats()
     stop_at = time.monotonic() + a.duration
     t0 = time.monotonic()

@@ -3,7 +3,10 @@
 // front of `dp_size` Engines, all on one io_context run by one thread. Each engine steps in
 // simulated time on an Asio timer scaled by time_scale and publishes its KV events.
 // Endpoints per server: POST /v1/chat/completions, /v1/completions, /reset_prefix_cache;
-// GET /v1/models, /health, /metrics, /debug/blocks (the cached hash sets, for tests).
+// the agents' APIs (bench/sim/agent_api.h): POST /v1/messages, /v1/messages/count_tokens,
+// /v1/responses, GET and DELETE /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET
+// /v1/responses/{id}/input_items; GET /v1/models, /health, /metrics, /debug/blocks (the cached
+// hash sets, for tests). Each server is a SimServer (worker_server.h).
 #pragma once
 
 #include <cstdint>

@@ -81,9 +81,10 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     }
     ex.cached_tokens = r.cached_tokens;
     ex.prompt_tokens = r.prompt_tokens;
+    ex.response_id = r.response_id;
     RouteOutcome outcome;
     outcome.success = r.outcome == AttemptOutcome::kRelayed;
-    if (o.learn) {
+    if (o.learn && plan.learn) {
       outcome.cached_tokens = r.cached_tokens;
       outcome.ttfb_seconds = r.ttfb_seconds;
     }

@@ -60,12 +60,13 @@ MetricFamily Single(std::string name, std::string help, MetricType type, double 
 }  // namespace
 
 RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
-    : requests("kvgate_http_requests_total",
-               "Requests answered by the gateway, by endpoint, status code and worker",
-               Type::kCounter, {"endpoint", "code", "worker"}, {}, shards),
+    : requests(
+          "kvgate_http_requests_total",
+          "Requests answered by the gateway, by endpoint (and its API), status code and worker",
+          Type::kCounter, {"endpoint", "api", "code", "worker"}, {}, shards),
       request_duration("kvgate_http_request_duration_seconds",
                        "End-to-end latency: request fully read to last byte written",
-                       Type::kHistogram, {"endpoint"}, LatencyBuckets(), shards),
+                       Type::kHistogram, {"endpoint", "api"}, LatencyBuckets(), shards),
       router_overhead("kvgate_router_overhead_seconds",
                       "Request fully read until its first byte is written upstream",
                       Type::kHistogram, {}, OverheadBuckets(), shards),
@@ -166,7 +167,7 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
       return v[label].empty() || names.contains(v[label]);
     };
   };
-  families.push_back(requests.Collect(current_worker(2)));
+  families.push_back(requests.Collect(current_worker(3)));
   families.push_back(request_duration.Collect());
   families.push_back(router_overhead.Collect());
   for (const ShardedFamily* f : {&pd_decisions, &pd_stage, &pd_failures, &pd_releases}) {

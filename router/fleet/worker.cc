@@ -30,6 +30,10 @@ const char* PreciseStateName(PreciseState state) {
   return "unknown";
 }
 
+const char* PreciseApiName(PreciseApi api) {
+  return api == PreciseApi::kMessages ? "messages" : "responses";
+}
+
 Worker::Worker(config::WorkerConfig config, uint32_t id)
     : config_(std::move(config)),
       name_(config_.url.ToString()),

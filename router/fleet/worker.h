@@ -34,6 +34,13 @@ enum class PreciseState : uint8_t {
 };
 const char* PreciseStateName(PreciseState state);
 
+/// The agents' APIs precise mode proves apart from completions: an engine may convert one of
+/// them differently from kvgate (its own Anthropic or Responses layer), and then only that API
+/// routes approximately on it.
+enum class PreciseApi : uint8_t { kMessages = 0, kResponses = 1 };
+inline constexpr int kNumPreciseApis = 2;
+const char* PreciseApiName(PreciseApi api);
+
 /// What one routing decision reserved on a worker; released in two steps.
 struct Reservation {
   int64_t prefill_tokens = 0;
@@ -96,6 +103,19 @@ class Worker {
 
   PreciseState precise_state() const { return precise_state_.load(std::memory_order_acquire); }
   void set_precise_state(PreciseState s) { precise_state_.store(s, std::memory_order_release); }
+  /// False once `api`'s probe disagreed (until a probe of it agrees): its requests route
+  /// approximately on this worker while the other APIs stay precise.
+  bool precise_api_agrees(PreciseApi api) const {
+    return (precise_api_off_.load(std::memory_order_acquire) & (1u << static_cast<int>(api))) == 0;
+  }
+  void set_precise_api_agrees(PreciseApi api, bool agrees) {
+    const uint8_t bit = static_cast<uint8_t>(1u << static_cast<int>(api));
+    if (agrees) {
+      precise_api_off_.fetch_and(static_cast<uint8_t>(~bit), std::memory_order_acq_rel);
+    } else {
+      precise_api_off_.fetch_or(bit, std::memory_order_acq_rel);
+    }
+  }
   /// Requests routed here so far (the silence check: serving, yet no events).
   uint64_t routed() const { return routed_.load(std::memory_order_relaxed); }
 
@@ -154,6 +174,7 @@ class Worker {
   std::atomic<int64_t> breaker_open_until_ns_{0};
   const uint32_t id_;
   std::atomic<PreciseState> precise_state_;
+  std::atomic<uint8_t> precise_api_off_{0};  // bit per PreciseApi whose probe disagreed
   std::atomic<uint64_t> routed_{0};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> pending_prefill_{0};

@@ -78,6 +78,10 @@ std::string AccessLog::Format(const AccessRecord& r) {
   common::AppendJsonString(out, r.method);
   out += ",\"path\":";
   common::AppendJsonString(out, r.path);
+  if (!r.api.empty()) {
+    out += ",\"api\":";
+    common::AppendJsonString(out, r.api);
+  }
   out += ",\"model\":";
   common::AppendJsonString(out, r.model);
   out += ",\"worker\":";
@@ -92,7 +96,12 @@ std::string AccessLog::Format(const AccessRecord& r) {
     out += ",\"api_key\":";
     common::AppendJsonString(out, r.api_key);
   }
+  if (r.prompt_tokens >= 0) common::StrAppend(&out, ",\"prompt_tokens\":", r.prompt_tokens);
   if (r.cached_tokens >= 0) common::StrAppend(&out, ",\"cached_tokens\":", r.cached_tokens);
+  if (!r.response_id.empty()) {
+    out += ",\"response_id\":";
+    common::AppendJsonString(out, r.response_id);
+  }
   if (std::string_view trace, span; ParseTraceparent(r.traceparent, &trace, &span)) {
     common::StrAppend(&out, ",\"trace_id\":\"", trace, "\",\"span_id\":\"", span, "\"");
   }

@@ -21,6 +21,7 @@ struct AccessRecord {
   std::string_view request_id;
   std::string_view method;
   std::string_view path;
+  std::string_view api;  // chat, completions, messages, responses, other
   std::string_view model;
   std::string_view worker;   // empty when the gateway answered itself
   std::string_view api_key;  // the key's name (auth.api_keys), empty without one
@@ -29,7 +30,9 @@ struct AccessRecord {
   double ttfb_seconds = -1;  // -1 when no worker answered
   double e2e_seconds = 0;
   uint32_t attempts = 0;
-  int64_t cached_tokens = -1;  // from the response's usage, -1 when absent
+  int64_t cached_tokens = -1;    // from the response's usage, -1 when absent
+  int64_t prompt_tokens = -1;    // likewise (each API's own counts, docs/agent-apis.md)
+  std::string_view response_id;  // a stored OpenAI response's id ("" none)
   // The client's W3C trace context (forwarded to the worker as it is): a valid one is logged as
   // trace_id and span_id, so a request's line joins its trace.
   std::string_view traceparent;

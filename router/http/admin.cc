@@ -63,6 +63,18 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
   common::AppendJsonString(out, PreciseStateName(w.precise_state()));
   out += ",\"reason\":";
   common::AppendJsonString(out, precise.Reason(w));
+  // The agents' APIs: each proven apart (an engine may convert one differently).
+  out += ",\"apis\":{";
+  for (int a = 0; a < kNumPreciseApis; ++a) {
+    const auto api = static_cast<PreciseApi>(a);
+    if (a > 0) out += ",";
+    common::StrAppend(&out, "\"", PreciseApiName(api),
+                      "\":{\"agrees\":", w.precise_api_agrees(api) ? "true" : "false",
+                      ",\"reason\":");
+    common::AppendJsonString(out, precise.ApiReason(w, api));
+    out += "}";
+  }
+  out += "}";
   std::array<uint64_t, kvindex::kNumTiers> total{};
   std::string ranks;
   bool complete = true;
@@ -163,18 +175,28 @@ void AppendStores(std::string& out, const GatewayState& state,
 
 absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& snapshot,
                                         std::string_view body, size_t capacity,
-                                        std::string_view path, std::string_view session_header) {
+                                        std::string_view path, HeaderLookup header) {
   const config::Config& cfg = *snapshot.config;
   ParsedRequest parsed;
-  if (auto s = ParseRequest(body, capacity, EndpointOf(path),
-                            snapshot.policies->AnyUsesPrefixCache(), session_header, &parsed);
+  const ApiEndpoint endpoint = EndpointOf(path);
+  if (auto s = ParseRequest(body, capacity, endpoint, snapshot.policies->AnyUsesPrefixCache(),
+                            cfg.routing.session_keys, header, &parsed);
       !s.ok()) {
     return s;
   }
-  auto plan = state.planner.Plan(parsed, path, snapshot.workers, *snapshot.policies, cfg.routing,
-                                 SteadyClock::now());
+  const auto now = SteadyClock::now();
+  auto plan =
+      state.planner.Plan(parsed, path, snapshot.workers, *snapshot.policies, cfg.routing, now);
   if (!plan.ok()) return plan.status();
-  Decision d = state.planner.Decide(*plan, 0, /*commit=*/false, SteadyClock::now());
+  plan->learn = endpoint != ApiEndpoint::kCountTokens;
+  if (endpoint == ApiEndpoint::kResponses && !parsed.json.previous_response_id.empty()) {
+    if (auto s = RoutePlanner::PinToResponseOwner(*plan, state.response_pins, snapshot.workers,
+                                                  parsed.json.previous_response_id, now);
+        !s.ok()) {
+      return s;
+    }
+  }
+  Decision d = state.planner.Decide(*plan, 0, /*commit=*/false, now);
   const std::string& model = parsed.model();
   std::string out = "{";
   AppendKey(out, "policy");
@@ -182,6 +204,24 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
   out += ",";
   AppendKey(out, "model");
   common::AppendJsonString(out, model);
+  out += ",\"api\":";
+  common::AppendJsonString(out, ApiName(endpoint));
+  // Which routing.session_keys source gave the session key, and the key itself.
+  out += ",\"session\":{\"source\":";
+  common::AppendJsonString(out, parsed.session_source);
+  out += ",\"key\":";
+  common::AppendJsonString(out, parsed.session_key);
+  out += "},\"pinned_to_response\":";
+  if (plan->pinned_response.empty()) {
+    out += "null";
+  } else {
+    out += "{\"response_id\":";
+    common::AppendJsonString(out, plan->pinned_response);
+    out += ",\"worker\":";
+    common::AppendJsonString(out, d.worker->name());
+    out += ",\"reason\":\"only the worker that stored the previous response can continue it\"}";
+  }
+  common::StrAppend(&out, ",\"learns\":", plan->learn ? "true" : "false");
   common::StrAppend(&out, ",\"prompt_tokens\":", plan->prompt_tokens,
                     ",\"prompt_blocks\":", plan->chain.size(),
                     ",\"block_tokens\":", cfg.routing.block_tokens, ",");
@@ -375,7 +415,7 @@ net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
   std::string_view path = ex.head.Find("x-kvgate-endpoint");
   if (path.empty()) path = "/v1/chat/completions";
   auto json = ExplainJson(tc.state, *ex.snapshot, ex.body, ex.body_capacity, path,
-                          ex.head.Find("x-session-id"));
+                          [&ex](std::string_view name) { return ex.head.Find(name); });
   if (json.ok()) {
     co_await WriteResponse(tc, ex, 200, "application/json", *json);
     co_return;

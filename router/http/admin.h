@@ -16,14 +16,15 @@ namespace kvgate::router {
 
 class ThreadContext;
 
-/// Explains the decision for `body` sent to `path` ("/v1/chat/completions" or
-/// "/v1/completions"); `session_header` is the x-session-id header ("" when absent). `body`
-/// is followed by `capacity - body.size()` readable bytes (simdjson padding; copied if fewer).
-/// @return kInvalidArgument for a malformed body, kNotFound for an unknown model,
-///         kUnavailable when no worker is available.
+/// Explains the decision for `body` sent to `path` ("/v1/chat/completions", "/v1/completions",
+/// "/v1/messages", "/v1/messages/count_tokens" or "/v1/responses"), read with the request's
+/// own headers (`header`: the session-key headers). `body` is followed by
+/// `capacity - body.size()` readable bytes (simdjson padding; copied if fewer).
+/// @return kInvalidArgument for a malformed body, kNotFound for an unknown model or an
+///         unknown previous_response_id, kUnavailable when no worker is available.
 absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& snapshot,
                                         std::string_view body, size_t capacity,
-                                        std::string_view path, std::string_view session_header);
+                                        std::string_view path, HeaderLookup header);
 
 /// GET /admin/workers; `block_ids` (?blocks=1) adds the engine's id of every block each
 /// precise-mode worker holds, per DP rank and tier.

@@ -10,6 +10,8 @@ constexpr std::string_view kNames[kNumEndpointLabels] = {"/v1/chat/completions",
                                                          "/v1/tokenize",
                                                          "/v1/detokenize",
                                                          "/v1/responses",
+                                                         "/v1/messages",
+                                                         "/v1/messages/count_tokens",
                                                          "/health",
                                                          "/ready",
                                                          "/metrics",
@@ -25,5 +27,21 @@ EndpointLabel EndpointLabelOf(std::string_view path) {
 }
 
 std::string_view EndpointLabelName(EndpointLabel label) { return kNames[static_cast<int>(label)]; }
+
+std::string_view EndpointLabelApi(EndpointLabel label) {
+  switch (label) {
+    case EndpointLabel::kChatCompletions:
+      return "chat";
+    case EndpointLabel::kCompletions:
+      return "completions";
+    case EndpointLabel::kMessages:
+    case EndpointLabel::kCountTokens:
+      return "messages";
+    case EndpointLabel::kResponses:
+      return "responses";
+    default:
+      return "other";
+  }
+}
 
 }  // namespace kvgate::router

@@ -29,15 +29,20 @@ enum class EndpointLabel : uint8_t {
   kTokenize,
   kDetokenize,
   kResponses,
+  kMessages,
+  kCountTokens,
   kHealth,
   kReady,
   kMetrics,
   kV1Other,
   kOther,
 };
-inline constexpr int kNumEndpointLabels = 12;
+inline constexpr int kNumEndpointLabels = 14;
 EndpointLabel EndpointLabelOf(std::string_view path);
 std::string_view EndpointLabelName(EndpointLabel label);
+/// The API family of an endpoint label (the `api` metric label): chat, completions, messages,
+/// responses, other.
+std::string_view EndpointLabelApi(EndpointLabel label);
 
 struct Exchange {
   explicit Exchange(ClientConnection& conn) : conn(conn) {}
@@ -71,6 +76,7 @@ struct Exchange {
   double ttfb_seconds = -1;
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
+  std::string response_id;         // POST /v1/responses: the id the worker gave the response
   bool overhead_recorded = false;  // router overhead is measured at the first upstream write
 };
 

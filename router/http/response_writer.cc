@@ -121,8 +121,13 @@ net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
                                 std::string_view code, std::string_view extra_headers) {
   spdlog::info("request {}: {} {}", ex.request_id, status, message);
-  co_return co_await WriteResponse(tc, ex, status, "application/json",
-                                   common::OpenAiErrorBody(message, type, code), extra_headers);
+  // Each API's clients expect its own error shape: Anthropic's for /v1/messages*. (Named
+  // first: GCC 12 destroys a conditional's temporary twice inside a co_await.)
+  std::string body = ex.head.path.starts_with("/v1/messages")
+                         ? common::AnthropicErrorBody(status, message)
+                         : common::OpenAiErrorBody(message, type, code);
+  co_return co_await WriteResponse(tc, ex, status, "application/json", std::move(body),
+                                   extra_headers);
 }
 
 void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_view reason,

@@ -25,6 +25,7 @@ constexpr uint32_t MethodBit(http1::Method m) { return 1u << static_cast<int>(m)
 inline constexpr uint32_t kGetOrHead =
     MethodBit(http1::Method::kGet) | MethodBit(http1::Method::kHead);
 inline constexpr uint32_t kPost = MethodBit(http1::Method::kPost);
+inline constexpr uint32_t kDelete = MethodBit(http1::Method::kDelete);
 
 struct Route {
   std::string_view path;  // exact, or with `prefix` every path that starts with it

@@ -233,6 +233,9 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
     r.e2e_seconds = e2e;
     r.attempts = ex.attempts;
     r.cached_tokens = ex.cached_tokens;
+    r.prompt_tokens = ex.prompt_tokens;
+    r.response_id = ex.response_id;
+    r.api = EndpointLabelApi(ex.endpoint);
     r.traceparent = ex.head.Find("traceparent");
     tc.state.access_log.Write(r);
   }

@@ -26,6 +26,11 @@ struct PreciseMode::Metrics {
                      .Name("kvgate_precise_mode_verified")
                      .Help("1 when the worker's KV events are proven in sync (precise routing)")
                      .Register(r)),
+        api_verified(BuildGauge()
+                         .Name("kvgate_precise_api_verified")
+                         .Help("1 when the worker's engine converts the agent API (messages, "
+                               "responses) as kvgate does; 0: that API routes approximately")
+                         .Register(r)),
         batches(Counter(r, "kvgate_kv_events_batches_total", "KV event batches applied")),
         stored(Counter(r, "kvgate_kv_events_blocks_stored_total", "Blocks stored by events")),
         removed(Counter(r, "kvgate_kv_events_blocks_removed_total", "Blocks removed by events")),
@@ -72,6 +77,11 @@ struct PreciseMode::Metrics {
       if (f->Has(l)) f->Remove(&f->Add(l));
     }
     if (verified.Has(l)) verified.Remove(&verified.Add(l));
+    for (int a = 0; a < kNumPreciseApis; ++a) {
+      const prometheus::Labels al = {{"worker", worker},
+                                     {"api", PreciseApiName(static_cast<PreciseApi>(a))}};
+      if (api_verified.Has(al)) api_verified.Remove(&api_verified.Add(al));
+    }
     for (int t = 0; t < kvindex::kNumTiers; ++t) {
       const prometheus::Labels lt = {
           {"worker", worker},
@@ -82,6 +92,7 @@ struct PreciseMode::Metrics {
   }
 
   prometheus::Family<prometheus::Gauge>& verified;
+  prometheus::Family<prometheus::Gauge>& api_verified;
   prometheus::Family<prometheus::Counter>& batches;
   prometheus::Family<prometheus::Counter>& stored;
   prometheus::Family<prometheus::Counter>& removed;
@@ -289,6 +300,32 @@ void PreciseMode::SetState(Worker& worker, PreciseState state, std::string reaso
     }
   }
   metrics_->verified.Add({{"worker", worker.name()}}).Set(state == PreciseState::kVerified);
+}
+
+void PreciseMode::SetApiAgreement(Worker& worker, PreciseApi api, bool agrees, std::string reason) {
+  const bool was = worker.precise_api_agrees(api);
+  {
+    std::lock_guard lock(mu_);
+    api_reasons_[worker.id()][static_cast<int>(api)] = reason;
+    worker.set_precise_api_agrees(api, agrees);
+  }
+  if (!agrees) {
+    spdlog::error(
+        "precise mode: worker {} converts the {} API differently, routing those "
+        "requests in approximate mode (other APIs stay precise): {}",
+        worker.name(), PreciseApiName(api), reason);
+  } else if (!was) {
+    spdlog::info("precise mode: worker {} agrees on the {} API again: {}", worker.name(),
+                 PreciseApiName(api), reason);
+  }
+  metrics_->api_verified.Add({{"worker", worker.name()}, {"api", PreciseApiName(api)}})
+      .Set(agrees ? 1 : 0);
+}
+
+std::string PreciseMode::ApiReason(const Worker& worker, PreciseApi api) const {
+  std::lock_guard lock(mu_);
+  auto it = api_reasons_.find(worker.id());
+  return it == api_reasons_.end() ? "" : it->second[static_cast<int>(api)];
 }
 
 std::string PreciseMode::Reason(const Worker& worker) const {

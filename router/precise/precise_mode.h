@@ -87,6 +87,12 @@ class PreciseMode {
   void SetState(Worker& worker, PreciseState state, std::string reason);
   /// Why the worker is in its state ("" when never set).
   std::string Reason(const Worker& worker) const;
+
+  /// Records whether `api`'s probe agreed on `worker` (loud when it did not: that API routes
+  /// approximately there), with the reason; kvgate_precise_api_verified{worker, api}.
+  void SetApiAgreement(Worker& worker, PreciseApi api, bool agrees, std::string reason);
+  /// The last SetApiAgreement reason of (worker, api), "" when never probed.
+  std::string ApiReason(const Worker& worker, PreciseApi api) const;
   /// Bumped each time one of the worker's engines restarted (the prober re-probes on a change).
   uint64_t Restarts(const Worker& worker) const;
 
@@ -107,6 +113,7 @@ class PreciseMode {
 
   mutable std::mutex mu_;  // Guards the maps below.
   absl::flat_hash_map<uint32_t, std::string> reasons_;
+  absl::flat_hash_map<uint32_t, std::array<std::string, kNumPreciseApis>> api_reasons_;
   absl::flat_hash_map<uint32_t, uint64_t> restarts_;
   StoreList stores_ = std::make_shared<const std::vector<config::StoreConfig>>();
   std::array<std::atomic<bool>, kMaxStores> store_down_{};

@@ -6,6 +6,7 @@
 
 #include "common/json_util.h"
 #include "common/strings.h"
+#include "kvindex/agent_chat.h"
 #include "kvindex/canonicalize.h"
 #include "kvindex/hf_tokenizer.h"
 #include "router/fleet/control_http.h"
@@ -146,12 +147,12 @@ struct PreciseProber::Impl {
   }
 
   // One probe per DP rank: a completion of a fresh prompt, whose blocks the engine must then
-  // publish exactly as kvgate predicts them.
+  // publish exactly as kvgate predicts them. Then one probe per agent API (rank 0): a Messages
+  // and a Responses request, whose blocks prove the engine converts that API as kvgate does.
   net::awaitable<void> Probe(WorkerSharedPtr w, std::string model, config::Config cfg) {
     const config::KvEventsConfig& ke = *w->config().kv_events;
     const config::PreciseConfig& pc = cfg.routing.precise;
     PreciseMode& precise = state.precise;
-    const milliseconds timeout(pc.probe_timeout_ms);
     auto fail = [&](std::string why) {
       Track& t = tracks[w->id()];
       t.probing = false;
@@ -175,56 +176,26 @@ struct PreciseProber::Impl {
       // Three blocks of bytes4 text; a model's tokenizer (~4-5 bytes a token on this English
       // text) still makes >= 2 full blocks. Completions text is tokenised with the special
       // tokens vLLM adds (add_special_tokens defaults to true there), as the engine does.
-      std::string prompt = common::StrCat("kvgate precise-mode probe ", rng(), " rank ", rank, ":");
-      while (prompt.size() < size_t{3} * ke.block_size * 4) prompt += " the quick brown fox";
       std::string body = "{\"model\":";
       common::AppendJsonString(body, model);
       body += ",\"prompt\":";
-      common::AppendJsonString(body, prompt);
+      common::AppendJsonString(body, ProbeText(ke, rank));
       body += ",\"max_tokens\":1,\"temperature\":0}";
       auto canonical = canonicalizer.Canonicalize(body, kvindex::ApiKind::kCompletions);
       std::vector<uint32_t> tokens;
-      std::vector<kvindex::BlockHash> chain;
-      if (canonical.ok() && !canonical->prompts.empty() &&
-          tokenizer->Tokenize(canonical->prompts[0], &tokens).ok()) {
-        PreciseMode::TokenChain(tokens, model, ke.block_size, &chain);
+      if (!canonical.ok() || canonical->prompts.empty() ||
+          !tokenizer->Tokenize(canonical->prompts[0], &tokens).ok()) {
+        tokens.clear();
       }
-      if (chain.empty()) {
-        fail("the probe prompt did not make a full block");
+      const std::string failed =
+          co_await SendProbe(w, model, tokens, "/v1/completions", std::move(body), rank, cfg);
+      if (!failed.empty()) {
+        fail(failed);
         co_return;
       }
-      const kvindex::Holder holder = PreciseMode::HolderOf(*w, rank);
-      const uint64_t batches_before = Batches(holder);
-      std::vector<std::pair<std::string, std::string>> headers;
-      if (w->config().dp_size > 1)
-        headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
-      // Named first: GCC 12 mishandles a conditional's temporary inside a co_await.
-      std::shared_ptr<ssl::context> tls;
-      if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;
-      auto r = co_await HttpCall(ioc, w->config().url, "POST", "/v1/completions", std::move(body),
-                                 timeout, std::move(headers), std::move(tls));
-      if (!r.ok() || r->status != 200) {
-        fail(common::StrCat("the probe request failed: ",
-                            r.ok() ? common::StrCat("HTTP ", r->status) : r.status().ToString()));
-        co_return;
-      }
-      const auto deadline = Clock::now() + timeout;
-      net::steady_timer timer(ioc);
-      bool seen = false;
-      while (!stopped) {
-        const auto m = precise.index().Match(chain, {&holder, 1});
-        if (!m.empty() && m[0].any_tier_blocks == chain.size()) {
-          seen = true;
-          break;
-        }
-        if (Clock::now() >= deadline) break;
-        timer.expires_after(kMatchPoll);
-        co_await timer.async_wait(kNoThrow);
-      }
-      if (!seen) {
-        fail(Diagnose(holder, ke, batches_before, tokenizer->name()));
-        co_return;
-      }
+    }
+    for (const PreciseApi api : {PreciseApi::kMessages, PreciseApi::kResponses}) {
+      co_await ProbeApi(w, model, *tokenizer, api, cfg);
     }
     tracks[w->id()].probing = false;
     tracks[w->id()].verified_at = Clock::now();
@@ -233,6 +204,85 @@ struct PreciseProber::Impl {
         *w, PreciseState::kVerified,
         common::StrCat("the probe's blocks came back in its events after ",
                        static_cast<int>(Seconds(Clock::now() - started) * 1000), " ms"));
+  }
+
+  std::string ProbeText(const config::KvEventsConfig& ke, uint32_t rank) {
+    std::string prompt = common::StrCat("kvgate precise-mode probe ", rng(), " rank ", rank, ":");
+    while (prompt.size() < size_t{3} * ke.block_size * 4) prompt += " the quick brown fox";
+    return prompt;
+  }
+
+  // The agent API's probe: the tokens kvgate predicts for the request (its conversion, then the
+  // chat template or the canonical prompt, as the planner does) must come back in the events.
+  net::awaitable<void> ProbeApi(WorkerSharedPtr w, std::string model,
+                                const kvindex::Tokenizer& tokenizer, PreciseApi api,
+                                const config::Config& cfg) {
+    const bool messages = api == PreciseApi::kMessages;
+    std::string body = "{\"model\":";
+    common::AppendJsonString(body, model);
+    body += messages ? ",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":"
+                     : ",\"max_output_tokens\":1,\"store\":false,\"input\":";
+    common::AppendJsonString(body, ProbeText(*w->config().kv_events, 0));
+    body += messages ? "}]}" : "}";
+    const kvindex::ApiKind kind =
+        messages ? kvindex::ApiKind::kMessages : kvindex::ApiKind::kResponses;
+    std::vector<uint32_t> tokens;
+    absl::Status s;
+    if (tokenizer.HasChatTemplate()) {
+      std::string chat;
+      s = converter.ConvertToChatBody(body, kind, &chat);
+      if (s.ok()) s = tokenizer.TokenizeChat(chat, &tokens);
+    } else {
+      auto canonical = canonicalizer.Canonicalize(body, kind);
+      s = canonical.ok() && !canonical->prompts.empty()
+              ? tokenizer.Tokenize(canonical->prompts[0], &tokens)
+              : absl::InvalidArgumentError("the probe did not canonicalise");
+    }
+    if (!s.ok()) tokens.clear();
+    std::string path = messages ? "/v1/messages" : "/v1/responses";  // named: see SendProbe
+    const std::string failed =
+        co_await SendProbe(w, model, tokens, std::move(path), std::move(body), 0, cfg);
+    state.precise.SetApiAgreement(
+        *w, api, failed.empty(),
+        failed.empty() ? "its probe's blocks came back in the events as predicted" : failed);
+  }
+
+  // Sends one probe request and waits for the engine's events to carry the blocks of `tokens`.
+  // @return "" when they did, else why not (in the words an operator needs).
+  net::awaitable<std::string> SendProbe(WorkerSharedPtr w, std::string model,
+                                        std::vector<uint32_t> tokens, std::string path,
+                                        std::string body, uint32_t rank, config::Config cfg) {
+    const config::KvEventsConfig& ke = *w->config().kv_events;
+    const milliseconds timeout(cfg.routing.precise.probe_timeout_ms);
+    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(cfg.routing.precise, model);
+    std::vector<kvindex::BlockHash> chain;
+    PreciseMode::TokenChain(tokens, model, ke.block_size, &chain);
+    if (chain.empty()) co_return std::string("the probe prompt did not make a full block");
+    const kvindex::Holder holder = PreciseMode::HolderOf(*w, rank);
+    const uint64_t batches_before = Batches(holder);
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (w->config().dp_size > 1) headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
+    // Named first: GCC 12 mishandles a conditional's temporary inside a co_await.
+    std::shared_ptr<ssl::context> tls;
+    if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;
+    auto r = co_await HttpCall(ioc, w->config().url, "POST", path, std::move(body), timeout,
+                               std::move(headers), std::move(tls));
+    if (!r.ok() || r->status != 200) {
+      // Named first: GCC 12 mishandles a conditional's temporary in a coroutine.
+      std::string why = r.ok() ? common::StrCat("HTTP ", r->status) : r.status().ToString();
+      co_return common::StrCat("the probe request (", path, ") failed: ", why);
+    }
+    const auto deadline = Clock::now() + timeout;
+    net::steady_timer timer(ioc);
+    while (!stopped) {
+      const auto m = state.precise.index().Match(chain, {&holder, 1});
+      if (!m.empty() && m[0].any_tier_blocks == chain.size()) co_return std::string();
+      if (Clock::now() >= deadline) break;
+      timer.expires_after(kMatchPoll);
+      co_await timer.async_wait(kNoThrow);
+    }
+    const std::string_view name = tokenizer != nullptr ? tokenizer->name() : "";
+    co_return Diagnose(holder, ke, batches_before, name);
   }
 
   uint64_t Batches(kvindex::Holder holder) const {
@@ -271,6 +321,7 @@ struct PreciseProber::Impl {
   std::map<uint32_t, Track> tracks;
   std::string configured_key;
   kvindex::Canonicalizer canonicalizer;
+  kvindex::AgentChatConverter converter;
   std::mt19937_64 rng{std::random_device{}()};
 };
 

@@ -8,6 +8,8 @@
 namespace kvgate::router {
 
 std::string_view PdDecisionLabel(const PdChoice& choice) {
+  if (choice.whole_api && (choice.mode == PdMode::kDirect || choice.mode == PdMode::kFallbackMixed))
+    return "whole_api";
   switch (choice.mode) {
     case PdMode::kNotPd:
       return "not_pd";
@@ -83,6 +85,31 @@ PdChoice ChoosePd(RoutePlanner& planner, RoutePlan& plan, const config::PdConfig
   }
   if (c.prefill_pool.empty() && c.decode_pool.empty()) {
     c.reason = "no prefill or decode worker available";
+    return c;
+  }
+  // The agents' APIs: vLLM's and SGLang's P/D paths take chat and completions (and SGLang's
+  // /generate); a Messages or Responses request is served whole (docs/pd.md).
+  const ApiEndpoint endpoint =
+      plan.request != nullptr ? plan.request->endpoint : ApiEndpoint::kOther;
+  if (endpoint == ApiEndpoint::kMessages || endpoint == ApiEndpoint::kCountTokens ||
+      endpoint == ApiEndpoint::kResponses || !plan.pinned_response.empty()) {
+    c.whole_api = true;
+    const std::string_view api = plan.pinned_response.empty() ? ApiName(endpoint) : "responses";
+    if (!c.decode_pool.empty() && DecodeCanServeAlone(c.protocol)) {
+      c.decode = DecideAmong(planner, plan, c.decode_pool, commit, now);
+      c.mode = PdMode::kDirect;
+      c.reason = common::StrCat("the engines' P/D paths do not carry the ", api,
+                                " API: served whole on a decode worker");
+    } else if (!c.mixed_pool.empty()) {
+      c.mode = PdMode::kFallbackMixed;
+      c.reason = common::StrCat("the engines' P/D paths do not carry the ", api,
+                                " API: served whole on a mixed worker");
+    } else {
+      c.mode = PdMode::kUnavailable;
+      c.reason = common::StrCat("the engines' P/D paths do not carry the ", api,
+                                " API, this protocol's decode workers cannot serve alone, and no "
+                                "mixed worker is available");
+    }
     return c;
   }
   if (c.decode_pool.empty()) {

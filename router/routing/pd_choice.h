@@ -35,12 +35,15 @@ struct PdChoice {
   std::optional<Decision> decode;       // kDisaggregate, kDirect
   std::optional<Decision> prefill;      // kDisaggregate
   int64_t decode_uncached_tokens = -1;  // the prompt less the decode worker's cached prefix
+  // The request's API (Anthropic Messages, OpenAI Responses) is not carried by the engines'
+  // P/D paths: served whole on one decode (or mixed) worker (kDirect or kFallbackMixed).
+  bool whole_api = false;
   // The plan's workers by role (snapshot order): what each stage may retry on.
   absl::InlinedVector<Worker*, 16> prefill_pool, decode_pool, mixed_pool;
 };
 
 /// The decision label of kvgate_pd_decisions_total: disaggregated, skipped_cached,
-/// skipped_no_prefill, fallback_mixed, unavailable (not_pd is not counted).
+/// skipped_no_prefill, fallback_mixed, whole_api, unavailable (not_pd is not counted).
 std::string_view PdDecisionLabel(const PdChoice& choice);
 
 /// The P/D protocol for `model`: the per-model override, else pd.protocol; none when off.

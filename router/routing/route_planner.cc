@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "common/assert.h"
 #include "common/strings.h"
+#include "kvindex/agent_chat.h"
 #include "kvindex/block_hash.h"
 #include "router/routing/policies/policy_util.h"
 #include "spdlog/spdlog.h"
@@ -16,6 +18,29 @@ namespace {
 constexpr uint32_t kBytesPerToken = 4;
 constexpr kvindex::BlockHash kForked = ~kvindex::BlockHash{0};
 constexpr size_t kMaxForkEntries = 1 << 20;
+
+kvindex::ApiKind AgentApiOf(ApiEndpoint endpoint) {
+  switch (endpoint) {
+    case ApiEndpoint::kMessages:
+    case ApiEndpoint::kCountTokens:
+      return kvindex::ApiKind::kMessages;
+    case ApiEndpoint::kResponses:
+      return kvindex::ApiKind::kResponses;
+    default:
+      return kvindex::ApiKind::kOther;
+  }
+}
+
+std::optional<PreciseApi> PreciseApiOf(ApiEndpoint endpoint) {
+  switch (AgentApiOf(endpoint)) {
+    case kvindex::ApiKind::kMessages:
+      return PreciseApi::kMessages;
+    case kvindex::ApiKind::kResponses:
+      return PreciseApi::kResponses;
+    default:
+      return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -71,13 +96,50 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
     // outside the supported subset, raise_exception) leaves the request approximate.
     absl::Status s = absl::UnimplementedError("");
     if (tokenizer != nullptr && prompt.kind == kvindex::PromptKind::kChat) {
-      s = tokenizer->TokenizeChat(request.body, &plan.tokens);
+      const kvindex::ApiKind agent = AgentApiOf(request.endpoint);
+      if (agent == kvindex::ApiKind::kOther) {
+        s = tokenizer->TokenizeChat(request.body, &plan.tokens);
+      } else if (tokenizer->HasChatTemplate()) {
+        // The engine renders its template over the chat its Anthropic / Responses layer built.
+        thread_local kvindex::AgentChatConverter converter;
+        thread_local std::string chat;
+        s = converter.ConvertToChatBody(request.body, agent, &chat);
+        if (s.ok()) s = tokenizer->TokenizeChat(chat, &plan.tokens);
+      }
     }
     if (tokenizer != nullptr && absl::IsUnimplemented(s))
       s = tokenizer->Tokenize(prompt, &plan.tokens);
     if (!s.ok()) plan.tokens.clear();
   }
   return plan;
+}
+
+absl::Status RoutePlanner::PinToResponseOwner(RoutePlan& plan, ResponsePins& pins,
+                                              const WorkerList& workers,
+                                              std::string_view response_id,
+                                              SteadyClock::time_point now) {
+  plan.pinned_response.assign(response_id);
+  const auto pin = pins.Find(response_id, now);
+  const auto not_found = [&](std::string_view why) {
+    return absl::NotFoundError(
+        common::StrCat("Response with id '", response_id, "' not found: ", why));
+  };
+  if (!pin) return not_found("no worker behind this gateway is known to have stored it");
+  auto owner = std::find_if(workers.begin(), workers.end(),
+                            [&](const auto& w) { return w->id() == pin->worker_id; });
+  if (owner == workers.end()) {
+    return not_found("the worker that stored it has left the fleet");
+  }
+  const std::string_view name = (*owner)->name();
+  if (std::find(plan.available.begin(), plan.available.end(), owner->get()) ==
+      plan.available.end()) {
+    return not_found(common::StrCat("the worker that stored it (", name, ") ",
+                                    (*owner)->draining()          ? "is draining"
+                                    : !(*owner)->IsAvailable(now) ? "is unavailable"
+                                                                  : "does not serve this model"));
+  }
+  plan.available.assign(1, owner->get());
+  return absl::OkStatus();
 }
 
 const std::vector<kvindex::BlockHash>& RoutePlanner::TokenChainFor(RoutePlan& plan,
@@ -101,6 +163,9 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
     Candidate& c = d.candidates[i];
     const Worker& w = *workers[i];
     if (w.precise_state() != PreciseState::kVerified || !w.config().kv_events) continue;
+    if (const auto api = PreciseApiOf(plan.request->endpoint); api && !w.precise_api_agrees(*api)) {
+      continue;  // its engine converts this API differently: approximate for it
+    }
     const uint32_t bs = w.config().kv_events->block_size;
     const auto& chain = TokenChainFor(plan, bs);
     holders.clear();
@@ -264,19 +329,20 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
           r.prompt_tokens - d.predicted_cached_tokens - d.predicted_store_tokens +
           std::llround(static_cast<double>(d.predicted_store_tokens) * load_share);
       const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
-      d.worker->Reserve(d.reservation, uncached, blocks);
+      // A request that prefills nothing (count_tokens) holds only its place in flight.
+      d.worker->Reserve(d.reservation, plan.learn ? uncached : 0, plan.learn ? blocks : 0);
     }
   }
   if (!commit) return d;
   plan.tried.push_back(d.worker->id());
-  d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
-  if (prefix) {
+  if (plan.learn) d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
+  if (prefix && plan.learn) {
     // Approximate learning: the worker will hold this prompt once it has prefilled it.
     if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
       IndexError(s, *d.worker);
     }
   }
-  if (d.candidates[d.index].precise) {
+  if (d.candidates[d.index].precise && plan.learn) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
     const uint32_t bs = d.worker->config().kv_events->block_size;
     for (const auto& [size, chain] : plan.token_chains) {

@@ -30,6 +30,7 @@
 #include "router/precise/precise_mode.h"
 #include "router/routing/parsed_request.h"
 #include "router/routing/policy_registry.h"
+#include "router/routing/response_pins.h"
 #include "router/routing/routing_policy.h"
 #include "router/routing/store_load_rate.h"
 
@@ -50,6 +51,10 @@ struct RoutePlan {
   // Precise mode: token-mode chains per engine block size, built on first use.
   std::vector<std::pair<uint32_t, std::vector<kvindex::BlockHash>>> token_chains;
   std::vector<uint32_t> tried;  // worker ids already attempted (retries go elsewhere)
+  // false: the request leaves no trace in the fleet's caches or the rates kvgate learns
+  // (count_tokens, reads of stored responses): nothing is inserted or reconciled.
+  bool learn = true;
+  std::string pinned_response;  // the stored response that fixes the worker ("" none)
 };
 
 /// One decision, with what explain shows and what completion needs.
@@ -91,6 +96,14 @@ class RoutePlanner {
                                  const WorkerList& workers, const PolicySet& policies,
                                  const config::RoutingConfig& config,
                                  SteadyClock::time_point now) const;
+
+  /// Restricts `plan` to the worker that stored `response_id` (an OpenAI Responses
+  /// continuation, or /v1/responses/{id}*): it alone holds the response.
+  /// @return kNotFound, naming the id, when no pin is known or its worker left the fleet, is
+  ///         unavailable (draining, unhealthy) or does not serve the request's model.
+  static absl::Status PinToResponseOwner(RoutePlan& plan, ResponsePins& pins,
+                                         const WorkerList& workers, std::string_view response_id,
+                                         SteadyClock::time_point now);
 
   /// Decides among the plan's workers not yet tried (at least one must remain). With `commit`
   /// the chosen worker's load is reserved and the prompt learned; without, nothing changes

@@ -3,8 +3,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <map>
 #include <mutex>
 #include <set>
@@ -40,6 +40,9 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/ready", false, kGetOrHead, &HandleReady},
       {"/metrics", false, kGetOrHead, &HandleMetrics},
       {"/v1/models", false, kGetOrHead, &HandleModels},
+      // Stored OpenAI responses: to the worker that holds them (POST .../cancel goes through
+      // HandleProxy).
+      {"/v1/responses/", true, kGetOrHead | kDelete, &HandleStoredResponse, false, true},
       {"/v1/", true, kPost, &HandleProxy, false, true},
       {"/generate", false, kPost, &HandleProxy, false, true},  // SGLang's native API
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},

@@ -7,10 +7,14 @@ GatewayState::GatewayState(config::ConfigConstSharedPtr initial, size_t threads)
       metrics(registry, threads),
       precise(registry, initial->routing),
       planner(initial->routing, &precise),
+      response_pins(initial->routing.responses.max_pins,
+                    std::chrono::seconds(initial->routing.responses.pin_ttl_s)),
       snapshot_(std::make_shared<const Snapshot>(Snapshot{initial, {}, nullptr, nullptr})),
       models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
 
 void GatewayState::Publish(SnapshotConstSharedPtr snapshot) {
+  const config::ResponsesConfig& responses = snapshot->config->routing.responses;
+  response_pins.Configure(responses.max_pins, std::chrono::seconds(responses.pin_ttl_s));
   snapshot_.Store(std::move(snapshot));
   version_.fetch_add(1, std::memory_order_acq_rel);
 }

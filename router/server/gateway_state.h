@@ -81,6 +81,7 @@ struct GatewayState {
   AccessLog access_log;
   PreciseMode precise;  // before planner, which reads it
   RoutePlanner planner;
+  ResponsePins response_pins;  // stored OpenAI Responses: id -> the worker that holds it
 
   RateLimiter rate_limiter;
   ClientConnectionCounts client_connections;

@@ -69,7 +69,8 @@ ShardedFamily::Series& ThreadContext::RequestSeries(EndpointLabel endpoint, int 
   auto it = requests_.find(key);
   if (it != requests_.end()) return *it->second;
   const std::string code_text = std::to_string(code);
-  const std::string_view values[] = {EndpointLabelName(endpoint), code_text, worker};
+  const std::string_view values[] = {EndpointLabelName(endpoint), EndpointLabelApi(endpoint),
+                                     code_text, worker};
   ShardedFamily::Series* s = state.metrics.requests.Get(index, values);
   requests_.emplace(key, s);
   return *s;
@@ -84,7 +85,7 @@ prometheus::Counter& ThreadContext::ApiKeySeries(const std::string& key, int cod
 ShardedFamily::Series& ThreadContext::DurationSeries(EndpointLabel endpoint) {
   ShardedFamily::Series*& s = durations_[static_cast<int>(endpoint)];
   if (s == nullptr) {
-    const std::string_view values[] = {EndpointLabelName(endpoint)};
+    const std::string_view values[] = {EndpointLabelName(endpoint), EndpointLabelApi(endpoint)};
     s = state.metrics.request_duration.Get(index, values);
   }
   return *s;

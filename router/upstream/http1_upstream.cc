@@ -18,6 +18,19 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = SteadyClock;
 
+// How the endpoint's API names its usage counts.
+UsageScanner::Dialect ScannerDialect(EndpointLabel endpoint) {
+  switch (endpoint) {
+    case EndpointLabel::kMessages:
+    case EndpointLabel::kCountTokens:
+      return UsageScanner::Dialect::kAnthropic;
+    case EndpointLabel::kResponses:
+      return UsageScanner::Dialect::kResponses;
+    default:
+      return UsageScanner::Dialect::kOpenAi;
+  }
+}
+
 constexpr size_t kMaxResponseHeadBytes = 64 * 1024;
 
 bool IsRetryableRead(const error_code& ec) {
@@ -263,13 +276,14 @@ net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& e
     }
     result.ttfb_seconds = std::chrono::duration<double>(Clock::now() - sent_at).count();
 
-    UsageScanner usage;
+    UsageScanner usage(ScannerDialect(ex.endpoint), ex.endpoint == EndpointLabel::kResponses);
     ex.worker = worker.name();
     ex.worker_id = worker.id();
     const RelayResult relay =
         co_await RelayResponse(tc, ex, *conn, response, data.substr(head_bytes), usage);
     result.cached_tokens = usage.cached_tokens();
     result.prompt_tokens = usage.prompt_tokens();
+    result.response_id = usage.response_id();
     if (!relay.sent_head && !relay.client_gone) {
       result.outcome = AttemptOutcome::kBadResponse;
       result.reason = common::StrCat(worker.name(), " sent a malformed response: ", relay.error);

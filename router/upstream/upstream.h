@@ -44,6 +44,7 @@ struct AttemptResult {
   double ttfb_seconds = -1;        // request written -> response head; -1 if none
   int64_t cached_tokens = -1;      // from the relayed response's usage, -1 if absent
   int64_t prompt_tokens = -1;
+  std::string response_id;  // POST /v1/responses: the response's id ("" when none came)
 };
 
 /// A whole response read into memory (a P/D prefill stage, whose answer the client never sees).

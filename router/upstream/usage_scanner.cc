@@ -6,15 +6,46 @@
 namespace kvgate::router {
 namespace {
 
-constexpr std::string_view kCached = "\"cached_tokens\"";
-constexpr std::string_view kPrompt = "\"prompt_tokens\"";
-static_assert(kCached.size() == kPrompt.size());
-constexpr size_t kKeyBytes = kCached.size();
+constexpr std::string_view kKeys[] = {"\"prompt_tokens\"",
+                                      "\"cached_tokens\"",
+                                      "\"input_tokens\"",
+                                      "\"cache_read_input_tokens\"",
+                                      "\"cache_creation_input_tokens\"",
+                                      "\"id\""};
 constexpr int kMaxDigits = 18;  // a value stops there (no int64 overflow)
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+bool IsIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.' || c == ':';
+}
 
 }  // namespace
+
+int64_t UsageScanner::cached_tokens() const {
+  switch (dialect_) {
+    case Dialect::kOpenAi:
+    case Dialect::kResponses:
+      return counts_[kCached];
+    case Dialect::kAnthropic:
+      return counts_[kCacheRead];
+  }
+  return -1;
+}
+
+int64_t UsageScanner::prompt_tokens() const {
+  switch (dialect_) {
+    case Dialect::kOpenAi:
+      return counts_[kPrompt];
+    case Dialect::kResponses:
+      return counts_[kInput];
+    case Dialect::kAnthropic:
+      // With the cache fields, input_tokens is what was neither read nor written to the cache.
+      if (counts_[kInput] < 0 || counts_[kCacheRead] < 0) return counts_[kInput];
+      return counts_[kInput] + counts_[kCacheRead] + std::max<int64_t>(0, counts_[kCacheCreation]);
+  }
+  return -1;
+}
 
 void UsageScanner::Run(ValueState s, std::string_view chunk, size_t pos) {
   using Phase = ValueState::Phase;
@@ -26,10 +57,16 @@ void UsageScanner::Run(ValueState s, std::string_view chunk, size_t pos) {
       case Phase::kBeforeColon:
         if (IsBlank(c)) continue;
         if (c != ':') return;
-        s.phase = Phase::kBeforeDigits;
+        s.phase = Phase::kBeforeValue;
         continue;
-      case Phase::kBeforeDigits:
+      case Phase::kBeforeValue:
         if (IsBlank(c)) continue;
+        if (s.key == kId) {
+          if (c != '"') return;
+          partial_.clear();
+          s.phase = Phase::kString;
+          continue;
+        }
         if (c < '0' || c > '9') return;  // null, a string, an object: not a count
         s.phase = Phase::kDigits;
         [[fallthrough]];
@@ -39,8 +76,19 @@ void UsageScanner::Run(ValueState s, std::string_view chunk, size_t pos) {
           ++s.digits;
           continue;
         }
-        *s.target = s.value;  // a byte after the digits: the number is whole
+        counts_[s.key] = s.value;  // a byte after the digits: the number is whole
         return;
+      case Phase::kString:
+        if (c == '"') {
+          if (!partial_.empty() && !id_done_) {
+            id_ = partial_;
+            id_done_ = true;
+          }
+          return;
+        }
+        if (!IsIdChar(c) || partial_.size() >= kMaxIdBytes) return;  // not an id kvgate keeps
+        partial_.push_back(c);
+        continue;
     }
   }
   pending_ = s;  // the chunk ended mid-value: the next one goes on with it
@@ -50,36 +98,40 @@ void UsageScanner::Feed(std::string_view chunk) {
   if (chunk.empty()) return;
   using Phase = ValueState::Phase;
   // In stream order: the value the last chunk ended in, keys that straddle the cut, then keys
-  // inside this chunk (per key, in order; the two keys fill different counts).
+  // inside this chunk (per key, in order; the keys fill different values).
   if (pending_.phase != Phase::kIdle) {
     const ValueState s = pending_;
     pending_ = {};
     Run(s, chunk, 0);
   }
-  const auto start = [this](std::string_view key) {
-    return ValueState{ValueState::Phase::kBeforeColon,
-                      key == kCached ? &cached_tokens_ : &prompt_tokens_, 0, 0};
-  };
+  const auto start = [](Key key) { return ValueState{ValueState::Phase::kBeforeColon, key, 0, 0}; };
   if (carry_size_ > 0) {
     char joined[2 * kCarry];
     const size_t head = std::min(chunk.size(), kCarry);
     std::memcpy(joined, carry_, carry_size_);
     std::memcpy(joined + carry_size_, chunk.data(), head);
     const std::string_view text(joined, carry_size_ + head);
-    for (std::string_view key : {kCached, kPrompt}) {
-      for (size_t at = text.find(key); at != std::string_view::npos && at < carry_size_;
-           at = text.find(key, at + 1)) {
-        Run(start(key), chunk, at + kKeyBytes - carry_size_);
+    for (int k = 0; k < kNumKeys; ++k) {
+      const Key key = static_cast<Key>(k);
+      if (!Wanted(key)) continue;
+      const std::string_view name = kKeys[k];
+      for (size_t at = text.find(name); at != std::string_view::npos && at < carry_size_;
+           at = text.find(name, at + 1)) {
+        // A key ending inside the carry was found when that chunk was fed.
+        if (at + name.size() <= carry_size_) continue;
+        Run(start(key), chunk, at + name.size() - carry_size_);
       }
     }
   }
-  if (chunk.find("_tokens\"") != std::string_view::npos) {
-    for (std::string_view key : {kCached, kPrompt}) {
-      // Overlapping occurrences count (`"prompt_tokens"prompt_tokens"`), as in any window.
-      for (size_t at = chunk.find(key); at != std::string_view::npos;
-           at = chunk.find(key, at + 1)) {
-        Run(start(key), chunk, at + kKeyBytes);
-      }
+  const bool counts = chunk.find("_tokens\"") != std::string_view::npos;
+  for (int k = 0; k < kNumKeys; ++k) {
+    const Key key = static_cast<Key>(k);
+    if ((key != kId && !counts) || !Wanted(key)) continue;
+    const std::string_view name = kKeys[k];
+    // Overlapping occurrences count (`"prompt_tokens"prompt_tokens"`), as in any window.
+    for (size_t at = chunk.find(name); at != std::string_view::npos && Wanted(key);
+         at = chunk.find(name, at + 1)) {
+      Run(start(key), chunk, at + name.size());
     }
   }
   // The last kCarry bytes of everything fed so far.

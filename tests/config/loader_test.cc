@@ -26,6 +26,28 @@ TEST(ConfigLoader, EmptyDocumentGivesDefaults) {
   EXPECT_TRUE(c->workers.empty());
 }
 
+TEST(ConfigLoader, SessionKeysAndResponsePins) {
+  auto c = LoadConfigFromString(R"(
+routing:
+  session_keys: [X-Claude-Code-Session-Id, prompt_cache_key, user]
+  responses: {max_pins: 1000, pin_ttl_s: 60}
+)",
+                                "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->routing.session_keys,
+              ::testing::ElementsAre("x-claude-code-session-id", "prompt_cache_key", "user"));
+  EXPECT_EQ(c->routing.responses.max_pins, 1000u);
+  EXPECT_EQ(c->routing.responses.pin_ttl_s, 60u);
+  auto d = LoadConfigFromString("", "empty.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->routing.session_keys.front(), "x-session-id");
+  EXPECT_THAT(Error("routing:\n  session_keys: [user, User]\n"),
+              HasSubstr("test.yaml:2: routing.session_keys: 'user' is listed twice"));
+  EXPECT_THAT(Error("routing:\n  session_keys: user\n"),
+              HasSubstr("routing.session_keys: must be a list"));
+  EXPECT_THAT(Error("routing:\n  responses: {max_pins: 0}\n"), HasSubstr("max_pins"));
+}
+
 TEST(ConfigLoader, FullWorkerEntry) {
   auto c = LoadConfigFromString(R"(
 listen: "127.0.0.1:9000"

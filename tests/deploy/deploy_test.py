@@ -32,7 +32,7 @@ import yaml
 
 SKIP = 77
 OVERLAYS = ["central", "sidecar", "pd", "store"]
-ALERTS = {"KvgateNoHealthyWorker", "KvgatePreciseModeUnverified",
+ALERTS = {"KvgateNoHealthyWorker", "KvgatePreciseModeUnverified", "KvgatePreciseApiDisagrees",
           "KvgatePrefixPredictionAccuracyLow", "KvgateRouterOverheadHigh",
           "KvgateStoreUnavailable", "KvgateErrorRateHigh"}
 # Dashboard queries that may return nothing with a healthy fleet, and why.

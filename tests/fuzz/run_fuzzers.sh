@@ -18,7 +18,8 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 0
 fi
 
-KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc"
+KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
+KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_json.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
 KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
 HTTP1_SRCS="router/http/http1.cc router/http/body_framing.cc common/strings.cc"
@@ -36,6 +37,8 @@ CONFIG_SRCS="config/loader.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} 
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
+  "messages|tests/fuzz/messages_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
+  "responses|tests/fuzz/responses_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
   "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
   "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"

@@ -1,6 +1,7 @@
 // libFuzzer target: the usage scanner, which reads token counts out of relayed bodies (JSON or
 // SSE) chunk by chunk. Any input: no crash, counts -1 or more, and the same counts whether
-// the body arrives whole or cut at any two points (a key split across chunks is still found).
+// the body arrives whole or cut at any two points (a key split across chunks is still found), in
+// every dialect, and the same response id.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -13,14 +14,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 2, size - 2);
   const size_t a = body.empty() ? 0 : data[0] % (body.size() + 1);
   const size_t b = body.empty() ? 0 : a + data[1] % (body.size() - a + 1);
-  kvgate::router::UsageScanner whole;
-  whole.Feed(body);
-  kvgate::router::UsageScanner pieces;
-  pieces.Feed(body.substr(0, a));
-  pieces.Feed(body.substr(a, b - a));
-  pieces.Feed(body.substr(b));
-  if (whole.cached_tokens() < -1 || whole.prompt_tokens() < -1) __builtin_trap();
-  if (whole.cached_tokens() != pieces.cached_tokens()) __builtin_trap();
-  if (whole.prompt_tokens() != pieces.prompt_tokens()) __builtin_trap();
+  using Scanner = kvgate::router::UsageScanner;
+  for (const auto dialect :
+       {Scanner::Dialect::kOpenAi, Scanner::Dialect::kAnthropic, Scanner::Dialect::kResponses}) {
+    Scanner whole(dialect, true);
+    whole.Feed(body);
+    Scanner pieces(dialect, true);
+    pieces.Feed(body.substr(0, a));
+    pieces.Feed(body.substr(a, b - a));
+    pieces.Feed(body.substr(b));
+    if (whole.cached_tokens() < -1 || whole.prompt_tokens() < -1) __builtin_trap();
+    if (whole.cached_tokens() != pieces.cached_tokens()) __builtin_trap();
+    if (whole.prompt_tokens() != pieces.prompt_tokens()) __builtin_trap();
+    if (whole.response_id() != pieces.response_id()) __builtin_trap();
+    if (whole.response_id().size() > Scanner::kMaxIdBytes) __builtin_trap();
+  }
   return 0;
 }

@@ -87,7 +87,7 @@ TEST_F(FramingTest, AmbiguousLengthsAreRefused) {
   // Refused at the header stage, and still counted.
   EXPECT_TRUE(WaitFor([&] {
     return gateway_->MetricsText().find(
-               R"(kvgate_http_requests_total{code="400",endpoint="/v1/completions",worker=""} 4)") !=
+               R"(kvgate_http_requests_total{api="completions",code="400",endpoint="/v1/completions",worker=""} 4)") !=
            std::string::npos;
   })) << gateway_->MetricsText();
 }
@@ -174,7 +174,7 @@ TEST_F(FramingTest, TricklingHeaderGetsTheReadTimeoutNotTheIdleTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   EXPECT_TRUE(WaitFor([&] {
     return gateway_->MetricsText().find(
-               R"(kvgate_http_requests_total{code="408",endpoint="/v1/completions",worker=""} 1)") !=
+               R"(kvgate_http_requests_total{api="completions",code="408",endpoint="/v1/completions",worker=""} 1)") !=
            std::string::npos;
   })) << gateway_->MetricsText();
 }

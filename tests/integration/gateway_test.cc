@@ -438,12 +438,12 @@ TEST_F(GatewayTest, MetricsPassPromtool) {
   EXPECT_THAT(
       m.body,
       HasSubstr(common::StrCat(
-          R"(kvgate_http_requests_total{code="200",endpoint="/v1/chat/completions",worker=")",
+          R"(kvgate_http_requests_total{api="chat",code="200",endpoint="/v1/chat/completions",worker=")",
           f.url(), "\"} 2")));
   EXPECT_THAT(
       m.body,
       HasSubstr(
-          R"(kvgate_http_requests_total{code="400",endpoint="/v1/chat/completions",worker=""} 1)"));
+          R"(kvgate_http_requests_total{api="chat",code="400",endpoint="/v1/chat/completions",worker=""} 1)"));
   const std::string path = WriteTempFile("metrics.txt", m.body);
   ASSERT_EQ(std::system("command -v promtool >/dev/null"), 0)
       << "promtool (Debian package prometheus) is required; run scripts/setup";

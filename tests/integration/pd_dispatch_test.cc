@@ -193,6 +193,49 @@ TEST_F(PdDispatchTest, NixlSendsPrefillThenDecodeWithItsParamsAndOneRequestId) {
             1);
 }
 
+// The agents' APIs are not carried by the engines' P/D paths: served whole on the decode worker
+// (vLLM's decode workers prefill alone), counted and explained as such.
+TEST_F(PdDispatchTest, AgentApisAreServedWholeOnTheDecodeWorker) {
+  fleet_.prefill = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{PrefillAnswer()}}; });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("vllm-nixl");
+  const std::string messages =
+      R"({"model":"fake-model","max_tokens":8,"messages":[{"role":"user","content":"hi"}]})";
+  const std::string responses = R"({"model":"fake-model","input":"hi","store":false})";
+  auto explain = AdminFetch(port_, "POST", "/admin/explain", messages,
+                            {{"x-kvgate-endpoint", "/v1/messages"}});
+  EXPECT_THAT(explain.body, HasSubstr(R"("decision":"whole_api")"));
+  EXPECT_THAT(explain.body, HasSubstr("do not carry the messages API"));
+  auto m = Fetch(port_, "POST", "/v1/messages", messages);
+  EXPECT_EQ(m.status, 200) << m.body;
+  auto r = Fetch(port_, "POST", "/v1/responses", responses);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(Completions(*fleet_.prefill).empty());
+  const auto d = Completions(*fleet_.decode);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(BodyOfRequest(d[0]), messages);  // the client's body, untouched
+  EXPECT_EQ(BodyOfRequest(d[1]), responses);
+  EXPECT_EQ(Metric(R"(kvgate_pd_decisions_total{decision="whole_api",protocol="vllm-nixl"})"), 2);
+}
+
+// SGLang's decode servers cannot serve alone: a mixed worker does, else a clear 503.
+TEST_F(PdDispatchTest, AgentApisUnderSglangNeedAMixedWorker) {
+  fleet_.prefill = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{PrefillAnswer()}}; });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("sglang-bootstrap");
+  auto m =
+      Fetch(port_, "POST", "/v1/messages",
+            R"({"model":"fake-model","max_tokens":8,"messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(m.status, 503) << m.body;
+  EXPECT_THAT(m.body, HasSubstr(R"({"type":"error","error":{"type":"overloaded_error")"));
+  EXPECT_THAT(m.body, HasSubstr("cannot serve alone"));
+  EXPECT_TRUE(Completions(*fleet_.decode).empty());
+}
+
 TEST_F(PdDispatchTest, NixlCompletionsNotStreamedWithMaxCompletionTokens) {
   fleet_.prefill = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{PrefillAnswer()}}; });

@@ -181,7 +181,7 @@ TEST_F(RelayTest, MalformedChunkSizeBeforeAnyByteIsA502) {
   EXPECT_THAT(r.body, HasSubstr("malformed"));
   EXPECT_TRUE(WaitFor([&] {
     return gateway_->MetricsText().find(
-               R"(kvgate_http_requests_total{code="502",endpoint="/v1/chat/completions")") !=
+               R"(kvgate_http_requests_total{api="chat",code="502",endpoint="/v1/chat/completions")") !=
            std::string::npos;
   }));
 }

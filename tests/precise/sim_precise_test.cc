@@ -30,9 +30,11 @@ struct Engine {
 
 // One simulated worker (`dp` engines) publishing events on ipc:// sockets in `dir`, so that
 // rank r's endpoint is vLLM's offset of rank 0's, as kvgate computes it.
-Engine StartEngine(const std::string& dir, int n, uint32_t dp, double drop_events_rate = 0) {
+Engine StartEngine(const std::string& dir, int n, uint32_t dp, double drop_events_rate = 0,
+                   sim::ConvertQuirk quirk = sim::ConvertQuirk::kNone) {
   Engine e;
   sim::SimOptions o;
+  o.convert_quirk = quirk;
   o.faults.drop_events_rate = drop_events_rate;
   o.base_port = 0;
   o.dp_size = dp;
@@ -278,7 +280,8 @@ TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
   const std::string url = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
   for (const bool replay : {true, false}) {
     std::string worker = WorkerYaml(a, 1, 16);
-    if (!replay) worker = std::regex_replace(worker, std::regex(", replay_endpoint: \"[^\"]*\""), "");
+    if (!replay)
+      worker = std::regex_replace(worker, std::regex(", replay_endpoint: \"[^\"]*\""), "");
     const std::string config = testing::WriteTempFile(
         "kvgate.yaml",
         common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
@@ -299,9 +302,9 @@ TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
     const std::string series = common::StrCat("{worker=\"", url, "\"}");
     if (replay) {
       // Counters refresh about once a second.
-      ASSERT_TRUE(testing::WaitFor(
-          [&] { return MetricValue(port, "kvgate_kv_events_gaps_total" + series) > 0; }))
-          << testing::Fetch(port, "GET", "/metrics").body;
+      ASSERT_TRUE(testing::WaitFor([&] {
+        return MetricValue(port, "kvgate_kv_events_gaps_total" + series) > 0;
+      })) << testing::Fetch(port, "GET", "/metrics").body;
       // A gap shows only when a later batch arrives: a lost last batch waits for the next one,
       // so each check that still differs sends one more small request.
       const std::string more =
@@ -316,14 +319,75 @@ TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
       EXPECT_EQ(MetricValue(port, "kvgate_kv_events_lost_batches_total" + series), 0);
     } else {
       // What the engine sent before this gateway joined and what it lost since: both counted.
-      EXPECT_TRUE(testing::WaitFor([&] {
-        return MetricValue(port, "kvgate_kv_events_lost_batches_total" + series) > 0;
-      }));
+      EXPECT_TRUE(testing::WaitFor(
+          [&] { return MetricValue(port, "kvgate_kv_events_lost_batches_total" + series) > 0; }));
     }
     EXPECT_TRUE(testing::WaitFor([&] { return testing::HeldReservations(port).empty(); }))
         << testing::HeldReservations(port);
   }
   a.sim->Stop();
+}
+
+// The agents' APIs are proven apart: an engine that converts Messages differently from kvgate
+// (kvgate-sim --convert-quirk messages) routes Messages approximately, loudly, while chat and
+// Responses stay precise on it and every API stays precise on the other worker.
+TEST(PreciseModeWithSimulators, AnApiConvertedDifferentlyFallsBackAloneAndLoudly) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  Engine a = StartEngine(dir, 0, 1, 0, sim::ConvertQuirk::kMessages);
+  Engine b = StartEngine(dir, 1, 1);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing: {policy: kvaware}\nworkers:\n",
+                     WorkerYaml(a, 1, 16), WorkerYaml(b, 1, 16)));
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  const std::string url_a = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
+  const std::string url_b = common::StrCat("http://127.0.0.1:", b.sim->ports()[0]);
+  const auto api_series = [](const std::string& url, const std::string& api) {
+    return common::StrCat("kvgate_precise_api_verified{api=\"", api, "\",worker=\"", url, "\"}");
+  };
+  // The API probes run after the completions probe; their gauges exist once both ran.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto v = ReadGateway(port);
+    return v.state[url_a] == "verified" && v.state[url_b] == "verified" &&
+           MetricValue(port, api_series(url_a, "responses")) >= 0 &&
+           MetricValue(port, api_series(url_b, "responses")) >= 0;
+  })) << gw.Log();
+  EXPECT_EQ(MetricValue(port, api_series(url_a, "messages")), 0) << gw.Log();
+  EXPECT_EQ(MetricValue(port, api_series(url_a, "responses")), 1);
+  EXPECT_EQ(MetricValue(port, api_series(url_b, "messages")), 1);
+  EXPECT_EQ(MetricValue(port, api_series(url_b, "responses")), 1);
+  EXPECT_THAT(gw.Log(), HasSubstr("converts the messages API differently"));
+  const auto workers = testing::AdminFetch(port, "GET", "/admin/workers").body;
+  EXPECT_THAT(workers, HasSubstr(R"("messages":{"agrees":false,"reason":"events arrived but)"));
+  // Explain: Messages on worker a is matched approximately, chat on a by its events.
+  const std::string text = "the quick brown fox jumps over the lazy dog again and again ";
+  std::string prompt;
+  while (prompt.size() < 2000) prompt += text;
+  const std::string messages = common::StrCat(
+      R"({"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":")", prompt,
+      R"("}]})");
+  const std::string chat = common::StrCat(
+      R"({"model":"sim-model","max_tokens":2,"messages":[{"role":"user","content":")", prompt,
+      R"("}]})");
+  const auto source_on_a = [&](const std::string& body, const std::string& endpoint) {
+    const auto e = testing::AdminFetch(port, "POST", "/admin/explain", body,
+                                       {{"x-kvgate-endpoint", endpoint}});
+    simdjson::dom::parser parser;
+    const auto doc = Parse(parser, e.body);
+    for (auto c : doc["candidates"].get_array()) {
+      if (std::string_view(c["worker"]) == url_a)
+        return std::string(std::string_view(c["match_source"]));
+    }
+    return std::string("absent");
+  };
+  EXPECT_EQ(source_on_a(messages, "/v1/messages"), "approximate");
+  EXPECT_EQ(source_on_a(chat, "/v1/chat/completions"), "events");
+  a.sim->Stop();
+  b.sim->Stop();
 }
 
 }  // namespace

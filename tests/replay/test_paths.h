@@ -16,9 +16,9 @@ inline std::string Fixture(const std::string& name) {
   return SourceDir() + "/tests/replay/fixtures/" + name;
 }
 
-/// shared/data next to the project root (may be absent).
-inline std::string SharedData(const std::string& name) {
-  return SourceDir() + "/../shared/data/" + name;
+/// The real traces kept in the repository (bench/data/README.md).
+inline std::string BenchData(const std::string& name) {
+  return SourceDir() + "/bench/data/" + name;
 }
 
 inline std::string BinDir() {

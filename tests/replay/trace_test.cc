@@ -89,9 +89,9 @@ TEST(AgentTraceTest, NamesTheBadField) {
   EXPECT_THAT(std::string(no_ids.status().message()), HasSubstr("requests[0]: missing hash_ids"));
 }
 
-TEST(AgentTraceTest, ParsesASharedTraceWhenPresent) {
-  const std::string path = SharedData("agentic/trace_0277.json");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+TEST(AgentTraceTest, ParsesARealTrace) {
+  const std::string path = BenchData("agentic/trace_0277.json");
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
   auto sessions = LoadAgentSessions(path);
   ASSERT_TRUE(sessions.ok()) << sessions.status();
   const AgentSession& s = (*sessions)[0];

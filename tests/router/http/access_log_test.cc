@@ -21,6 +21,9 @@ TEST(AccessLog, FormatsOneJsonLine) {
   r.e2e_seconds = 0.5;
   r.attempts = 2;
   r.cached_tokens = 64;
+  r.prompt_tokens = 80;
+  r.api = "responses";
+  r.response_id = "resp_1";
   const std::string line = AccessLog::Format(r);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   EXPECT_THAT(line, HasSubstr(R"("id":"abc")"));
@@ -31,6 +34,9 @@ TEST(AccessLog, FormatsOneJsonLine) {
   EXPECT_THAT(line, HasSubstr(R"("ttfb_ms":12.5)"));
   EXPECT_THAT(line, HasSubstr(R"("e2e_ms":500)"));
   EXPECT_THAT(line, HasSubstr(R"("cached_tokens":64)"));
+  EXPECT_THAT(line, HasSubstr(R"("prompt_tokens":80)"));
+  EXPECT_THAT(line, HasSubstr(R"("api":"responses")"));
+  EXPECT_THAT(line, HasSubstr(R"("response_id":"resp_1")"));
 }
 
 TEST(AccessLog, OmitsAbsentFields) {

@@ -1,6 +1,9 @@
 // The single parse of a request body: fields, validation and the canonical prompt in one pass.
 #include "router/routing/parsed_request.h"
 
+#include <map>
+
+#include "config/config.h"
 #include "gtest/gtest.h"
 
 namespace kvgate::router {
@@ -99,6 +102,65 @@ TEST(ParsedRequest, BodyContentUnchanged) {
   const std::string copy = body;
   ASSERT_TRUE(Parse(body).ok());
   EXPECT_EQ(body, copy);
+}
+
+// routing.session_keys: the first source present wins, headers and body fields alike.
+TEST(ParsedRequest, SessionKeySources) {
+  const std::vector<std::string> keys = config::RoutingConfig().session_keys;
+  std::map<std::string, std::string> headers;
+  auto lookup = [&headers](std::string_view name) -> std::string_view {
+    auto it = headers.find(std::string(name));
+    return it == headers.end() ? std::string_view() : std::string_view(it->second);
+  };
+  const std::string messages =
+      R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"q"}],)"
+      R"("metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"cc-1\"}"}})";
+  ParsedRequest p;
+  ASSERT_TRUE(
+      ParseRequest(messages, messages.size(), ApiEndpoint::kMessages, true, keys, lookup, &p).ok());
+  EXPECT_EQ(p.session_key, "cc-1");
+  EXPECT_EQ(p.session_source, "metadata.user_id");
+  headers["x-claude-code-session-id"] = "cc-header";
+  ASSERT_TRUE(
+      ParseRequest(messages, messages.size(), ApiEndpoint::kMessages, true, keys, lookup, &p).ok());
+  EXPECT_EQ(p.session_key, "cc-header");
+  EXPECT_EQ(p.session_source, "x-claude-code-session-id");
+  headers.clear();
+  const std::string responses =
+      R"({"model":"m","input":"q","prompt_cache_key":"thread-7","previous_response_id":"r",)"
+      R"("user":"u"})";
+  ASSERT_TRUE(
+      ParseRequest(responses, responses.size(), ApiEndpoint::kResponses, true, keys, lookup, &p)
+          .ok());
+  EXPECT_EQ(p.session_key, "thread-7");
+  EXPECT_EQ(p.session_source, "prompt_cache_key");
+  // A configured order: user first.
+  const std::vector<std::string> user_first = {"user", "prompt_cache_key"};
+  ASSERT_TRUE(ParseRequest(responses, responses.size(), ApiEndpoint::kResponses, true, user_first,
+                           lookup, &p)
+                  .ok());
+  EXPECT_EQ(p.session_key, "u");
+  // Nothing present: no key.
+  const std::string bare = R"({"model":"m","input":"q"})";
+  ASSERT_TRUE(
+      ParseRequest(bare, bare.size(), ApiEndpoint::kResponses, true, keys, lookup, &p).ok());
+  EXPECT_EQ(p.session_key, "");
+  EXPECT_EQ(p.session_source, "");
+}
+
+TEST(ParsedRequest, AgentEndpoints) {
+  EXPECT_EQ(EndpointOf("/v1/messages"), ApiEndpoint::kMessages);
+  EXPECT_EQ(EndpointOf("/v1/messages/count_tokens"), ApiEndpoint::kCountTokens);
+  EXPECT_EQ(EndpointOf("/v1/responses"), ApiEndpoint::kResponses);
+  EXPECT_EQ(EndpointOf("/v1/responses/resp_1"), ApiEndpoint::kOther);
+  EXPECT_EQ(ApiName(ApiEndpoint::kCountTokens), "messages");
+  // The agents' APIs are validated like chat: wrong types are errors.
+  EXPECT_FALSE(Parse(R"({"model":"m","input":7})", ApiEndpoint::kResponses, true).ok());
+  EXPECT_FALSE(Parse(R"({"model":"m","messages":"x"})", ApiEndpoint::kMessages, false).ok());
+  auto p = Parse(R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"q"}]})",
+                 ApiEndpoint::kCountTokens, true);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->has_prompt());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "router/upstream/usage_scanner.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace kvgate::router {
@@ -50,6 +53,61 @@ TEST(UsageScanner, NullCachedTokensIgnored) {
   s.Feed(R"({"prompt_tokens_details":{"cached_tokens":null},"prompt_tokens":3})");
   EXPECT_EQ(s.cached_tokens(), -1);
   EXPECT_EQ(s.prompt_tokens(), 3);
+}
+
+// vLLM's Anthropic stream: message_start carries the whole prompt as input_tokens, the final
+// message_delta the uncached rest beside the cache fields.
+TEST(UsageScanner, AnthropicUsageAcrossEvents) {
+  const std::string body =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"chatcmpl-1\","
+      "\"usage\":{\"input_tokens\":100,\"output_tokens\":0}}}\n\n"
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+      "\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+      "\"end_turn\"},\"usage\":{\"input_tokens\":12,\"output_tokens\":5,"
+      "\"cache_read_input_tokens\":80,\"cache_creation_input_tokens\":8}}\n\n";
+  for (size_t cut = 1; cut < body.size(); cut += 7) {
+    UsageScanner s(UsageScanner::Dialect::kAnthropic);
+    s.Feed(std::string_view(body).substr(0, cut));
+    s.Feed(std::string_view(body).substr(cut));
+    EXPECT_EQ(s.cached_tokens(), 80) << cut;
+    EXPECT_EQ(s.prompt_tokens(), 100) << cut;
+  }
+  // Cut off after message_start: the whole prompt, nothing known about the cache.
+  UsageScanner start(UsageScanner::Dialect::kAnthropic);
+  start.Feed(body.substr(0, body.find("event: content_block_delta")));
+  EXPECT_EQ(start.prompt_tokens(), 100);
+  EXPECT_EQ(start.cached_tokens(), -1);
+}
+
+TEST(UsageScanner, ResponsesUsageAndId) {
+  const std::string body =
+      "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,"
+      "\"response\":{\"id\":\"resp_abc-123\",\"object\":\"response\",\"usage\":null}}\n\n"
+      "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\","
+      "\"item\":{\"id\":\"msg_x\"}}\n\n"
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":"
+      "\"resp_abc-123\",\"usage\":{\"input_tokens\":64,\"input_tokens_details\":{\"cached_tokens"
+      "\":48},\"output_tokens\":3,\"output_tokens_details\":{\"reasoning_tokens\":0}}}}\n\n";
+  for (size_t cut = 1; cut < body.size(); ++cut) {
+    UsageScanner s(UsageScanner::Dialect::kResponses, /*capture_id=*/true);
+    s.Feed(std::string_view(body).substr(0, cut));
+    s.Feed(std::string_view(body).substr(cut));
+    ASSERT_EQ(s.response_id(), "resp_abc-123") << cut;
+    EXPECT_EQ(s.cached_tokens(), 48) << cut;
+    EXPECT_EQ(s.prompt_tokens(), 64) << cut;
+  }
+  UsageScanner no_capture(UsageScanner::Dialect::kResponses);
+  no_capture.Feed(body);
+  EXPECT_EQ(no_capture.response_id(), "");
+  // An id that is not one (escapes, spaces, too long) is not kept.
+  for (const std::string& odd :
+       std::vector<std::string>{R"({"id":"a\"b"})", R"({"id":"a b"})", R"({"id":5})",
+                                "{\"id\":\"" + std::string(300, 'x') + "\"}"}) {
+    UsageScanner s(UsageScanner::Dialect::kResponses, true);
+    s.Feed(odd);
+    EXPECT_EQ(s.response_id(), "") << odd;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,169 @@
+// File: kvindex/canonicalize_impl.h
+// Internal to kvindex: the canonicaliser's walk (canonicalize.cc for chat and completions,
+// agent_chat.cc for the agents' APIs) and the helpers both halves share. Not a public header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kvindex/agent_conversation.h"
+#include "kvindex/canonicalize.h"
+#include "simdjson.h"
+
+namespace kvgate::kvindex {
+namespace od = simdjson::ondemand;
+
+// Field tags after canonical::kField (and section tags after kMessageBegin). One byte each; the
+// meaning of a field never depends on its position, so optional fields cannot be confused.
+namespace walk {
+constexpr char kTagRole = 'r';
+constexpr char kTagTools = 'x';
+constexpr char kTagFunctions = 'y';
+constexpr char kTagName = 'n';
+constexpr char kTagText = 't';
+constexpr char kTagImage = 'i';
+constexpr char kTagAudio = 'a';
+constexpr char kTagVideo = 'v';
+constexpr char kTagOtherPart = 'o';
+constexpr char kTagPartHash = 'h';
+constexpr char kTagToolCallId = 'c';
+constexpr char kTagFunctionName = 'f';
+constexpr char kTagArguments = 'g';
+constexpr char kTagToolResultId = 'k';
+constexpr char kTagNullContent = 'z';
+
+// absl::string_view is not std::string_view in Debian's Abseil build.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+inline absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid request JSON at ", Sv(where), ": ", simdjson::error_message(ec)));
+}
+
+#define KVINDEX_JSON_TRY(expr, where)   \
+  do {                                  \
+    if (auto kv_ec_ = (expr); kv_ec_) { \
+      return JsonError(kv_ec_, where);  \
+    }                                   \
+  } while (0)
+
+#define KVINDEX_STATUS_TRY(expr)                      \
+  do {                                                \
+    if (absl::Status kv_st_ = (expr); !kv_st_.ok()) { \
+      return kv_st_;                                  \
+    }                                                 \
+  } while (0)
+
+// True if any byte of the 8-byte word is < 9 (i.e. a framing byte).
+inline bool HasFramingByte(uint64_t x) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  return ((x - kOnes * (canonical::kMaxFramingByte + 1)) & ~x & kHigh) != 0;
+}
+
+inline void AppendHex(uint64_t h, std::string* out) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i) {
+    buf[i] = kDigits[h & 0xf];
+    h >>= 4;
+  }
+  out->append(buf, 16);
+}
+
+inline absl::Status TypeOf(od::value& v, od::json_type* t, std::string_view where) {
+  KVINDEX_JSON_TRY(v.type().get(*t), where);
+  return absl::OkStatus();
+}
+
+// Reads a string-or-null value; `*found` is false for null.
+inline absl::Status StringOrNull(od::value& v, std::string_view key, std::string_view* s,
+                                 bool* found) {
+  od::json_type t = od::json_type::null;
+  KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+  if (t == od::json_type::null) {
+    *found = false;
+    return absl::OkStatus();
+  }
+  if (t != od::json_type::string) {
+    return absl::InvalidArgumentError(absl::StrCat("field '", Sv(key), "' must be a string"));
+  }
+  KVINDEX_JSON_TRY(v.get_string().get(*s), key);
+  *found = true;
+  return absl::OkStatus();
+}
+
+}  // namespace walk
+
+class Canonicalizer::Impl {
+ public:
+  explicit Impl(CanonicalizeOptions options) : options_(options) {}
+
+  absl::Status Run(std::string_view body, size_t capacity, ApiKind api, bool build_prompt,
+                   CanonicalRequest* out);
+
+  /// The agents' APIs (agent_chat.cc): the conversation converted by the last Run of a
+  /// kMessages / kResponses body. With `json_mode`, tool members hold JSON text (for a chat
+  /// body) and Run does not build the canonical stream.
+  const agent::Conversation& conversation() const { return conv_; }
+  void set_json_mode(bool json_mode) { json_mode_ = json_mode; }
+
+ private:
+  // Walks a value completely, so that malformed JSON in fields the gateway does not read is
+  // still caught (simdjson on-demand skips unread values without validating them).
+  absl::Status Validate(od::value v, int depth);
+  absl::Status Message(od::value v, std::string* out);
+  absl::Status ContentParts(od::array parts, std::string* out);
+  absl::Status PartPayloadHash(od::value v, uint64_t* hash);
+  absl::Status ToolCalls(od::value v, std::string* out);
+  absl::Status FunctionCall(od::value v, std::string* out);
+  absl::Status Completions(od::value prompt, CanonicalRequest* out);
+  absl::Status Tokens(od::array arr, std::vector<uint32_t>* tokens);
+  // Appends the canonical form of any JSON value: objects with sorted keys, normalised numbers
+  // and decoded strings; with a null `out`, only validates it.
+  absl::Status Json(od::value v, std::string* out, int depth, int max_depth);
+
+  // Agent APIs (agent_chat.cc). The root walk reads the top-level fields and, with `build`,
+  // converts the conversation into conv_.
+  absl::Status AgentRoot(od::object root, ApiKind api, bool build, CanonicalRequest* out);
+  absl::Status AnthropicSystem(od::value v, std::string_view* text);
+  std::string_view SystemText(const std::vector<agent::Block>& blocks);
+  void PushSystem(std::string_view text);
+  absl::Status AnthropicMessage(od::value v, agent::InlineSystems& inline_systems);
+  absl::Status AnthropicBlocks(od::array blocks, std::string_view role,
+                               std::vector<agent::Block>* out);
+  absl::Status AnthropicToolResult(od::value v, std::string_view role, agent::Block* b);
+  absl::Status AnthropicImage(od::value source, agent::Part* out);
+  absl::Status AnthropicTools(od::value v);
+  absl::Status ResponsesInput(od::value v);
+  absl::Status ResponsesItem(od::value v);
+  absl::Status ResponsesParts(od::array parts, std::string_view* first_text);
+  absl::Status ResponsesTools(od::value v);
+  // A tool's member value: canonical JSON, or JSON text in json_mode_.
+  absl::Status Render(od::value v, std::string* out, bool default_object_type = false);
+
+  static void Field(char tag, std::string_view content, std::string* out) {
+    out->push_back(canonical::kField);
+    out->push_back(tag);
+    AppendEscaped(content, out);
+  }
+
+  CanonicalizeOptions options_;
+  od::parser parser_;
+  std::string padded_;
+  std::string tools_;      // Canonical `tools` section.
+  std::string functions_;  // Canonical `functions` section.
+  std::string content_;    // A message's content parts.
+  std::string calls_;      // A message's tool calls / function call.
+  std::string scratch_;
+  agent::Conversation conv_;
+  std::vector<agent::Block> blocks_;  // an Anthropic message's blocks
+  std::vector<agent::Part> parts_;    // a message's parts before they join conv_.parts
+  bool json_mode_ = false;
+};
+
+}  // namespace kvgate::kvindex
