@@ -23,9 +23,11 @@ function(kvgate_cc_library)
   endif()
 endfunction()
 
-# kvgate_cc_test(NAME n SRCS ... DEPS ... [LABELS ...])
+# kvgate_cc_test(NAME n SRCS ... DEPS ... [LABELS ...] [RUN_SERIAL])
+# RUN_SERIAL: ctest runs these tests alone (timing-sensitive load tests that a CPU-heavy
+# neighbour under `ctest -j2` would starve).
 function(kvgate_cc_test)
-  cmake_parse_arguments(KV "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(KV "RUN_SERIAL" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${KV_NAME} ${KV_SRCS})
   target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_options(${KV_NAME} PRIVATE ${KVGATE_WARNINGS})
@@ -34,7 +36,12 @@ function(kvgate_cc_test)
   target_compile_definitions(${KV_NAME} PRIVATE
     KVGATE_TEST_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
     KVGATE_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  gtest_discover_tests(${KV_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${KV_LABELS}")
+  if(KV_RUN_SERIAL)
+    gtest_discover_tests(${KV_NAME} DISCOVERY_TIMEOUT 60
+                         PROPERTIES LABELS "${KV_LABELS}" RUN_SERIAL TRUE)
+  else()
+    gtest_discover_tests(${KV_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${KV_LABELS}")
+  endif()
 endfunction()
 
 # kvgate_cc_benchmark(NAME n SRCS ... DEPS ...): a Google Benchmark binary that also runs as a

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kvindex/canonicalize_impl.h"
+#include "kvindex/py_json.h"
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include "xxhash.h"
 
@@ -21,38 +22,9 @@ void Field(char tag, std::string_view content, std::string* out) {
   AppendEscaped(content, out);
 }
 
-// The body of a JSON string literal (UTF-8 kept), for the chat body.
+// JSON string escapes for the chat body (UTF-8 kept).
 void AppendJsonEscaped(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out->append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default: {
-        const char buf[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
-        out->append(buf, 6);
-      }
-    }
-  }
-  out->append(s.data() + run, s.size() - run);
+  py_json::AppendEscaped(s, out, /*ascii=*/false);
 }
 
 void AppendJsonText(std::string_view s, std::string* out) {

@@ -558,17 +558,25 @@ absl::Status Canonicalizer::Impl::AnthropicImage(od::value v, agent::Part* out) 
   return absl::OkStatus();
 }
 
-// Anthropic tools -> {"type": "function", "function": {name, description, parameters: the
-// input_schema (with "type": "object" when it has none), strict, defer_loading}}.
-absl::Status Canonicalizer::Impl::AnthropicTools(od::value v) {
+// A `tools` value (either API): an array, or null for none (`*present` false).
+absl::Status Canonicalizer::Impl::ToolsArray(od::value v, od::array* tools, bool* present) {
   od::json_type t = od::json_type::null;
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "tools"));
   conv_.tools.clear();
-  if (t == od::json_type::null) return absl::OkStatus();
-  od::array tools;
-  if (t != od::json_type::array || v.get_array().get(tools)) {
+  *present = t != od::json_type::null;
+  if (*present && (t != od::json_type::array || v.get_array().get(*tools))) {
     return absl::InvalidArgumentError("'tools' must be an array");
   }
+  return absl::OkStatus();
+}
+
+// Anthropic tools -> {"type": "function", "function": {name, description, parameters: the
+// input_schema (with "type": "object" when it has none), strict, defer_loading}}.
+absl::Status Canonicalizer::Impl::AnthropicTools(od::value v) {
+  od::array tools;
+  bool present = false;
+  KVINDEX_STATUS_TRY(ToolsArray(v, &tools, &present));
+  if (!present) return absl::OkStatus();
   static constexpr std::string_view kOrder[] = {"name", "description", "parameters", "strict",
                                                 "defer_loading"};
   for (auto element : tools) {

@@ -230,14 +230,10 @@ absl::Status Canonicalizer::Impl::ResponsesItem(od::value v) {
 // Responses tools: a function tool's members (all but "type") become the chat tool's
 // "function"; built-in tools (web_search, ...) need vLLM's tool server and are left out.
 absl::Status Canonicalizer::Impl::ResponsesTools(od::value v) {
-  od::json_type t = od::json_type::null;
-  KVINDEX_STATUS_TRY(TypeOf(v, &t, "tools"));
-  conv_.tools.clear();
-  if (t == od::json_type::null) return absl::OkStatus();
   od::array tools;
-  if (t != od::json_type::array || v.get_array().get(tools)) {
-    return absl::InvalidArgumentError("'tools' must be an array");
-  }
+  bool present = false;
+  KVINDEX_STATUS_TRY(ToolsArray(v, &tools, &present));
+  if (!present) return absl::OkStatus();
   for (auto element : tools) {
     od::object tool;
     if (element.get_object().get(tool)) {

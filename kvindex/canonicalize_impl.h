@@ -138,6 +138,7 @@ class Canonicalizer::Impl {
                                std::vector<agent::Block>* out);
   absl::Status AnthropicToolResult(od::value v, std::string_view role, agent::Block* b);
   absl::Status AnthropicImage(od::value source, agent::Part* out);
+  absl::Status ToolsArray(od::value v, od::array* tools, bool* present);
   absl::Status AnthropicTools(od::value v);
   absl::Status ResponsesInput(od::value v);
   absl::Status ResponsesItem(od::value v);

@@ -9,7 +9,7 @@
 namespace kvgate::kvindex::py_json {
 using namespace walk;  // NOLINT(build/namespaces): the walk's helpers (canonicalize_impl.h)
 
-void AppendString(std::string_view s, std::string* out) {
+void AppendEscaped(std::string_view s, std::string* out, bool ascii) {
   static constexpr char kHex[] = "0123456789abcdef";
   const auto unicode = [out](uint32_t c) {
     char buf[6] = {
@@ -17,7 +17,6 @@ void AppendString(std::string_view s, std::string* out) {
         kHex[c & 0xf]};
     out->append(buf, 6);
   };
-  out->push_back('"');
   size_t run = 0;  // start of the pending run of bytes copied as they are
   size_t i = 0;
   while (i < s.size()) {
@@ -56,6 +55,10 @@ void AppendString(std::string_view s, std::string* out) {
       run = ++i;
       continue;
     }
+    if (!ascii) {  // UTF-8 stays as it is: pending again from here (the document was validated)
+      run = i++;
+      continue;
+    }
     // A UTF-8 sequence (simdjson validated the document); non-BMP code points as surrogates.
     const int extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
     uint32_t cp = c & (0x3f >> extra);
@@ -73,6 +76,11 @@ void AppendString(std::string_view s, std::string* out) {
     run = i;
   }
   out->append(s.data() + run, s.size() - run);
+}
+
+void AppendString(std::string_view s, std::string* out) {
+  out->push_back('"');
+  AppendEscaped(s, out, /*ascii=*/true);
   out->push_back('"');
 }
 

@@ -15,6 +15,9 @@ namespace kvgate::kvindex::py_json {
 
 /// Appends `s` as json.dumps writes a str.
 void AppendString(std::string_view s, std::string* out);
+/// Appends `s` escaped as a JSON string's body, without the quotes: as json.dumps escapes it
+/// with `ascii`, else with UTF-8 kept as it is (any JSON reader decodes both alike).
+void AppendEscaped(std::string_view s, std::string* out, bool ascii);
 /// Appends repr(d) (json.dumps of a float).
 void AppendFloat(double d, std::string* out);
 /// Appends json.dumps(v). An object without "type" gets "type": "object" last when

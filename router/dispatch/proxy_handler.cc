@@ -28,7 +28,7 @@ void LearnResponsePin(ThreadContext& tc, const Exchange& ex) {
 }  // namespace
 
 net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex) {
-  if (ex.head.path.starts_with(kResponsesPrefix)) {
+  if (ex.head.path.starts_with(kResponsesPrefix) && ex.head.path.ends_with("/cancel")) {
     co_await HandleStoredResponse(tc, ex);  // POST /v1/responses/{id}/cancel
     co_return;
   }

@@ -83,7 +83,12 @@ class ApiKeyCheck : public PreHandler {
   net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
     const auto& keys = ex.snapshot->config->auth.api_keys;
     if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) co_return false;
-    const auto bearer = BearerToken(ex.head.Find("authorization"));
+    // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send the key as x-api-key.
+    auto bearer = BearerToken(ex.head.Find("authorization"));
+    if (const std::string_view x_api_key = ex.head.Find("x-api-key");
+        !bearer && !x_api_key.empty()) {
+      bearer = x_api_key;
+    }
     if (bearer) {
       const std::string presented = Sha256Hex(*bearer);
       const config::ApiKeyConfig* match = nullptr;
@@ -101,7 +106,7 @@ class ApiKeyCheck : public PreHandler {
     co_await WriteError(tc, ex, 401,
                         bearer ? "Incorrect API key provided."
                                : "You didn't provide an API key. Send it as "
-                                 "'Authorization: Bearer YOUR_KEY'.",
+                                 "'Authorization: Bearer YOUR_KEY' (or 'x-api-key: YOUR_KEY').",
                         "invalid_request_error", "invalid_api_key", "www-authenticate: Bearer\r\n");
     co_return true;
   }

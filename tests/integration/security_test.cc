@@ -107,6 +107,23 @@ TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
             R"(kvgate_api_key_requests_total{code="200",key="team-b"} 2)");
 }
 
+// Claude Code sends its key as x-api-key: accepted as the key, and /v1/messages' refusals come
+// in Anthropic's error shape.
+TEST_F(SecurityTest, AnthropicClientsMaySendTheKeyAsXApiKey) {
+  auto c = Base();
+  c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt}};
+  Start(c);
+  const std::string body =
+      R"({"model":"fake-model","max_tokens":4,"messages":[{"role":"user","content":"hi"}]})";
+  const HttpResponse missing = Fetch(port_, "POST", "/v1/messages", body);
+  EXPECT_EQ(missing.status, 401);
+  EXPECT_THAT(missing.body, HasSubstr(R"({"type":"error","error":{"type":"authentication_error")"));
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/messages", body, {{"x-api-key", "sk-wrong"}}).status, 401);
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/messages", body, {{"x-api-key", kKeyA}}).status, 200);
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/messages", body, Key(kKeyA)).status, 200);
+  EXPECT_EQ(fake_->requests(), 2u);
+}
+
 TEST_F(SecurityTest, AdminIsOffTheApiListenerUnlessATokenIsSet) {
   Start(Base());
   ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 404, "not_found");
