@@ -42,7 +42,7 @@ class MessagesWriter : public AnswerWriter {
         signature_(Hex32(id_)) {}
 
   std::string Whole(absl::Span<const uint32_t> tokens, const UsageCounts& usage,
-                    std::string_view) override {
+                    std::string_view kv_params) override {
     const size_t k = std::min<size_t>(thinking_, tokens.size());
     std::string content = "[";
     if (k > 0) {
@@ -59,7 +59,12 @@ class MessagesWriter : public AnswerWriter {
     return common::StrCat(R"({"id":)", Json(id_),
                           R"(,"type":"message","role":"assistant","content":)", content,
                           R"(,"model":)", model_, R"(,"stop_reason":")", StopReason(usage),
-                          R"(","usage":)", Usage(usage), "}");
+                          R"(","usage":)", Usage(usage),
+                          // A P/D prefill's KV, at the top level as vLLM returns it.
+                          kv_params == "null" || kv_params.empty()
+                              ? std::string()
+                              : common::StrCat(R"(,"kv_transfer_params":)", kv_params),
+                          "}");
   }
 
   void Begin(std::string* out) override {

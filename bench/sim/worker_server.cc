@@ -326,7 +326,10 @@ net::awaitable<bool> SimServer::Agent(beast::tcp_stream& stream, const Request& 
   if (call.max_tokens) parsed.max_tokens = *call.max_tokens;
   auto writer = agents_.Writer(std::move(call), a.request_id,
                                static_cast<uint32_t>(parsed.prompt.size()), parsed.max_tokens, a.n);
-  co_return co_await Generate(stream, req, a, style, parsed, false, *writer);
+  // vLLM's Anthropic layer hands kv_transfer_params to its chat pipeline (P/D through
+  // /v1/messages); SGLang's drops the bootstrap fields, and Responses takes neither here.
+  const bool pd_fields = messages && o_.pd_protocol != PdProtocol::kSglangBootstrap;
+  co_return co_await Generate(stream, req, a, style, parsed, pd_fields, *writer);
 }
 
 net::awaitable<bool> SimServer::CountTokens(beast::tcp_stream& stream, const Request& req) {

@@ -36,7 +36,10 @@ void FinishPrefill(ThreadContext& tc, const RoutePlan& plan, Decision& d, const 
   RouteOutcome outcome;
   outcome.success = PrefillOk(r);
   if (outcome.success) {
-    UsageScanner usage;
+    const bool messages =
+        plan.request != nullptr && plan.request->endpoint == ApiEndpoint::kMessages;
+    UsageScanner usage(messages ? UsageScanner::Dialect::kAnthropic
+                                : UsageScanner::Dialect::kOpenAi);
     usage.Feed(r.body);
     outcome.cached_tokens = usage.cached_tokens();
     outcome.ttfb_seconds = r.seconds;  // a prefill's whole answer is its time to first token
@@ -153,16 +156,22 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   std::string request_id = ex.request_id;
   absl::StatusOr<std::string> prefill_body;
   absl::StatusOr<std::string> decode_body = std::string();  // empty: the client's body
+  // An Anthropic /v1/messages body has its own prefill shape; decode bodies are the client's
+  // with kv_transfer_params, whatever the API.
+  const auto vllm_prefill =
+      plan.request != nullptr && plan.request->endpoint == ApiEndpoint::kMessages
+          ? &pd::VllmMessagesPrefillBody
+          : &pd::VllmPrefillBody;
   switch (c.protocol) {
     case PdProtocol::kVllmNixl:
-      prefill_body = pd::VllmPrefillBody(ex.body, pd::kNixlPrefillParams);
+      prefill_body = vllm_prefill(ex.body, pd::kNixlPrefillParams);
       break;
     case PdProtocol::kVllmP2pNccl:
       request_id = pd::P2pNcclRequestId(ZmqAddress(pw), ZmqAddress(dw), RandomHex(tc));
-      prefill_body = pd::VllmPrefillBody(ex.body, "");
+      prefill_body = vllm_prefill(ex.body, "");
       break;
     case PdProtocol::kVllmMooncake:
-      prefill_body = pd::VllmPrefillBody(ex.body, pd::kMooncakePrefillParams);
+      prefill_body = vllm_prefill(ex.body, pd::kMooncakePrefillParams);
       decode_body = pd::VllmDecodeBody(ex.body, pd::MooncakeDecodeParams(host, bootstrap_port));
       break;
     case PdProtocol::kSglangBootstrap: {

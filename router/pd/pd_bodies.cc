@@ -161,6 +161,30 @@ absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_v
   return Serialize(members, kRemove, set, body.size());
 }
 
+absl::StatusOr<std::string> VllmMessagesPrefillBody(std::string_view body,
+                                                    std::string_view params) {
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (auto s = Members(json, parser, &members); !s.ok()) return s;
+  std::vector<JsonMember> set = {{"stream", "false"}, {"max_tokens", "1"}};
+  if (!params.empty()) set.push_back({"kv_transfer_params", params});
+  std::vector<std::string_view> remove;
+  for (const RawMember& m : members) {
+    if (m.key != "thinking") continue;
+    // {"type": "enabled", ...}: its type, read from the member's raw value.
+    const simdjson::padded_string value(m.value);
+    od::parser value_parser;
+    od::document doc;
+    std::string_view type;
+    if (!value_parser.iterate(value).get(doc) && !doc["type"].get_string().get(type) &&
+        type == "enabled") {
+      remove.push_back("thinking");
+    }
+  }
+  return Serialize(members, remove, set, body.size());
+}
+
 absl::StatusOr<std::string> VllmDecodeBody(std::string_view body, std::string_view params) {
   const JsonMember set[] = {{"kv_transfer_params", params}};
   return RewriteTopLevel(body, {}, set);

@@ -43,6 +43,13 @@ absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
 /// (none when empty: P2pNcclConnector matches by request id).
 absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params);
 
+/// vLLM's prefill request for an Anthropic /v1/messages body (vLLM's Anthropic layer passes
+/// `kv_transfer_params` to its chat pipeline and returns them in a non-streamed answer):
+/// `stream` false, `max_tokens` 1, `kv_transfer_params` = `params` (none when empty), and an
+/// enabled `thinking` dropped (its budget must stay below max_tokens; an absent one renders the
+/// same prompt, while `disabled` would not, so it stays).
+absl::StatusOr<std::string> VllmMessagesPrefillBody(std::string_view body, std::string_view params);
+
 /// vLLM's decode request: the client's body (its own `stream`, `max_tokens`, ...) with
 /// `kv_transfer_params` = `params`, forwarded verbatim from prefill's response (NIXL) or built
 /// by kvgate (Mooncake).

@@ -87,12 +87,17 @@ PdChoice ChoosePd(RoutePlanner& planner, RoutePlan& plan, const config::PdConfig
     c.reason = "no prefill or decode worker available";
     return c;
   }
-  // The agents' APIs: vLLM's and SGLang's P/D paths take chat and completions (and SGLang's
-  // /generate); a Messages or Responses request is served whole (docs/pd.md).
+  // The agents' APIs: vLLM's Anthropic layer carries kv_transfer_params, so /v1/messages is
+  // disaggregated under vLLM's protocols like chat; SGLang's drops the bootstrap fields, and
+  // /v1/responses carries them only in recent vLLM builds: those, count_tokens and the stored
+  // response endpoints are served whole (docs/pd.md).
   const ApiEndpoint endpoint =
       plan.request != nullptr ? plan.request->endpoint : ApiEndpoint::kOther;
-  if (endpoint == ApiEndpoint::kMessages || endpoint == ApiEndpoint::kCountTokens ||
-      endpoint == ApiEndpoint::kResponses || !plan.pinned_response.empty()) {
+  const bool messages_pd =
+      endpoint == ApiEndpoint::kMessages && c.protocol != pd::PdProtocol::kSglangBootstrap;
+  if (!messages_pd &&
+      (endpoint == ApiEndpoint::kMessages || endpoint == ApiEndpoint::kCountTokens ||
+       endpoint == ApiEndpoint::kResponses || !plan.pinned_response.empty())) {
     c.whole_api = true;
     const std::string_view api = plan.pinned_response.empty() ? ApiName(endpoint) : "responses";
     if (!c.decode_pool.empty() && DecodeCanServeAlone(c.protocol)) {

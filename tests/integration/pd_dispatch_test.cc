@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "router/pd/pd_bodies.h"
 #include "router/server/gateway.h"
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
@@ -193,31 +194,45 @@ TEST_F(PdDispatchTest, NixlSendsPrefillThenDecodeWithItsParamsAndOneRequestId) {
             1);
 }
 
-// The agents' APIs are not carried by the engines' P/D paths: served whole on the decode worker
-// (vLLM's decode workers prefill alone), counted and explained as such.
-TEST_F(PdDispatchTest, AgentApisAreServedWholeOnTheDecodeWorker) {
+// vLLM's Anthropic layer carries kv_transfer_params: /v1/messages is disaggregated like chat,
+// its prefill body in Messages' own shape (an enabled thinking budget must stay below
+// max_tokens: dropped). Responses and count_tokens are served whole on the decode worker,
+// counted and explained as such.
+TEST_F(PdDispatchTest, MessagesAreDisaggregatedResponsesServedWhole) {
   fleet_.prefill = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{PrefillAnswer()}}; });
   fleet_.decode = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
   Start("vllm-nixl");
-  const std::string messages =
-      R"({"model":"fake-model","max_tokens":8,"messages":[{"role":"user","content":"hi"}]})";
+  const std::string messages = R"({"model":"fake-model","max_tokens":2048,"stream":true,)"
+                               R"("thinking":{"type":"enabled","budget_tokens":1024},)"
+                               R"("messages":[{"role":"user","content":"hi"}]})";
   const std::string responses = R"({"model":"fake-model","input":"hi","store":false})";
-  auto explain = AdminFetch(port_, "POST", "/admin/explain", messages,
-                            {{"x-kvgate-endpoint", "/v1/messages"}});
+  auto explain = AdminFetch(port_, "POST", "/admin/explain", responses,
+                            {{"x-kvgate-endpoint", "/v1/responses"}});
   EXPECT_THAT(explain.body, HasSubstr(R"("decision":"whole_api")"));
-  EXPECT_THAT(explain.body, HasSubstr("do not carry the messages API"));
+  EXPECT_THAT(explain.body, HasSubstr("do not carry the responses API"));
+  explain = AdminFetch(port_, "POST", "/admin/explain", messages,
+                       {{"x-kvgate-endpoint", "/v1/messages"}});
+  EXPECT_THAT(explain.body, HasSubstr(R"("decision":"disaggregated")"));
   auto m = Fetch(port_, "POST", "/v1/messages", messages);
   EXPECT_EQ(m.status, 200) << m.body;
   auto r = Fetch(port_, "POST", "/v1/responses", responses);
   EXPECT_EQ(r.status, 200) << r.body;
-  EXPECT_TRUE(Completions(*fleet_.prefill).empty());
+  const auto p = Completions(*fleet_.prefill);
   const auto d = Completions(*fleet_.decode);
+  ASSERT_EQ(p.size(), 1u);
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(BodyOfRequest(d[0]), messages);  // the client's body, untouched
-  EXPECT_EQ(BodyOfRequest(d[1]), responses);
-  EXPECT_EQ(Metric(R"(kvgate_pd_decisions_total{decision="whole_api",protocol="vllm-nixl"})"), 2);
+  EXPECT_EQ(BodyOfRequest(p[0]),
+            R"({"model":"fake-model","max_tokens":1,"stream":false,)"
+            R"("messages":[{"role":"user","content":"hi"}],"kv_transfer_params":)" +
+                std::string(router::pd::kNixlPrefillParams) + "}");
+  EXPECT_EQ(BodyOfRequest(d[0]), messages.substr(0, messages.size() - 1) +
+                                     ",\"kv_transfer_params\":" + std::string(kParams) + "}");
+  EXPECT_EQ(BodyOfRequest(d[1]), responses);  // the client's body, untouched
+  EXPECT_EQ(Metric(R"(kvgate_pd_decisions_total{decision="disaggregated",protocol="vllm-nixl"})"),
+            1);
+  EXPECT_EQ(Metric(R"(kvgate_pd_decisions_total{decision="whole_api",protocol="vllm-nixl"})"), 1);
 }
 
 // SGLang's decode servers cannot serve alone: a mixed worker does, else a clear 503.

@@ -683,13 +683,20 @@ TEST_F(AgentApiTest, ResponsesErrorsHaveOpenAiShape) {
   EXPECT_EQ(Json(model.body).Str("/error/type"), "NotFoundError");
 }
 
-TEST_F(AgentApiTest, AgentRequestsOnPdWorkersAreServedWhole) {
+// vLLM's Anthropic layer carries kv_transfer_params (a prefill answers with them, at the top
+// level); Responses requests on a P/D worker are served whole.
+TEST_F(AgentApiTest, MessagesCarryPdParamsResponsesAreServedWhole) {
   StartSim(ConvertQuirk::kNone, PdRole::kPrefill);
   auto r = Fetch(port_, "POST", "/v1/messages",
                  MessagesBody(false, 5, R"(,"kv_transfer_params":{"do_remote_decode":true})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Json(r.body).Int("/usage/output_tokens"), 5);
-  EXPECT_FALSE(Json(r.body).Has("/kv_transfer_params"));
+  EXPECT_TRUE(Json(r.body).Has("/kv_transfer_params")) << r.body;
+  auto responses = Fetch(port_, "POST", "/v1/responses",
+                         R"({"model":"sim-model","input":"hi","max_output_tokens":3,)"
+                         R"("kv_transfer_params":{"do_remote_decode":true}})");
+  ASSERT_EQ(responses.status, 200) << responses.body;
+  EXPECT_FALSE(Json(responses.body).Has("/kv_transfer_params"));
 }
 
 TEST_F(AgentApiTest, ConvertQuirkChangesOnlyThatApisPrompt) {

@@ -156,6 +156,40 @@ TEST_P(PdE2eTest, StreamedAnswerComesFromADecodeThatPulledThePrefillKv) {
   }));
 }
 
+// Anthropic /v1/messages (as Claude Code streams it, thinking on): vLLM's protocols carry it like
+// chat, the decode pulling the prefill's KV; SGLang's Anthropic layer drops the bootstrap
+// fields, so there it needs a mixed worker (none here: a clear 503).
+TEST_P(PdE2eTest, MessagesThroughTheSameProtocol) {
+  const std::string protocol = GetParam();
+  Start(ProtocolOf(protocol), {{PdRole::kPrefill, {}}, {PdRole::kDecode, {}}},
+        common::StrCat("{protocol: ", protocol, ", skip_prefill_below_tokens: 0}"));
+  const std::string body = common::StrCat(
+      R"({"model":"sim-model","max_tokens":2048,"stream":true,)",
+      R"("thinking":{"type":"enabled","budget_tokens":1024},"system":[{"type":"text","text":)",
+      R"("x-anthropic-billing-header: cc_version=2.1.1;"},{"type":"text","text":"Be brief."}],)",
+      R"("messages":[{"role":"user","content":[{"type":"text","text":")", std::string(1200, 'm'),
+      R"(","cache_control":{"type":"ephemeral"}}]}]})");
+  testing::StreamingRequest req(port_, "/v1/messages", body);
+  ASSERT_TRUE(req.ReadHeader()) << gateway_->Log();
+  if (protocol == "sglang-bootstrap") {
+    EXPECT_EQ(req.status(), 503);
+    EXPECT_THAT(req.ReadAll(), HasSubstr("do not carry the messages API"));
+    return;
+  }
+  ASSERT_EQ(req.status(), 200) << gateway_->Log();
+  EXPECT_EQ(req.Header("x-kvgate-worker"), common::StrCat("http://127.0.0.1:", SimPort(1)));
+  const std::string sse = req.ReadAll();
+  EXPECT_THAT(sse, HasSubstr("event: message_stop"));
+  const int read = Field(sse, "cache_read_input_tokens");
+  EXPECT_GT(read, 256) << sse;  // pulled from the prefill worker, not recomputed
+  EXPECT_EQ(Metric(SimPort(0), "kvgate_sim_pd_requests_total{stage=\"prefill\"}"), 1);
+  EXPECT_EQ(Metric(SimPort(1), "kvgate_sim_pd_requests_total{stage=\"decode\"}"), 1);
+  ExpectPrefillReleased(0, 1);
+  EXPECT_EQ(Metric(port_, common::StrCat("kvgate_pd_decisions_total{decision=\"disaggregated\",",
+                                         "protocol=\"", protocol, "\"}")),
+            1);
+}
+
 // The next turn extends the prompt the decode worker now holds: vLLM protocols skip prefill.
 TEST_P(PdE2eTest, NextTurnOnTheDecodeWorkerSkipsPrefill) {
   const std::string protocol = GetParam();

@@ -151,5 +151,25 @@ TEST(PdBodies, MalformedBodiesAreClearErrors) {
   EXPECT_TRUE(absl::IsNotFound(KvTransferParamsOf(R"({"choices":[]})").status()));
 }
 
+// Anthropic /v1/messages through vLLM's P/D: stream off, one token, an enabled thinking budget
+// dropped (it must stay below max_tokens), a disabled one kept (it changes the prompt).
+TEST(PdBodies, VllmMessagesPrefill) {
+  constexpr std::string_view kMessages =
+      R"({"model":"m","system":[{"type":"text","text":"s"}],"max_tokens":4096,"stream":true,)"
+      R"("thinking":{"budget_tokens":2048,"type":"enabled"},)"
+      R"("messages":[{"role":"user","content":"q"}],"metadata":{"user_id":"u"}})";
+  EXPECT_EQ(Ok(VllmMessagesPrefillBody(kMessages, kNixlPrefillParams)),
+            R"({"model":"m","system":[{"type":"text","text":"s"}],"max_tokens":1,"stream":false,)"
+            R"("messages":[{"role":"user","content":"q"}],"metadata":{"user_id":"u"},)"
+            R"("kv_transfer_params":)" +
+                std::string(kNixlPrefillParams) + "}");
+  constexpr std::string_view kDisabled =
+      R"({"model":"m","max_tokens":9,"thinking":{"type":"disabled"},"messages":[]})";
+  EXPECT_EQ(Ok(VllmMessagesPrefillBody(kDisabled, "")),
+            R"({"model":"m","max_tokens":1,"thinking":{"type":"disabled"},"messages":[],)"
+            R"("stream":false})");
+  EXPECT_FALSE(VllmMessagesPrefillBody("[1]", "").ok());
+}
+
 }  // namespace
 }  // namespace kvgate::router::pd
