@@ -615,7 +615,14 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth,
         } else if (n.is_uint64()) {
           r = std::to_chars(buf, buf + sizeof(buf), n.get_uint64());
         } else {
-          r = std::to_chars(buf, buf + sizeof(buf), n.get_double());
+          // simdjson 3.0's get_number() yields 0 for a double spelt with 19+ significant
+          // digits (666...1500.0); its spelling, already validated, parses exactly.
+          std::string_view raw = v.raw_json_token();
+          double d = n.get_double();
+          if (std::from_chars(raw.data(), raw.data() + raw.size(), d).ec != std::errc{}) {
+            d = n.get_double();
+          }
+          r = std::to_chars(buf, buf + sizeof(buf), d);
         }
         out->append(buf, r.ptr - buf);
       } else {  // Out of range for 64-bit types: keep the spelling.

@@ -192,6 +192,12 @@ TEST(CanonicalizeTest, ToolCallArgumentsAndIdsMatter) {
 TEST(CanonicalizeTest, NumbersAreNormalised) {
   EXPECT_EQ(Chat(R"({"tools":[{"x":1.0,"y":100}],"messages":[]})"),
             Chat(R"({"tools":[{"y":1e2,"x":1}],"messages":[]})"));
+  // 19+ significant digits: simdjson 3.0's get_number() reads these as 0; the value counts.
+  const std::string digits(71, '6');
+  EXPECT_EQ(Chat(absl::StrCat(R"({"tools":[{"x":)", digits, R"(1500.0}],"messages":[]})")),
+            Chat(R"({"tools":[{"x":6.666666666666666e+74}],"messages":[]})"));
+  EXPECT_NE(Chat(R"({"tools":[{"x":1666666666666666666.0}],"messages":[]})"),
+            Chat(R"({"tools":[{"x":0}],"messages":[]})"));
 }
 
 TEST(CanonicalizeTest, HugeContent) {
