@@ -5,12 +5,17 @@ JOBS ?= $(shell nproc)
 BINARIES := kvgate kvgate-fake-upstream kvgate-sim kvgate-replay kvindex_bench kvgate-tokenize \
 	kvgate-tokenizer-bench kvgate-transfer-bench \
 	kvgate-store kvgate-store-bench
+# The image `make image` builds and deploy/ runs (kept equal by tests/deploy/image_name_test.sh).
+VERSION := $(shell sed -n 's/^project.kvgate VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+IMAGE ?= ghcr.io/kvgate/kvgate:$(VERSION)
+# What `make demo` runs, and nothing else.
+DEMO_TARGETS := kvgate kvgate-sim kvgate-replay kvgate-store kvgate-fake-upstream
 # ccache: paths relative to the checkout, so that another clone of the repo (CI) hits the cache.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
 .PHONY: all setup build debug test test-debug test-asan test-tsan test-fuzz test-demo demo bench \
-	format clean
+	format clean image demo-build print-image
 
 all: build
 
@@ -65,8 +70,27 @@ test-demo: test-asan
 test: test-asan test-tsan test-fuzz test-demo
 	@echo "make test: all suites passed"
 
-demo: build
+# Only the binaries the demo runs (a fresh clone builds 5 targets, not the test suite).
+demo-build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build build/release -j$(JOBS) --target $(DEMO_TARGETS)
+	@for b in $(DEMO_TARGETS); do ln -sf release/bin/$$b build/$$b; done
+
+demo: demo-build
 	@bash scripts/demo.sh
+
+print-image:
+	@echo $(IMAGE)
+
+# The container image deploy/ runs: Dockerfile (multi-stage Debian 12) with whichever engine
+# this machine has. Needs a running engine and the debian:12 base images from a registry.
+image:
+	@engine=$$(command -v podman || command -v buildah || command -v docker || true); \
+	if [ -z "$$engine" ]; then echo "make image: needs podman, buildah or docker" >&2; exit 1; fi; \
+	case "$$engine" in *buildah) sub=bud ;; *) sub=build ;; esac; \
+	commit=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	"$$engine" $$sub --build-arg KVGATE_GIT_COMMIT=$$commit -t $(IMAGE) -f Dockerfile . && \
+	echo "make image: built $(IMAGE) (commit $$commit)"
 
 bench: build
 	@bash bench/proxy/run.sh

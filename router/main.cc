@@ -5,16 +5,13 @@
 #include <iostream>
 #include <thread>
 
+#include "common/build_info.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "router/cli.h"
 #include "router/internal/asio.h"
 #include "router/server/gateway.h"
 #include "spdlog/spdlog.h"
-
-#ifndef KVGATE_VERSION
-#define KVGATE_VERSION "0.0.0"
-#endif
 
 int main(int argc, char** argv) {
   using namespace kvgate;
@@ -29,7 +26,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options->version) {
-    std::cout << "kvgate " << KVGATE_VERSION << "\n";
+    std::cout << common::VersionLine("kvgate") << "\n";
     return 0;
   }
   auto cfg = router::BuildConfig(*options);

@@ -75,17 +75,24 @@ echo "   session's own history). Fleet: 4 simulated vLLM workers (kvgate-sim, 20
 echo "   time, KV cache smaller than the working set), ${SECONDS_PER_POLICY} s of replay each through"
 echo "   round_robin and kvaware, each without and with a kvgate-store beside the fleet (+store: a"
 echo "   worker loads the KV it lacks from the store instead of recomputing it, as vLLM's"
-echo "   MooncakeStoreConnector does). One line per run as it finishes:"
+echo "   MooncakeStoreConnector does). Progress every 5 s, and a line per run as it finishes:"
 # bench/compare's tables go to $out/tables.md, its progress (stderr) to $out/compare.log and,
 # one line per finished run, to the terminal.
 if ! bench/compare --workers 4 --policies round_robin,kvaware --store --workloads agentic \
     --data "$data" --api messages --duration "$SECONDS_PER_POLICY" --conversations 8 \
-    --gpu-blocks 6000 --bin-dir "$BIN" --out "$out/report.md" --plot "$out/report.png" \
+    --gpu-blocks 8000 --bin-dir "$BIN" --out "$out/report.md" --plot "$out/report.png" \
     --summary-json "$out/summary.json" 2>&1 >"$out/tables.md" | tee "$out/compare.log" |
-    sed -un -e 's|^compare: agentic / \([^ ]*\) done (\([^,]*\), \([^)]*\)): |   [\2] \1, \3: |p' \
+    sed -un -e 's|^compare: agentic / \([^ ]*\) (api [^)]*) \.\.\.$|   \1: started|p' \
+      -e 's|^compare: agentic / \([^ :]*\): progress: |   \1: |p' \
+      -e 's|^compare: agentic / \([^ ]*\) done (\([^,]*\), \([^)]*\)): |   [\2] \1, \3: |p' \
       -e 't' -e '/^compare: .*\(errors {\|!=\)/s/^/   /p'; then
   cat "$out/compare.log"
   echo "demo: FAILED: bench/compare did not finish (log: $out/compare.log)" >&2
+  exit 1
+fi
+# Each replay reports every 5 s (kvgate-replay --progress lines): a silent run is a bug.
+if [ "$SECONDS_PER_POLICY" -ge 10 ] && [ "$(grep -c ': progress: ' "$out/compare.log")" -lt 4 ]; then
+  echo "demo: FAILED: the replays printed no progress (log: $out/compare.log)" >&2
   exit 1
 fi
 echo

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/build_info.h"
 #include "common/strings.h"
 #include "store/rpc.h"
 
@@ -99,12 +100,14 @@ void AdminHttpServer::Serve(int fd) {
     Reply(fd, status, "application/json", body);
   } else if (path == "/metrics") {
     Reply(fd, 200, "text/plain; version=0.0.4; charset=utf-8", pages_.metrics());
+  } else if (path == "/version") {
+    Reply(fd, 200, "application/json", common::VersionJson());
   } else if (path == "/admin/store") {
     Reply(fd, 200, "application/json", pages_.admin());
   } else {
     Reply(
         fd, 404, "application/json",
-        R"({"error":{"message":"not found: try /health, /metrics, /admin/store","type":"not_found_error"}})");
+        R"({"error":{"message":"not found: try /health, /metrics, /version, /admin/store","type":"not_found_error"}})");
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "common/build_info.h"
 #include "common/logging.h"
 #include "common/url.h"
 #include "spdlog/spdlog.h"
@@ -13,6 +14,7 @@
 
 int main(int argc, char** argv) {
   using namespace kvgate::store;
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-store")) return 0;
   auto cli = ParseStoreCli(argc, argv);
   if (!cli.ok()) {
     std::fprintf(stderr, "kvgate-store: %s\n", std::string(cli.status().message()).c_str());

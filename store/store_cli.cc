@@ -17,6 +17,7 @@ const char kStoreUsage[] = R"(kvgate-store: the shared KV block store (master + 
   kvgate-store --role master --listen HOST:PORT [--etcd etcd://HOST:PORT]
   kvgate-store --role data --master HOST:PORT|etcd://... --memory 64GiB
 
+  --version                   print the version and git commit
   --role both|master|data     what this process runs (default both)
   --listen HOST:PORT          master wire protocol (default 127.0.0.1:7400)
   --advertise HOST:PORT       master address given to peers via etcd (default: --listen)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/json_util.h"
+#include "common/process_metrics.h"
 #include "common/strings.h"
 
 namespace kvgate::store {
@@ -138,7 +139,7 @@ std::string RenderMetrics(const MasterService* svc, DataNode* node) {
     node->engine().CollectMetrics(sink);
     sink.Render(t);
   }
-  return t.Take();
+  return t.Take() + common::ProcessMetricsText("kvgate-store");
 }
 
 std::string RenderAdminJson(const MasterService* svc, const DataNode* node) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "common/build_info.h"
 #include "kvindex/block_hash.h"
 #include "kvindex/canonicalize.h"
 #include "kvindex/prefix_index.h"
@@ -295,4 +296,11 @@ BENCHMARK(BM_HashTokens)->Unit(benchmark::kMicrosecond);
 }  // namespace
 }  // namespace kvgate::kvindex
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvindex_bench")) return 0;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/build_info.h"
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "kvindex/hf_tokenizer.h"
@@ -273,6 +274,7 @@ int RouterBench(const std::string& dir, int iterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-tokenizer-bench")) return 0;
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "throughput" && argc >= 4) {
     return Throughput(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 3);

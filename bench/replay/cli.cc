@@ -54,9 +54,11 @@ per-worker load (X-Kvgate-Worker).
   --no-bounds                  skip the trace bounds
   --request-timeout SECONDS    per-request timeout (default 600)
   --header NAME:VALUE          extra request header (repeatable)
-  --progress auto|on|off       live progress line on stderr (default auto: when a TTY)
+  --progress auto|on|off|lines live progress line on stderr (default auto: when a TTY);
+                               lines: a line every 5 s (done, errors, cached share so far)
   --no-table                   do not print the human table on stdout
   --help
+  --version                    print the version and git commit
 )";
 }
 
@@ -125,8 +127,10 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
            o.progress = 1;
          } else if (v == "off") {
            o.progress = 0;
+         } else if (v == "lines") {
+           o.progress = 2;
          } else {
-           return Bad(flag, "expected auto, on or off");
+           return Bad(flag, "expected auto, on, off or lines");
          }
          return absl::OkStatus();
        }},

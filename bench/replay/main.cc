@@ -6,8 +6,10 @@
 
 #include "bench/replay/cli.h"
 #include "bench/replay/replayer.h"
+#include "common/build_info.h"
 
 int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-replay")) return 0;
   using namespace kvgate::replay;
   std::vector<std::string> args(argv + 1, argv + argc);
   auto cli = ParseCommandLine(args);

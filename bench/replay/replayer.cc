@@ -156,11 +156,32 @@ class Session {
     ++finished_;
     if (!rec->ok()) ++failed_;
     output_tokens_ += rec->completion_tokens;
+    prompt_tokens_ += rec->prompt_tokens;
+    cached_tokens_ += rec->cached_tokens;
+    store_tokens_ += rec->store_tokens;
   }
 
-  // Writes the progress line (stderr), at most 4 times a second until `*done`.
-  net::awaitable<void> Progress(const bool* done) {
+  // Writes the progress line (stderr), at most 4 times a second until `*done`; with `lines`, a
+  // whole line every 5 s instead (for a log or a pipe, where \r does not redraw).
+  net::awaitable<void> Progress(const bool* done, bool lines) {
     net::steady_timer timer(ioc_);
+    if (lines) {
+      Clock::time_point next = start_ + std::chrono::seconds(5);
+      while (!*done) {
+        timer.expires_at(std::min(next, Clock::now() + std::chrono::milliseconds(250)));
+        co_await timer.async_wait(kNoThrow);
+        if (*done || Clock::now() < next) continue;
+        next += std::chrono::seconds(5);
+        const double cached = prompt_tokens_ ? 100.0 * cached_tokens_ / prompt_tokens_ : 0.0;
+        const double store = prompt_tokens_ ? 100.0 * store_tokens_ / prompt_tokens_ : 0.0;
+        fmt::print(stderr,
+                   "progress: {:.0f} s, {} requests done ({} errors), {} in flight, {:.1f}% of "
+                   "prompt tokens cached ({:.1f}% from a store)\n",
+                   Seconds(Clock::now() - start_), finished_, failed_, in_flight_, cached, store);
+        std::fflush(stderr);
+      }
+      co_return;
+    }
     while (!*done) {
       timer.expires_after(std::chrono::milliseconds(250));
       co_await timer.async_wait(kNoThrow);
@@ -321,6 +342,9 @@ class Session {
   uint64_t failed_ = 0;
   uint64_t in_flight_ = 0;
   uint64_t output_tokens_ = 0;
+  uint64_t prompt_tokens_ = 0;  // Of finished requests, for the progress lines.
+  uint64_t cached_tokens_ = 0;
+  uint64_t store_tokens_ = 0;
   uint64_t conversations_ = 0;
 };
 
@@ -484,7 +508,7 @@ absl::StatusOr<ReplayResult> RunOn(const ReplayOptions& options, Body body) {
   bool done = false;
   net::co_spawn(ioc, body(session), [&](std::exception_ptr) { done = true; });
   const bool progress = options.progress < 0 ? ::isatty(STDERR_FILENO) != 0 : options.progress;
-  if (progress) net::co_spawn(ioc, session.Progress(&done), net::detached);
+  if (progress) net::co_spawn(ioc, session.Progress(&done, options.progress == 2), net::detached);
   ioc.run();
   ReplayResult result;
   result.report = BuildReport(session.records(), session.max_concurrent(),

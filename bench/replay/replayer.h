@@ -37,7 +37,7 @@ struct ReplayOptions {
   uint64_t fleet_capacity_tokens = 0;  // Pooled-LRU bound capacity; 0 = skip that bound.
   bool compute_bounds = true;
   double request_timeout_s = 600;
-  int progress = -1;  // 1 on, 0 off, -1 when stderr is a terminal.
+  int progress = -1;  // 1 on, 0 off, -1 when stderr is a terminal, 2 a line every 5 s.
   std::vector<std::pair<std::string, std::string>> headers;  // Extra request headers.
 };
 

@@ -68,6 +68,7 @@ Usage: kvgate-sim [flags]
   --slow-start S                   /health and requests answer 503 for S real seconds
   --log-level LEVEL                trace|debug|info|warn|error|off (default info)
   --help
+  --version                        print the version and git commit
 Per-request header x-sim-fault: error|hang|close-mid forces a fault.
 Prints "port=P worker=I" per worker, "bootstrap port=P worker=I" per prefill/decode worker and
 "kv_events worker=I rank=R endpoint=E replay=R" per engine on stdout, then "ready".

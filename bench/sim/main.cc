@@ -3,11 +3,13 @@
 
 #include "bench/sim/cli.h"
 #include "bench/sim/server.h"
+#include "common/build_info.h"
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
   using namespace kvgate;
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-sim")) return 0;
   common::InitLogging();
   auto options = sim::ParseSimCli(argc, argv);
   if (!options.ok()) {

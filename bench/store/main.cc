@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/store/peer_clients.h"
+#include "common/build_info.h"
 #include "common/url.h"
 #include "store/client.h"
 #include "store/store_cli.h"
@@ -255,6 +256,7 @@ void ExistsChain(kvgate::store::StoreClient& client, uint32_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-store-bench")) return 0;
   const Args a = Parse(argc, argv);
   std::vector<uint8_t> patterns(kPatterns * a.value_size);
   std::mt19937_64 rng(42);

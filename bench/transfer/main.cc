@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/build_info.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "transfer/transfer_engine.h"
@@ -561,4 +562,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kvgate::transfer
 
-int main(int argc, char** argv) { return kvgate::transfer::Main(argc, argv); }
+int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-transfer-bench")) return 0;
+  return kvgate::transfer::Main(argc, argv);
+}

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/build_info.h"
 #include "kvindex/hf_tokenizer.h"
 #include "kvindex/jinja.h"
 
@@ -44,6 +45,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-tokenize")) return 0;
   std::string dir;
   bool incremental = false;
   for (int i = 1; i < argc; ++i) {

@@ -50,7 +50,7 @@ std::string Sha256Hex(std::string_view data) {
 }
 
 bool IsOpenPath(std::string_view path) {
-  return path == "/health" || path == "/ready" || path == "/metrics";
+  return path == "/health" || path == "/ready" || path == "/metrics" || path == "/version";
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #include "router/http/local_endpoints.h"
 
+#include "common/build_info.h"
 #include "router/http/response_writer.h"
 #include "router/server/thread_context.h"
 
@@ -23,6 +24,10 @@ net::awaitable<void> HandleReady(ThreadContext& tc, Exchange& ex) {
 net::awaitable<void> HandleMetrics(ThreadContext& tc, Exchange& ex) {
   const std::string text = tc.state.MetricsText();
   co_await WriteResponse(tc, ex, 200, "text/plain; version=0.0.4; charset=utf-8", text);
+}
+
+net::awaitable<void> HandleVersion(ThreadContext& tc, Exchange& ex) {
+  co_await WriteResponse(tc, ex, 200, "application/json", common::VersionJson());
 }
 
 net::awaitable<void> HandleModels(ThreadContext& tc, Exchange& ex) {

@@ -39,6 +39,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/health", false, kGetOrHead, &HandleHealth},
       {"/ready", false, kGetOrHead, &HandleReady},
       {"/metrics", false, kGetOrHead, &HandleMetrics},
+      {"/version", false, kGetOrHead, &HandleVersion},
       {"/v1/models", false, kGetOrHead, &HandleModels},
       // Stored OpenAI responses: to the worker that holds them (POST .../cancel goes through
       // HandleProxy).
@@ -54,7 +55,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
   pre.push_back(MakeApiKeyCheck());
   pre.push_back(MakeAdmissionControl());
   return std::make_unique<RouteTable>(
-      std::move(routes), std::vector<std::string_view>{"/health", "/ready", "/metrics"},
+      std::move(routes), std::vector<std::string_view>{"/health", "/ready", "/metrics", "/version"},
       separate_admin, std::move(pre));
 }
 

@@ -1,5 +1,7 @@
 #include "router/server/gateway_state.h"
 
+#include "common/process_metrics.h"
+
 namespace kvgate::router {
 
 GatewayState::GatewayState(config::ConfigConstSharedPtr initial, size_t threads)
@@ -37,7 +39,7 @@ std::string GatewayState::MetricsText() {
   p.index_errors = planner.index_errors();
   p.admission_running = admission.running();
   p.admission_queued = static_cast<int64_t>(admission.queued());
-  return metrics.Render(registry, snapshot()->workers, p);
+  return metrics.Render(registry, snapshot()->workers, p) + common::ProcessMetricsText("kvgate");
 }
 
 }  // namespace kvgate::router

@@ -6,10 +6,12 @@
 #include <iostream>
 #include <string>
 
+#include "common/build_info.h"
 #include "common/strings.h"
 #include "tests/fakes/fake_upstream.h"
 
 int main(int argc, char** argv) {
+  if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-fake-upstream")) return 0;
   kvgate::testing::FakeUpstream::Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -217,6 +217,11 @@ TEST_F(GatewayTest, NoWorkersGives503AndNotReady) {
   ExpectOpenAiError(Chat(false), 503);
   ExpectOpenAiError(Fetch(port_, "GET", "/ready"), 503);
   EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
+  // The build, answered whatever the fleet's state.
+  const HttpResponse v = Fetch(port_, "GET", "/version");
+  EXPECT_EQ(v.status, 200);
+  EXPECT_THAT(v.body, HasSubstr(R"("version":")"));
+  EXPECT_THAT(v.body, HasSubstr(R"("commit":")"));
 }
 
 TEST_F(GatewayTest, ServerErrorBeforeFirstByteIsRetriedElsewhere) {
@@ -432,9 +437,17 @@ TEST_F(GatewayTest, MetricsPassPromtool) {
        {"kvgate_http_requests_total", "kvgate_http_request_duration_seconds_bucket",
         "kvgate_upstream_time_to_first_byte_seconds_bucket",
         "kvgate_router_overhead_seconds_bucket", "kvgate_worker_in_flight_requests",
-        "kvgate_upstream_connect_errors_total", "kvgate_worker_healthy"}) {
+        "kvgate_upstream_connect_errors_total", "kvgate_worker_healthy",
+        // the standard process collector's families, and the build
+        "process_cpu_seconds_total ", "process_resident_memory_bytes ",
+        "process_start_time_seconds ", "process_open_fds ", "process_max_fds ",
+        "kvgate_build_info{program=\"kvgate\",version=\""}) {
     EXPECT_THAT(m.body, HasSubstr(name));
   }
+  // RSS and open descriptors are this process's: plausible, not zero.
+  const size_t rss = m.body.find("\nprocess_resident_memory_bytes ");
+  ASSERT_NE(rss, std::string::npos);
+  EXPECT_GT(std::stod(m.body.substr(rss + 31)), 1e6);
   EXPECT_THAT(
       m.body,
       HasSubstr(common::StrCat(

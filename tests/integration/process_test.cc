@@ -63,6 +63,7 @@ TEST(Process, VersionAndHelp) {
   Process v({"--version"});
   EXPECT_EQ(v.Wait(), 0);
   EXPECT_THAT(v.Log(), HasSubstr("kvgate "));
+  EXPECT_THAT(v.Log(), HasSubstr(" (commit "));
   Process h({"--help"});
   EXPECT_EQ(h.Wait(), 0);
   EXPECT_THAT(h.Log(), HasSubstr("--listen HOST:PORT"));

@@ -93,6 +93,7 @@ TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
   // Probes and the scrape need no key; the models list does.
   EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
   EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
+  EXPECT_EQ(Fetch(port_, "GET", "/version").status, 200);
   // No key, or another scheme: missing; a wrong key: invalid.
   EXPECT_EQ(Metric(R"(kvgate_auth_failures_total{reason="missing"})"),
             R"(kvgate_auth_failures_total{reason="missing"} 2)");

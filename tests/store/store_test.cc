@@ -334,10 +334,12 @@ TEST_P(StoreTest, MetricsAndAdminPagesDescribeTheStore) {
   auto buf = c->AllocateBuffer(4096);
   PutRange(*c, static_cast<uint8_t*>(*buf), 1, 1, 4096);
   const std::string m = RenderMetrics(svc_.get(), nodes_[0].get());
-  for (const char* name : {"kvgate_store_objects 1", "kvgate_store_master_leader 1",
-                           "kvgate_store_node_used_bytes{node=\"node-a\"} 4096",
-                           "kvgate_store_requests_total{op=\"put_start\"} 1",
-                           "kvgate_store_data_node_registered{node=\"node-a\"} 1"})
+  for (const char* name :
+       {"kvgate_store_objects 1", "kvgate_store_master_leader 1",
+        "kvgate_store_node_used_bytes{node=\"node-a\"} 4096",
+        "kvgate_store_requests_total{op=\"put_start\"} 1",
+        "kvgate_store_data_node_registered{node=\"node-a\"} 1", "process_resident_memory_bytes ",
+        "process_open_fds ", "kvgate_build_info{program=\"kvgate-store\""})
     EXPECT_NE(m.find(name), std::string::npos) << name << "\n" << m;
   // The text format as Prometheus reads it (promtool lints names, types and help too).
   const std::string path = kvgate::testing::WriteTempFile("store-metrics.txt", m);
