@@ -57,8 +57,8 @@ grep -q -- '--target kvgate kvgate-store kvgate-sim' "$df" || fail "the Dockerfi
 # Every library the installed binaries link, from a package the runtime stage installs.
 if command -v dpkg >/dev/null; then
   pkgs=$(for b in kvgate kvgate-store kvgate-sim; do ldd "$tmp/prefix/bin/$b"; done |
-    awk '/=> \//{print $3}' | sort -u | xargs -r -n1 readlink -f | xargs -r dpkg -S 2>/dev/null |
-    cut -d: -f1 | sort -u)
+    awk '/=> \//{print $3}' | sort -u | xargs -r -n1 readlink -f |
+    { xargs -r dpkg -S 2>/dev/null || true; } | cut -d: -f1 | sort -u)
   for p in $pkgs; do
     case $p in
       libc6 | libgcc-s1 | libstdc++6 | libzstd1 | liblzma5 | zlib1g | libbsd0 | libmd0 | \
