@@ -106,6 +106,12 @@ struct UpstreamConfig {
   uint32_t stream_idle_timeout_ms = 300'000;  // between two body chunks of a response
   uint32_t max_idle_per_worker = 64;  // idle keep-alive connections kept per thread and worker
   UpstreamTlsConfig tls;
+  // The key kvgate sends workers ("Authorization: Bearer", e.g. vLLM's --api-key), read from
+  // `api_key_file` or the environment variable `api_key_env` at load. Set, or with
+  // auth.api_keys, a client's own Authorization / x-api-key never reaches a worker.
+  std::string api_key_file;
+  std::string api_key_env;
+  std::string api_key;  // resolved; never logged
 };
 
 struct RetryConfig {

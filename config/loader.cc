@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -498,6 +499,44 @@ const char* WorkerRoleName(WorkerRole role) {
   return "mixed";
 }
 
+namespace {
+
+// The worker key (upstream.api_key_file / api_key_env): one line, surrounding whitespace
+// trimmed, so a Kubernetes Secret mounted as a file or an env var works as written.
+absl::StatusOr<std::string> ReadWorkerKey(const UpstreamConfig& u) {
+  std::string key;
+  if (!u.api_key_file.empty()) {
+    std::ifstream in(u.api_key_file, std::ios::binary);
+    if (!in)
+      return absl::NotFoundError(common::StrCat("api_key_file: cannot read ", u.api_key_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    key = ss.str();
+  } else if (!u.api_key_env.empty()) {
+    const char* v = std::getenv(u.api_key_env.c_str());
+    if (v == nullptr) {
+      return absl::NotFoundError(
+          common::StrCat("api_key_env: environment variable ", u.api_key_env, " is not set"));
+    }
+    key = v;
+  } else {
+    return std::string();
+  }
+  const size_t b = key.find_first_not_of(" \t\r\n");
+  const size_t e = key.find_last_not_of(" \t\r\n");
+  key = b == std::string::npos ? "" : key.substr(b, e - b + 1);
+  if (key.empty()) return absl::InvalidArgumentError("the worker API key is empty");
+  for (char ch : key) {
+    if (static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
+      return absl::InvalidArgumentError(
+          "the worker API key holds whitespace or control characters (one line expected)");
+    }
+  }
+  return key;
+}
+
+}  // namespace
+
 absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_view source) {
   YAML::Node root;
   try {
@@ -585,11 +624,21 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "upstream",
                       {"connect_timeout_ms", "response_timeout_ms", "stream_idle_timeout_ms",
-                       "max_idle_per_worker", "tls"})) {
+                       "max_idle_per_worker", "tls", "api_key_file", "api_key_env"})) {
         r.Uint(n, "upstream", "connect_timeout_ms", &c.upstream.connect_timeout_ms, 1);
         r.Uint(n, "upstream", "response_timeout_ms", &c.upstream.response_timeout_ms, 1);
         r.Uint(n, "upstream", "stream_idle_timeout_ms", &c.upstream.stream_idle_timeout_ms, 1);
         r.Uint(n, "upstream", "max_idle_per_worker", &c.upstream.max_idle_per_worker);
+        r.String(n, "upstream", "api_key_file", &c.upstream.api_key_file);
+        r.String(n, "upstream", "api_key_env", &c.upstream.api_key_env);
+        if (!c.upstream.api_key_file.empty() && !c.upstream.api_key_env.empty()) {
+          r.Error(n["api_key_env"], "upstream.api_key_env",
+                  "set api_key_file or api_key_env, not both");
+        } else if (auto key = ReadWorkerKey(c.upstream); !key.ok()) {
+          r.Error(n, "upstream", key.status().message());
+        } else {
+          c.upstream.api_key = *std::move(key);
+        }
         if (const YAML::Node t = n["tls"]; t.IsDefined() && !t.IsNull()) {
           if (r.ExpectMap(t, "upstream.tls", {"ca_file", "cert_file", "key_file"})) {
             r.String(t, "upstream.tls", "ca_file", &c.upstream.tls.ca_file);

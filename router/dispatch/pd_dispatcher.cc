@@ -68,6 +68,9 @@ std::string RandomHex(ThreadContext& tc) {
   return hex;
 }
 
+// simdjson reads this far past a body's end (the session reserves it for every body).
+constexpr size_t kBodyPadding = 64;
+
 uint64_t RandomRoom(ThreadContext& tc) {
   // minstd gives 31 bits a draw.
   const uint64_t a = tc.rng(), b = tc.rng(), c = tc.rng();
@@ -108,6 +111,19 @@ net::awaitable<void> PdDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, Rou
   if (pdc.protocol.empty() && pdc.model_protocols.empty()) {
     co_await retry_.Dispatch(tc, ex, plan);
     co_return;
+  }
+  // Where KV moves is kvgate's to say: a client's own kv_transfer_params or bootstrap fields
+  // reach no worker, whichever way the request goes (issue 27).
+  if (auto clean = pd::DropTransferFields(ex.body)) {
+    spdlog::info(
+        "request {}: dropped the client's P/D transfer fields (kv_transfer_params, bootstrap_*, "
+        "disagg_prefill_dp_rank): only kvgate sets them",
+        ex.request_id);
+    tc.state.metrics.pd_client_fields.Get(tc.index, {})->Increment();
+    ex.rewritten_body = *std::move(clean);
+    ex.rewritten_body.reserve(ex.rewritten_body.size() + kBodyPadding);
+    ex.body = ex.rewritten_body;
+    ex.body_capacity = ex.rewritten_body.capacity();
   }
   PdChoice c = ChoosePd(tc.state.planner, plan, pdc, ex.model, /*commit=*/true, SteadyClock::now());
   if (c.mode != PdMode::kNotPd) {

@@ -22,8 +22,15 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpGet(net::io_context& ioc, Gateway
                                                    const common::HttpUrl& url, std::string path,
                                                    milliseconds timeout) {
   std::shared_ptr<ssl::context> tls;
-  if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;
-  return HttpCall(ioc, url, "GET", std::move(path), "", timeout, {}, std::move(tls));
+  std::vector<std::pair<std::string, std::string>> headers;
+  const auto snapshot = state.snapshot();
+  if (snapshot->tls) tls = snapshot->tls->upstream;
+  // The worker key (upstream.api_key_file/env): vLLM's --api-key guards /v1/models too.
+  if (const std::string& key = snapshot->config->upstream.api_key; !key.empty()) {
+    headers.emplace_back("authorization", "Bearer " + key);
+  }
+  return HttpCall(ioc, url, "GET", std::move(path), "", timeout, std::move(headers),
+                  std::move(tls));
 }
 
 std::vector<std::string> ParseModelIds(std::string body) {

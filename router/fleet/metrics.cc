@@ -99,6 +99,10 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       pd_releases("kvgate_pd_held_block_releases_total",
                   "Requests sent to free the KV a prefill worker held for a decode that failed",
                   Type::kCounter, {"result"}, {}, shards),
+      pd_client_fields("kvgate_pd_client_transfer_fields_dropped_total",
+                       "P/D requests whose own kv_transfer_params or bootstrap fields were "
+                       "dropped before any worker saw them",
+                       Type::kCounter, {}, {}, shards),
       retries_(BuildCounter()
                    .Name("kvgate_upstream_retries_total")
                    .Help("Requests retried on another worker, by reason")
@@ -170,7 +174,8 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
   families.push_back(requests.Collect(current_worker(3)));
   families.push_back(request_duration.Collect());
   families.push_back(router_overhead.Collect());
-  for (const ShardedFamily* f : {&pd_decisions, &pd_stage, &pd_failures, &pd_releases}) {
+  for (const ShardedFamily* f :
+       {&pd_decisions, &pd_stage, &pd_failures, &pd_releases, &pd_client_fields}) {
     families.push_back(f->Collect());
   }
   for (const ShardedFamily* f :

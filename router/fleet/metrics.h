@@ -44,10 +44,11 @@ class RouterMetrics {
   ShardedFamily overestimated_tokens;   // ..._overestimated_tokens_total{worker}
   ShardedFamily underestimated_tokens;  // ..._underestimated_tokens_total{worker}
   // Prefill/decode disaggregation (router/dispatch/pd_dispatcher.h).
-  ShardedFamily pd_decisions;  // kvgate_pd_decisions_total{protocol,decision}
-  ShardedFamily pd_stage;      // kvgate_pd_stage_seconds{stage}: prefill, decode_first_token
-  ShardedFamily pd_failures;   // kvgate_pd_failures_total{stage}
-  ShardedFamily pd_releases;   // kvgate_pd_held_block_releases_total{result}
+  ShardedFamily pd_decisions;      // kvgate_pd_decisions_total{protocol,decision}
+  ShardedFamily pd_stage;          // kvgate_pd_stage_seconds{stage}: prefill, decode_first_token
+  ShardedFamily pd_failures;       // kvgate_pd_failures_total{stage}
+  ShardedFamily pd_releases;       // kvgate_pd_held_block_releases_total{result}
+  ShardedFamily pd_client_fields;  // kvgate_pd_client_transfer_fields_dropped_total
 
   prometheus::Counter& Retries(std::string_view reason);
   prometheus::Counter& AuthFailures(std::string_view reason);       // missing, invalid

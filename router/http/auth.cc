@@ -81,6 +81,21 @@ class ApiKeyCheck : public PreHandler {
  public:
   // router::PreHandler
   net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
+    // Two credentials are one too many: which would a worker, or a proxy between, believe?
+    int authorization = 0, x_api_key = 0;
+    for (const http1::Header& h : ex.head.headers) {
+      authorization += http1::EqualsIgnoreCase(h.name, "authorization") ? 1 : 0;
+      x_api_key += http1::EqualsIgnoreCase(h.name, "x-api-key") ? 1 : 0;
+    }
+    if (authorization > 1 || x_api_key > 1) {
+      spdlog::warn("request {}: refused: more than one {} header, from {}", ex.request_id,
+                   authorization > 1 ? "Authorization" : "x-api-key", ex.conn.peer);
+      co_await WriteError(tc, ex, 400,
+                          authorization > 1 ? "more than one Authorization header"
+                                            : "more than one x-api-key header",
+                          "invalid_request_error", "duplicate_credentials");
+      co_return true;
+    }
     const auto& keys = ex.snapshot->config->auth.api_keys;
     if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) co_return false;
     // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send the key as x-api-key.

@@ -55,6 +55,10 @@ struct Exchange {
   std::string_view body;     // in conn.in, or in body_storage for a chunked body
   std::string body_storage;  // a de-chunked body, with simdjson's padding reserved
   size_t body_capacity = 0;  // readable bytes from body.data(): body and padding
+  // A body kvgate rewrote before any worker saw it (P/D: the client's own transfer fields
+  // dropped); `body` then points here. The original stays where it was: the canonical
+  // request's views into it remain valid.
+  std::string rewritten_body;
   size_t request_bytes = 0;  // bytes of conn.in this request occupies
   std::string request_id;
   std::string api_key;      // the name of the API key it came with (auth.api_keys), else empty

@@ -145,6 +145,24 @@ absl::StatusOr<std::string> RewriteTopLevel(std::string_view body,
   return Serialize(members, remove, set, body.size());
 }
 
+std::optional<std::string> DropTransferFields(std::string_view body) {
+  if (body.find("kv_transfer_params") == std::string_view::npos &&
+      body.find("bootstrap_") == std::string_view::npos &&
+      body.find("disagg_prefill_dp_rank") == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const simdjson::padded_string json(body);
+  od::parser parser;
+  std::vector<RawMember> members;
+  if (!Members(json, parser, &members).ok()) return std::nullopt;
+  const bool any = std::any_of(members.begin(), members.end(), [](const RawMember& m) {
+    return std::find(std::begin(kTransferFields), std::end(kTransferFields), m.key) !=
+           std::end(kTransferFields);
+  });
+  if (!any) return std::nullopt;
+  return Serialize(members, kTransferFields, {}, body.size());
+}
+
 absl::StatusOr<std::string> VllmPrefillBody(std::string_view body, std::string_view params) {
   const simdjson::padded_string json(body);
   od::parser parser;

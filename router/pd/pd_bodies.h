@@ -94,6 +94,17 @@ absl::StatusOr<std::string> MergeInputLogprobs(std::string_view prefill, std::st
 /// A host as it goes in a URL or a bootstrap field: IPv6 literals in brackets.
 std::string BracketHost(std::string_view host);
 
+/// Top-level members that tell an engine where to move KV (vLLM's `kv_transfer_params`,
+/// SGLang's bootstrap rendezvous). Only kvgate sets them: a client's would make a worker
+/// connect to a host and port of the client's choosing, or answer for another request.
+inline constexpr std::string_view kTransferFields[] = {"kv_transfer_params", "bootstrap_host",
+                                                       "bootstrap_port", "bootstrap_room",
+                                                       "disagg_prefill_dp_rank"};
+
+/// `body` without kTransferFields, or nullopt when it has none of them (or is not one JSON
+/// object: the request path reports that). A byte scan rules most bodies out unparsed.
+std::optional<std::string> DropTransferFields(std::string_view body);
+
 /// The top-level `kv_transfer_params` of prefill's JSON response, as raw JSON.
 /// @return kNotFound when absent or null (prefill did not export its KV: decode would
 ///         recompute), kInvalidArgument for a body that is not a JSON object.

@@ -262,6 +262,9 @@ struct PreciseProber::Impl {
     const uint64_t batches_before = Batches(holder);
     std::vector<std::pair<std::string, std::string>> headers;
     if (w->config().dp_size > 1) headers.emplace_back("x-data-parallel-rank", std::to_string(rank));
+    if (!cfg.upstream.api_key.empty()) {
+      headers.emplace_back("authorization", "Bearer " + cfg.upstream.api_key);
+    }
     // Named first: GCC 12 mishandles a conditional's temporary inside a co_await.
     std::shared_ptr<ssl::context> tls;
     if (const auto snapshot = state.snapshot(); snapshot->tls) tls = snapshot->tls->upstream;

@@ -80,7 +80,15 @@ void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std:
   common::StrAppend(out, h.method_text, " ", h.path, h.query.empty() ? "" : "?", h.query,
                     " HTTP/1.1\r\nhost: ", worker.authority(), "\r\n");
   const bool rank = dp_rank >= 0 && worker.config().dp_size > 1;
+  // A client's credentials stay here when kvgate checked them or has its own for workers.
+  const config::Config& cfg = *ex.snapshot->config;
+  const std::string& worker_key = cfg.upstream.api_key;
+  const bool drop_credentials = !cfg.auth.api_keys.empty() || !worker_key.empty();
   for (const http1::Header& f : h.headers) {
+    if (drop_credentials && (http1::EqualsIgnoreCase(f.name, "authorization") ||
+                             http1::EqualsIgnoreCase(f.name, "x-api-key"))) {
+      continue;
+    }
     if (h.IsHopByHop(f.name) || http1::EqualsIgnoreCase(f.name, "host") ||
         http1::EqualsIgnoreCase(f.name, "content-length") ||
         http1::EqualsIgnoreCase(f.name, "x-request-id") ||
@@ -92,6 +100,7 @@ void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std:
   common::StrAppend(
       out, "x-request-id: ",
       attempt.request_id.empty() ? std::string_view(ex.request_id) : attempt.request_id, "\r\n");
+  if (!worker_key.empty()) common::StrAppend(out, "authorization: Bearer ", worker_key, "\r\n");
   // vLLM's header: the rank whose cache precise mode matched (or that it spread onto).
   if (rank) common::StrAppend(out, "x-data-parallel-rank: ", dp_rank, "\r\n");
   common::StrAppend(out, "content-length: ", BodyOf(ex, attempt).size(), "\r\n\r\n");

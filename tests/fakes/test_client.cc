@@ -1,9 +1,9 @@
 #include "tests/fakes/test_client.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <regex>
 
 #include "common/strings.h"
@@ -15,6 +15,20 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
+
+// Each header replaces a default of its name; a name listed twice is sent twice (tests of
+// duplicate headers).
+void SetHeaders(const Headers& headers, http::request<http::string_body>& req) {
+  std::vector<std::string> seen;
+  for (const auto& [k, v] : headers) {
+    if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+      req.insert(k, v);
+    } else {
+      req.set(k, v);
+      seen.push_back(k);
+    }
+  }
+}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -64,7 +78,7 @@ HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& 
   }
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");
-  for (const auto& [k, v] : headers) req.set(k, v);
+  SetHeaders(headers, req);
   if (!body.empty() || method == "POST") {
     req.set(http::field::content_type, "application/json");
     req.body() = body;
@@ -113,7 +127,7 @@ StreamingRequest::StreamingRequest(uint16_t port, const std::string& target,
   http::request<http::string_body> req{http::verb::post, target, 11};
   req.set(http::field::host, "127.0.0.1");
   req.set(http::field::content_type, "application/json");
-  for (const auto& [k, v] : headers) req.set(k, v);
+  SetHeaders(headers, req);
   req.body() = body;
   req.prepare_payload();
   http::write(impl_->stream, req, ec);

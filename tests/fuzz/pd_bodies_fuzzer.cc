@@ -67,5 +67,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckObject(*sglang, false);
   }
   (void)KvTransferParamsOf(body);
+  // A client's transfer fields dropped: one object again, none of them left in it.
+  if (auto clean = DropTransferFields(body)) {
+    CheckObject(*clean, false);
+    if (DropTransferFields(*clean).has_value()) std::abort();
+  }
   return 0;
 }

@@ -330,6 +330,40 @@ TEST_F(PdDispatchTest, P2pNcclNamesBothPeersInTheRequestId) {
   EXPECT_EQ(BodyOfRequest(d[0]), body);  // the client's own body
 }
 
+// A client's own kv_transfer_params would send a decode worker to a host and port of the
+// client's choosing (issue 27): they reach no worker, on a skipped prefill as on a
+// disaggregated request, and the request is otherwise served as sent.
+TEST_F(PdDispatchTest, ClientTransferParamsReachNoWorker) {
+  fleet_.prefill = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{PrefillAnswer("null")}}; });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("vllm-p2p-nccl", "round_robin", false, false, /*skip_below=*/1000);
+  const std::string hostile =
+      R"({"do_remote_prefill":true,"remote_engine_id":"x","remote_host":"203.0.113.9",)"
+      R"("remote_port":5600,"remote_block_ids":[1,2]})";
+  // Short: prefill skipped, the body goes straight to decode.
+  const std::string short_body =
+      common::StrCat(R"({"model":"fake-model","prompt":"abc","kv_transfer_params":)", hostile, "}");
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", short_body).status, 200);
+  // Long: disaggregated (prefill's own answer carried no params).
+  const std::string long_body =
+      common::StrCat(R"({"model":"fake-model","prompt":")", std::string(20000, 'a'),
+                     R"(","kv_transfer_params":)", hostile, R"(,"bootstrap_host":"203.0.113.9"})");
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", long_body).status, 200);
+  const auto p = Completions(*fleet_.prefill);
+  const auto d = Completions(*fleet_.decode);
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(d.size(), 2u);
+  for (const auto& r : {p[0], d[0], d[1]}) {
+    EXPECT_THAT(BodyOfRequest(r), Not(HasSubstr("203.0.113.9")));
+    EXPECT_THAT(BodyOfRequest(r), Not(HasSubstr("kv_transfer_params")));
+  }
+  EXPECT_EQ(BodyOfRequest(d[0]), R"({"model":"fake-model","prompt":"abc"})");
+  EXPECT_THAT(BodyOfRequest(d[1]), HasSubstr(std::string(20000, 'a')));
+  EXPECT_EQ(Metric("kvgate_pd_client_transfer_fields_dropped_total"), 2);
+}
+
 TEST_F(PdDispatchTest, SglangSendsTheSameBodyWithARoomToBoth) {
   fleet_.prefill = std::make_unique<ScriptedUpstream>(
       [](const std::string&) { return Script{{JsonResponse(R"({"prefill":true})")}}; });

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "config/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/http/auth.h"
@@ -123,6 +124,51 @@ TEST_F(SecurityTest, AnthropicClientsMaySendTheKeyAsXApiKey) {
   EXPECT_EQ(Fetch(port_, "POST", "/v1/messages", body, {{"x-api-key", kKeyA}}).status, 200);
   EXPECT_EQ(Fetch(port_, "POST", "/v1/messages", body, Key(kKeyA)).status, 200);
   EXPECT_EQ(fake_->requests(), 2u);
+}
+
+// A client's key is kvgate's to check, not the workers' to see (issue 27): with API keys on,
+// neither Authorization nor x-api-key is forwarded; a configured worker key is sent instead;
+// and a request with two credentials of one kind is refused.
+TEST_F(SecurityTest, CredentialsStayHome) {
+  auto c = Base();
+  c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt}};
+  Start(c);
+  ASSERT_EQ(Chat(Key(kKeyA)).status, 200);
+  EXPECT_EQ(fake_->last_header("authorization"), "");
+  ASSERT_EQ(Chat({{"x-api-key", kKeyA}}).status, 200);
+  EXPECT_EQ(fake_->last_header("x-api-key"), "");
+  const uint64_t before = fake_->requests();
+  ExpectOpenAiError(Chat({{"Authorization", std::string("Bearer ") + kKeyA},
+                          {"Authorization", "Bearer attacker-chosen"}}),
+                    400, "duplicate_credentials");
+  ExpectOpenAiError(Chat({{"x-api-key", kKeyA}, {"x-api-key", "other"}}), 400,
+                    "duplicate_credentials");
+  EXPECT_EQ(fake_->requests(), before);
+  gateway_->Stop();
+  gateway_.reset();
+
+  // The worker key, from a file (a mounted Secret, with its trailing newline).
+  auto w = Base();
+  w.upstream.api_key_file = WriteTempFile("worker.key", "worker-secret-1\n");
+  const std::string path = WriteTempFile(
+      "kvgate.yaml", common::StrCat("upstream: {api_key_file: ", w.upstream.api_key_file, "}\n"));
+  auto loaded = config::LoadConfigFromFile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->upstream.api_key, "worker-secret-1");
+  w.upstream.api_key = loaded->upstream.api_key;
+  Start(w);
+  ASSERT_EQ(Chat({{"Authorization", "Bearer client-key"}}).status, 200);
+  EXPECT_EQ(fake_->last_header("authorization"), "Bearer worker-secret-1");
+  // A missing or empty key source is a configuration error, not an open door.
+  EXPECT_FALSE(
+      config::LoadConfigFromString("upstream: {api_key_file: /nonexistent/key}\n", "t").ok());
+  EXPECT_FALSE(
+      config::LoadConfigFromString(
+          common::StrCat("upstream: {api_key_file: ", WriteTempFile("empty.key", "\n"), "}\n"), "t")
+          .ok());
+  EXPECT_FALSE(
+      config::LoadConfigFromString("upstream: {api_key_env: KVGATE_TEST_UNSET_VARIABLE}\n", "t")
+          .ok());
 }
 
 TEST_F(SecurityTest, AdminIsOffTheApiListenerUnlessATokenIsSet) {

@@ -20,6 +20,21 @@ std::string Ok(absl::StatusOr<std::string> s) {
   return s.ok() ? *s : "";
 }
 
+// A client's own transfer fields: whatever their type, they go; everything else stays as sent.
+TEST(PdBodies, ClientTransferFieldsAreDropped) {
+  EXPECT_EQ(DropTransferFields(R"({"model":"m","prompt":"a"})"), std::nullopt);
+  // Named only inside a value: nothing to drop (the scan passes, the parse decides).
+  EXPECT_EQ(DropTransferFields(R"({"prompt":"kv_transfer_params bootstrap_host"})"), std::nullopt);
+  EXPECT_EQ(DropTransferFields(R"(["kv_transfer_params"])"), std::nullopt);
+  EXPECT_EQ(DropTransferFields(R"({"model":"m","kv_transfer_params":{"do_remote_prefill":true,)"
+                               R"("remote_host":"203.0.113.9","remote_port":5600},"prompt":"a"})"),
+            R"({"model":"m","prompt":"a"})");
+  EXPECT_EQ(DropTransferFields(R"({"text":"a","bootstrap_host":"203.0.113.9","bootstrap_port":)"
+                               R"(1,"bootstrap_room":7,"disagg_prefill_dp_rank":0,"stream":true})"),
+            R"({"text":"a","stream":true})");
+  EXPECT_EQ(DropTransferFields(R"({"kv_transfer_params":null,"kv_transfer_params":1})"), "{}");
+}
+
 TEST(PdBodies, ProtocolNames) {
   for (auto p : {PdProtocol::kVllmNixl, PdProtocol::kVllmMooncake, PdProtocol::kVllmP2pNccl,
                  PdProtocol::kSglangBootstrap}) {
