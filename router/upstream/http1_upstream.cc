@@ -81,9 +81,11 @@ void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std:
                     " HTTP/1.1\r\nhost: ", worker.authority(), "\r\n");
   const bool rank = dp_rank >= 0 && worker.config().dp_size > 1;
   // A client's credentials stay here when kvgate checked them or has its own for workers.
-  const config::Config& cfg = *ex.snapshot->config;
-  const std::string& worker_key = cfg.upstream.api_key;
-  const bool drop_credentials = !cfg.auth.api_keys.empty() || !worker_key.empty();
+  static const std::string kNoKey;
+  const config::Config* cfg = ex.snapshot ? ex.snapshot->config.get() : nullptr;
+  const std::string& worker_key = cfg != nullptr ? cfg->upstream.api_key : kNoKey;
+  const bool drop_credentials =
+      cfg != nullptr && (!cfg->auth.api_keys.empty() || !worker_key.empty());
   for (const http1::Header& f : h.headers) {
     if (drop_credentials && (http1::EqualsIgnoreCase(f.name, "authorization") ||
                              http1::EqualsIgnoreCase(f.name, "x-api-key"))) {
