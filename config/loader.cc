@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -10,6 +9,7 @@
 #include "absl/types/span.h"
 #include "common/logging.h"
 #include "common/strings.h"
+#include "config/secret.h"
 #include "config/yaml_reader.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/tokenizer.h"
@@ -499,44 +499,6 @@ const char* WorkerRoleName(WorkerRole role) {
   return "mixed";
 }
 
-namespace {
-
-// The worker key (upstream.api_key_file / api_key_env): one line, surrounding whitespace
-// trimmed, so a Kubernetes Secret mounted as a file or an env var works as written.
-absl::StatusOr<std::string> ReadWorkerKey(const UpstreamConfig& u) {
-  std::string key;
-  if (!u.api_key_file.empty()) {
-    std::ifstream in(u.api_key_file, std::ios::binary);
-    if (!in)
-      return absl::NotFoundError(common::StrCat("api_key_file: cannot read ", u.api_key_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    key = ss.str();
-  } else if (!u.api_key_env.empty()) {
-    const char* v = std::getenv(u.api_key_env.c_str());
-    if (v == nullptr) {
-      return absl::NotFoundError(
-          common::StrCat("api_key_env: environment variable ", u.api_key_env, " is not set"));
-    }
-    key = v;
-  } else {
-    return std::string();
-  }
-  const size_t b = key.find_first_not_of(" \t\r\n");
-  const size_t e = key.find_last_not_of(" \t\r\n");
-  key = b == std::string::npos ? "" : key.substr(b, e - b + 1);
-  if (key.empty()) return absl::InvalidArgumentError("the worker API key is empty");
-  for (char ch : key) {
-    if (static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
-      return absl::InvalidArgumentError(
-          "the worker API key holds whitespace or control characters (one line expected)");
-    }
-  }
-  return key;
-}
-
-}  // namespace
-
 absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_view source) {
   YAML::Node root;
   try {
@@ -634,7 +596,9 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
         if (!c.upstream.api_key_file.empty() && !c.upstream.api_key_env.empty()) {
           r.Error(n["api_key_env"], "upstream.api_key_env",
                   "set api_key_file or api_key_env, not both");
-        } else if (auto key = ReadWorkerKey(c.upstream); !key.ok()) {
+        } else if (auto key = ReadSecret(c.upstream.api_key_file, c.upstream.api_key_env,
+                                         "the worker API key");
+                   !key.ok()) {
           r.Error(n, "upstream", key.status().message());
         } else {
           c.upstream.api_key = *std::move(key);
