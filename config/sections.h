@@ -1,0 +1,31 @@
+// File: config/sections.h
+// Readers of the config's sections that live outside loader.cc (one file per section), and the
+// worker reader they share. Used by the loader only.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "absl/types/span.h"
+#include "config/config.h"
+#include "config/yaml_reader.h"
+#include "yaml-cpp/yaml.h"
+
+namespace kvgate::config {
+
+/// A worker entry; with `seen` null, the settings a discovery source gives every worker it
+/// finds (no url), the source's own keys `extra` allowed beside them.
+void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
+                std::set<std::string>* seen, absl::Span<const std::string_view> extra = {});
+
+/// A `rate` mapping (requests and prompt tokens per minute) at `path`.
+void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate);
+
+/// `auth`: API keys, names unique, each key's SHA-256 as 64 hex digits (lower-cased).
+void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c);
+
+/// `discovery`: DNS names and Kubernetes EndpointSlice sources.
+void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c);
+
+}  // namespace kvgate::config
