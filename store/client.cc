@@ -66,7 +66,11 @@ struct StoreClient::Impl {
 
 absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(StoreClientOptions options) {
   if (options.name.empty()) options.name = DefaultName();
-  auto master = MasterClient::Create(options.master, options.name, options.timeout);
+  auto auth = transfer::LoadPeerAuth(options.credentials_file, transfer::PeerRole::kClient,
+                                     options.credential, /*create=*/false);
+  if (!auth.ok()) return auth.status();
+  auto master = MasterClient::Create(options.master, options.name, options.timeout,
+                                     *auth != nullptr ? (*auth)->self : std::nullopt);
   if (!master.ok()) return master.status();
   std::shared_ptr<MasterClient> shared = std::move(*master);
   transfer::TransferEngineOptions eo;
@@ -76,6 +80,7 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(StoreClientOpti
   eo.tcp = options.tcp;
   eo.copy = options.copy;
   eo.default_timeout = options.timeout;
+  eo.auth = *auth;
   auto engine = transfer::TransferEngine::Create(std::move(eo));
   if (!engine.ok()) return engine.status();
   return std::unique_ptr<StoreClient>(

@@ -61,6 +61,10 @@ struct PutResult {
 
 struct StoreClientOptions {
   std::string master;  // See MasterClient::Create().
+  /// The credentials file (transfer/peer_auth.h): "" the user's default (the file a local
+  /// kvgate-store made), "none" when the store runs with --auth none.
+  std::string credentials_file;
+  std::string credential;  // Which client credential; default the file's first.
   std::string name;    // Transfer segment name, unique; default "client-<host>-<pid>-<n>".
   std::vector<std::string> transports = {"shm", "rdma", "tcp"};
   uint32_t replicas = 1;

@@ -10,7 +10,9 @@ namespace kvgate::store {
 
 absl::StatusOr<std::unique_ptr<DataNode>> DataNode::Start(DataNodeOptions options) {
   if (options.name.empty()) return absl::InvalidArgumentError("store: a data node needs a name");
-  auto master = MasterClient::Create(options.master, options.name);
+  auto master = MasterClient::Create(
+      options.master, options.name, std::chrono::seconds(10),
+      options.auth != nullptr ? options.auth->self : std::nullopt);
   if (!master.ok()) return master.status();
   std::shared_ptr<MasterClient> shared = std::move(*master);
   auto metadata = std::make_unique<MasterMetadata>(shared, /*publish=*/true);
@@ -21,6 +23,7 @@ absl::StatusOr<std::unique_ptr<DataNode>> DataNode::Start(DataNodeOptions option
   eo.transports = options.transports;
   eo.tcp = options.tcp;
   eo.load_gpu_runtimes = false;
+  eo.auth = options.auth;
   auto engine = transfer::TransferEngine::Create(std::move(eo));
   if (!engine.ok()) return engine.status();
   auto pool = (*engine)->AllocateManagedMemory(options.memory);

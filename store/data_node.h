@@ -29,6 +29,9 @@ struct DataNodeOptions {
   uint64_t memory = 256ull << 20;
   std::vector<std::string> transports = {"shm", "rdma", "tcp"};
   transfer::TcpParams tcp;
+  /// Its node credential for the master, and the set its transfer port checks peers against
+  /// (transfer/peer_auth.h). Null: --auth none.
+  transfer::PeerAuthPtr auth;
 };
 
 class DataNode {

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <string_view>
 
 #include "common/build_info.h"
 #include "common/logging.h"
@@ -15,6 +16,11 @@
 int main(int argc, char** argv) {
   using namespace kvgate::store;
   if (kvgate::common::PrintVersionIfAsked(argc, argv, "kvgate-store")) return 0;
+  if (argc == 2 && std::string_view(argv[1]) == "--new-credentials") {
+    // A fresh credentials file on stdout, for a cluster's Secret (docs/store.md).
+    std::fputs(kvgate::transfer::CredentialSet::Generate().c_str(), stdout);
+    return 0;
+  }
   auto cli = ParseStoreCli(argc, argv);
   if (!cli.ok()) {
     std::fprintf(stderr, "kvgate-store: %s\n", std::string(cli.status().message()).c_str());
@@ -35,6 +41,38 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  // One credentials file for both roles: the master checks every peer against it; the data node
+  // presents its node credential and checks whoever connects to its transfer port.
+  kvgate::transfer::PeerAuthPtr auth;
+  if (cli->credentials_file != "none") {
+    auto loaded = kvgate::transfer::LoadPeerAuth(
+        cli->credentials_file, kvgate::transfer::PeerRole::kNode,
+        cli->run_data ? cli->node_credential : "", /*create=*/true);
+    if (!loaded.ok() && !cli->run_data && absl::IsNotFound(loaded.status())) {
+      // A master alone needs no node credential of its own: only the set.
+      auto set = kvgate::transfer::CredentialSet::Load(
+          cli->credentials_file.empty() ? kvgate::transfer::DefaultCredentialsPath()
+                                        : cli->credentials_file);
+      if (set.ok()) {
+        auto a = std::make_shared<kvgate::transfer::PeerAuth>();
+        a->verifier = std::make_shared<const kvgate::transfer::CredentialSet>(std::move(*set));
+        loaded = kvgate::transfer::PeerAuthPtr(std::move(a));
+      }
+    }
+    if (!loaded.ok()) {
+      spdlog::error("kvgate-store: {}", loaded.status().message());
+      return 1;
+    }
+    auth = std::move(*loaded);
+    spdlog::info("kvgate-store: peers authenticate with {} ({} credentials)",
+                 auth->verifier->source(), auth->verifier->size());
+  } else {
+    spdlog::warn("kvgate-store: --auth none: anyone who reaches the store can read, write and "
+                 "remove every object");
+  }
+  cli->master.verifier = auth != nullptr ? auth->verifier : nullptr;
+  cli->data.auth = auth;
 
   std::unique_ptr<MasterService> master;
   if (cli->run_master) {

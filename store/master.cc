@@ -79,9 +79,18 @@ absl::StatusOr<HeartbeatResponse> Master::Heartbeat(const HeartbeatRequest& req)
   return std::exchange(it->second.journal, {});
 }
 
-void Master::PublishSegment(const PublishSegmentRequest& req) {
+absl::Status Master::PublishSegment(const PublishSegmentRequest& req) {
   transfer::MutexLock lock(&mu_);
+  if (!segments_.contains(req.name) && !nodes_.contains(req.name)) {
+    size_t unregistered = 0;
+    for (const auto& [name, json] : segments_) unregistered += nodes_.contains(name) ? 0 : 1;
+    if (unregistered >= kMaxUnregisteredSegments)
+      return absl::ResourceExhaustedError(common::StrCat(
+          "store: ", unregistered, " segments are published by no registered node; register '",
+          req.name, "' first"));
+  }
   segments_[req.name] = req.json;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LookupSegmentResponse> Master::LookupSegment(const LookupSegmentRequest& req) const {

@@ -87,7 +87,8 @@ class Master {
   /// register again (with its objects).
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& req);
 
-  void PublishSegment(const PublishSegmentRequest& req);
+  /// @return kResourceExhausted past kMaxUnregisteredSegments names no registered node has.
+  absl::Status PublishSegment(const PublishSegmentRequest& req);
   absl::StatusOr<LookupSegmentResponse> LookupSegment(const LookupSegmentRequest& req) const;
 
   ExistsResponse Exists(const ExistsRequest& req);

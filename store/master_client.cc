@@ -10,7 +10,8 @@
 namespace kvgate::store {
 
 absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Create(
-    std::string master, std::string client_name, std::chrono::milliseconds timeout) {
+    std::string master, std::string client_name, std::chrono::milliseconds timeout,
+    std::optional<transfer::Credential> credential) {
   std::optional<EtcdEndpoints> etcd;
   std::vector<std::string> masters;
   if (master.rfind("etcd://", 0) == 0) {
@@ -29,15 +30,18 @@ absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Create(
     if (masters.empty()) return absl::InvalidArgumentError("store: no master address");
   }
   return std::unique_ptr<MasterClient>(
-      new MasterClient(std::move(masters), std::move(etcd), std::move(client_name), timeout));
+      new MasterClient(std::move(masters), std::move(etcd), std::move(client_name), timeout,
+                       std::move(credential)));
 }
 
 MasterClient::MasterClient(std::vector<std::string> masters, std::optional<EtcdEndpoints> etcd,
-                           std::string client_name, std::chrono::milliseconds timeout)
+                           std::string client_name, std::chrono::milliseconds timeout,
+                           std::optional<transfer::Credential> credential)
     : masters_(std::move(masters)),
       etcd_(std::move(etcd)),
       client_name_(std::move(client_name)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      credential_(std::move(credential)) {}
 
 std::string MasterClient::leader() const {
   transfer::MutexLock lock(&mu_);
@@ -55,7 +59,7 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
   for (const std::string& address : candidates) {
     auto hp = common::ParseHostPort(address);
     if (!hp.ok()) return hp.status();
-    auto conn = std::make_unique<RpcConnection>(hp->first, hp->second);
+    auto conn = std::make_unique<RpcConnection>(hp->first, hp->second, credential_);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     auto payload = conn->Call(Op::kHello, EncodeRequest(HelloRequest{client_name_}),
@@ -63,6 +67,7 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
     HelloResponse hello;
     if (!payload.ok()) {
       last = payload.status();
+      if (absl::IsUnauthenticated(last)) return last;  // Another master would answer the same.
     } else if (auto s = Decode(*payload, &hello); !s.ok()) {
       last = s;
     } else if (!hello.leader) {
@@ -81,6 +86,7 @@ absl::StatusOr<std::string> MasterClient::CallRaw(Op op, const std::string& body
   absl::Status last;
   for (int attempt = 0;; ++attempt) {
     if (!conn_) last = ResolveLocked(deadline);
+    if (absl::IsUnauthenticated(last)) return last;
     if (conn_) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());

@@ -24,7 +24,8 @@ class MasterClient {
   /// @return kInvalidArgument for a malformed address. Connects lazily.
   static absl::StatusOr<std::unique_ptr<MasterClient>> Create(
       std::string master, std::string client_name,
-      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+      std::chrono::milliseconds timeout = std::chrono::seconds(10),
+      std::optional<transfer::Credential> credential = std::nullopt);
 
   /// Sends `req` and decodes the reply into `Resp`. kUnavailable replies (a standby) and broken
   /// connections are retried on the leader until the time-out; other errors return at once.
@@ -42,7 +43,8 @@ class MasterClient {
 
  private:
   MasterClient(std::vector<std::string> masters, std::optional<EtcdEndpoints> etcd,
-               std::string client_name, std::chrono::milliseconds timeout);
+               std::string client_name, std::chrono::milliseconds timeout,
+               std::optional<transfer::Credential> credential);
   absl::StatusOr<std::string> CallRaw(Op op, const std::string& body);
   absl::Status ResolveLocked(std::chrono::steady_clock::time_point deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -51,6 +53,7 @@ class MasterClient {
   const std::optional<EtcdEndpoints> etcd_;
   const std::string client_name_;
   const std::chrono::milliseconds timeout_;
+  const std::optional<transfer::Credential> credential_;  // Empty: --auth none.
   mutable transfer::Mutex mu_;
   std::unique_ptr<RpcConnection> conn_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,10 +1,80 @@
 // File: store/master_service.cc
 #include "store/master_service.h"
 
+#include "absl/strings/escaping.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::store {
+namespace {
+
+absl::Status KeysInScope(const transfer::Principal& peer, Op op,
+                         const std::vector<ObjectKey>& keys) {
+  for (const ObjectKey& k : keys) {
+    if (!peer.InScope(k.ns))
+      return absl::PermissionDeniedError(common::StrCat(
+          "store: ", OpName(op), ": credential '", peer.name, "' may not use namespace '",
+          absl::CHexEscape(k.ns.substr(0, 128)), "'"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Items>
+std::vector<ObjectKey> KeysOf(const Items& items) {
+  std::vector<ObjectKey> keys;
+  keys.reserve(items.size());
+  for (const auto& i : items) keys.push_back(i.key);
+  return keys;
+}
+
+// Node operations need a node credential whose scope names the node; object operations a
+// client credential whose scope holds every key's namespace. Anyone authenticated may say
+// hello and look a segment up (clients need the data nodes' descriptors).
+absl::Status Authorize(const transfer::Principal& peer, Op op, const Request& req) {
+  if (peer.unrestricted) return absl::OkStatus();
+  auto node_only = [&](const std::string& node) -> absl::Status {
+    if (peer.role == transfer::PeerRole::kNode && peer.InScope(node)) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        common::StrCat("store: ", OpName(op), " for node '", absl::CHexEscape(node.substr(0, 128)),
+                       "' needs a node credential for it; '", peer.name, "' is a ",
+                       transfer::PeerRoleName(peer.role), " credential",
+                       peer.role == transfer::PeerRole::kNode ? " for other nodes" : ""));
+  };
+  auto client_keys = [&](const std::vector<ObjectKey>& keys) -> absl::Status {
+    if (peer.role != transfer::PeerRole::kClient)
+      return absl::PermissionDeniedError(common::StrCat(
+          "store: ", OpName(op), ": node credential '", peer.name, "' cannot touch objects"));
+    return KeysInScope(peer, op, keys);
+  };
+  switch (op) {
+    case Op::kHello:
+    case Op::kLookupSegment:
+      return absl::OkStatus();
+    case Op::kRegisterNode:
+      return node_only(std::get<RegisterNodeRequest>(req).node);
+    case Op::kHeartbeat:
+      return node_only(std::get<HeartbeatRequest>(req).node);
+    case Op::kPublishSegment:
+      return node_only(std::get<PublishSegmentRequest>(req).name);
+    case Op::kExists:
+      return client_keys(std::get<ExistsRequest>(req).keys);
+    case Op::kPutStart:
+      return client_keys(KeysOf(std::get<PutStartRequest>(req).items));
+    case Op::kPutEnd:
+      return client_keys(KeysOf(std::get<PutEndRequest>(req).items));
+    case Op::kWaitKeys:
+      return client_keys(std::get<WaitKeysRequest>(req).keys);
+    case Op::kGet:
+      return client_keys(std::get<GetRequest>(req).keys);
+    case Op::kRemove:
+      return client_keys(std::get<RemoveRequest>(req).keys);
+    case Op::kPin:
+      return client_keys(std::get<PinRequest>(req).keys);
+  }
+  return absl::PermissionDeniedError("store: unknown op");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MasterService>> MasterService::Start(MasterServiceOptions options) {
   auto svc = std::unique_ptr<MasterService>(new MasterService(std::move(options)));
@@ -15,8 +85,12 @@ absl::StatusOr<std::unique_ptr<MasterService>> MasterService::Start(MasterServic
     if (!events.ok()) return events.status();
     s->events_ = std::move(*events);
   }
-  auto server = RpcServer::Start(o.listen_host, o.listen_port,
-                                 [s](Op op, std::string_view body) { return s->Handle(op, body); });
+  auto server = RpcServer::Start(
+      o.listen_host, o.listen_port, o.verifier,
+      [s](const transfer::Principal& peer, Op op, std::string_view body) {
+        return s->Handle(peer, op, body);
+      },
+      o.limits);
   if (!server.ok()) return server.status();
   s->server_ = std::move(*server);
   s->address_ = o.advertise.empty()
@@ -71,13 +145,19 @@ void MasterService::Tick() {
   }
 }
 
-std::string MasterService::Handle(Op op, std::string_view body) {
+std::string MasterService::Handle(const transfer::Principal& peer, Op op,
+                                  std::string_view body) {
   requests_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
   auto decoded = DecodeRequest(op, body);
   if (!decoded.ok()) {
     bad_requests_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("store: bad {} request: {}", OpName(op), decoded.status().message());
     return EncodeStatus(decoded.status());
+  }
+  if (auto allowed = Authorize(peer, op, *decoded); !allowed.ok()) {
+    denied_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("{}", allowed.message());
+    return EncodeStatus(allowed);
   }
   std::shared_ptr<Master> m = master();
   if (op == Op::kHello) {
@@ -96,7 +176,8 @@ std::string MasterService::Handle(Op op, std::string_view body) {
     case Op::kHeartbeat:
       return ok_or(m->Heartbeat(std::get<HeartbeatRequest>(req)));
     case Op::kPublishSegment:
-      m->PublishSegment(std::get<PublishSegmentRequest>(req));
+      if (auto s = m->PublishSegment(std::get<PublishSegmentRequest>(req)); !s.ok())
+        return EncodeStatus(s);
       return ok(EmptyResponse{});
     case Op::kLookupSegment:
       return ok_or(m->LookupSegment(std::get<LookupSegmentRequest>(req)));

@@ -29,6 +29,9 @@ struct MasterServiceOptions {
   uint32_t etcd_ttl_s = 3;
   std::string events_endpoint;  // ZMQ PUB, e.g. "tcp://*:5557"; empty: no KV events.
   std::string replay_endpoint;
+  /// Who may connect (transfer/peer_auth.h); null only with --auth none.
+  std::shared_ptr<const transfer::CredentialSet> verifier;
+  RpcLimits limits;
   MasterOptions master;
 };
 
@@ -46,10 +49,15 @@ class MasterService {
   uint64_t requests(Op op) const { return requests_[static_cast<size_t>(op)].load(); }
   uint64_t bad_requests() const { return bad_requests_.load(); }
   uint64_t protocol_errors() const { return server_->protocol_errors(); }
+  /// Requests refused for the credential's role or scope; connections that failed to
+  /// authenticate or were over a limit.
+  uint64_t denied_requests() const { return denied_.load(); }
+  uint64_t auth_failures() const { return server_->auth_failures(); }
+  uint64_t refused_connections() const { return server_->refused_connections(); }
 
  private:
   explicit MasterService(MasterServiceOptions options) : options_(std::move(options)) {}
-  std::string Handle(Op op, std::string_view body);
+  std::string Handle(const transfer::Principal& peer, Op op, std::string_view body);
   void SetLeader(bool leader);
   void Tick();
 
@@ -63,6 +71,7 @@ class MasterService {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::array<std::atomic<uint64_t>, 16> requests_{};
   std::atomic<uint64_t> bad_requests_{0};
+  std::atomic<uint64_t> denied_{0};
   std::unique_ptr<RpcServer> server_;
   std::unique_ptr<LeaderElection> election_;
   std::thread ticker_;

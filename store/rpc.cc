@@ -62,6 +62,31 @@ int ReadAll(int fd, void* p, size_t n) {
   return 0;
 }
 
+// ReadAll with a deadline for the whole buffer, so that a peer trickling a byte at a time
+// cannot hold a thread past it. -2: the deadline passed.
+int ReadAllBy(int fd, void* p, size_t n, std::chrono::steady_clock::time_point deadline) {
+  auto* out = static_cast<char*>(p);
+  size_t done = 0;
+  while (done < n) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return -2;
+    pollfd pfd{fd, POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -2;
+    if (pr < 0) return -1;
+    ssize_t r = ::recv(fd, out + done, n - done, 0);
+    if (r == 0) return done == 0 ? 1 : -1;
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return -1;
+    }
+    done += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
 bool SendFrame(int fd, Op op, uint64_t id, std::string_view body) {
   uint8_t header[kFrameHeaderSize];
   EncodeFrameHeader({static_cast<uint32_t>(body.size()), kProtocolVersion, op, id}, header);
@@ -111,15 +136,23 @@ absl::StatusOr<std::pair<int, uint16_t>> ListenTcp(const std::string& host, uint
   return std::make_pair(fd, bound);
 }
 
-absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(const std::string& host, uint16_t port,
-                                                            RpcHandler handler) {
+absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
+    const std::string& host, uint16_t port, std::shared_ptr<const transfer::CredentialSet> verifier,
+    RpcHandler handler, RpcLimits limits) {
   auto l = ListenTcp(host, port, "store");
   if (!l.ok()) return l.status();
-  return std::unique_ptr<RpcServer>(new RpcServer(l->first, l->second, std::move(handler)));
+  return std::unique_ptr<RpcServer>(new RpcServer(l->first, l->second, std::move(verifier),
+                                                  std::move(handler), limits));
 }
 
-RpcServer::RpcServer(int listen_fd, uint16_t port, RpcHandler handler)
-    : listen_fd_(listen_fd), port_(port), handler_(std::move(handler)) {
+RpcServer::RpcServer(int listen_fd, uint16_t port,
+                     std::shared_ptr<const transfer::CredentialSet> verifier, RpcHandler handler,
+                     RpcLimits limits)
+    : listen_fd_(listen_fd),
+      port_(port),
+      verifier_(std::move(verifier)),
+      handler_(std::move(handler)),
+      limits_(limits) {
   accept_thread_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -138,17 +171,25 @@ RpcServer::~RpcServer() {
 }
 
 void RpcServer::AcceptLoop() {
+  bool out_of_fds = false;
   while (!stopping_) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (!stopping_) spdlog::warn("store: accept failed: {}", std::strerror(errno));
-      if (errno == EMFILE || errno == ENFILE) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int err = errno;
+      if (stopping_) return;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        // Out of descriptors: the pending connection stays queued, so accept would fail again at
+        // once; wait instead of spinning, and say so once per episode.
+        if (!out_of_fds) spdlog::warn("store: accept failed: {}; retrying", std::strerror(err));
+        out_of_fds = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
+      spdlog::warn("store: accept failed: {}", std::strerror(err));
       return;
     }
+    out_of_fds = false;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::vector<std::thread> done;
@@ -163,7 +204,22 @@ void RpcServer::AcceptLoop() {
         threads_.erase(id);
       }
       finished_.clear();
+      if (fds_.size() >= limits_.max_connections ||
+          handshakes_.load() >= limits_.max_handshakes) {
+        // Over a limit: hang up at once rather than hold a thread for the peer.
+        ++refused_;
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    if (fd < 0) {
+      for (auto& t : done) t.join();
+      continue;
+    }
+    {
+      transfer::MutexLock lock(&mu_);
       fds_.push_back(fd);
+      ++handshakes_;
       const uint64_t id = next_id_++;
       threads_.emplace(id, std::thread([this, id, fd] { Serve(id, fd); }));
     }
@@ -172,29 +228,25 @@ void RpcServer::AcceptLoop() {
 }
 
 void RpcServer::Serve(uint64_t id, int fd) {
-  std::string body;
-  for (;;) {
-    uint8_t raw[kFrameHeaderSize];
-    const int r = ReadAll(fd, raw, sizeof(raw));
-    if (r != 0) {
-      if (r < 0 && !stopping_) ++protocol_errors_;
-      break;
+  transfer::Principal peer{transfer::PeerRole::kClient, "anonymous", {"*"}, /*unrestricted=*/true};
+  bool authenticated = verifier_ == nullptr;
+  if (!authenticated) {
+    SetTimeouts(fd, limits_.handshake_timeout);
+    auto who = transfer::AuthenticateClient(fd, verifier_, "master");
+    if (who.ok()) {
+      peer = std::move(*who);
+      authenticated = true;
+    } else if (!stopping_) {
+      ++auth_failures_;
+      // One line per refused connection: they cost a handshake each, so the rate is bounded by
+      // max_handshakes and the handshake timeout.
+      spdlog::warn("store: refused a connection: {}", who.status().message());
     }
-    auto header = DecodeFrameHeader(raw);
-    if (!header.ok()) {
-      // Answer once (the peer may be another version), then hang up: the stream is unframed.
-      ++protocol_errors_;
-      spdlog::warn("store: closing a connection: {}", header.status().message());
-      SendFrame(fd, Op::kHello, 0, EncodeStatus(header.status()));
-      break;
-    }
-    body.resize(header->body_length);
-    if (ReadAll(fd, body.data(), body.size()) != 0) {
-      ++protocol_errors_;
-      break;
-    }
-    std::string reply = handler_(header->op, body);
-    if (!SendFrame(fd, header->op, header->request_id, reply)) break;
+  }
+  --handshakes_;
+  if (authenticated) {
+    SetTimeouts(fd, std::chrono::milliseconds(0));
+    ServeAuthenticated(fd, peer);
   }
   transfer::MutexLock lock(&mu_);
   std::erase(fds_, fd);
@@ -202,8 +254,60 @@ void RpcServer::Serve(uint64_t id, int fd) {
   finished_.push_back(id);
 }
 
-RpcConnection::RpcConnection(std::string host, uint16_t port)
-    : host_(std::move(host)), port_(port), address_(common::StrCat(host_, ":", port_)) {}
+void RpcServer::ServeAuthenticated(int fd, const transfer::Principal& peer) {
+  std::string body;
+  for (;;) {
+    uint8_t raw[kFrameHeaderSize];
+    // Between frames a peer may be idle up to idle_timeout; a frame, once begun, must arrive
+    // whole within frame_timeout.
+    const auto idle_deadline = std::chrono::steady_clock::now() + limits_.idle_timeout;
+    int r = ReadAllBy(fd, raw, 1, idle_deadline);
+    const auto frame_deadline = std::chrono::steady_clock::now() + limits_.frame_timeout;
+    if (r == 0) r = ReadAllBy(fd, raw + 1, sizeof(raw) - 1, frame_deadline);
+    if (r != 0) {
+      if (r != 1 && !stopping_) ++protocol_errors_;
+      break;
+    }
+    auto header = DecodeFrameHeader(raw);
+    if (!header.ok()) {
+      // Answer once (the peer may be another version), then hang up: the stream is unframed.
+      ++protocol_errors_;
+      spdlog::warn("store: closing a connection of '{}': {}", peer.name, header.status().message());
+      SendFrame(fd, Op::kHello, 0, EncodeStatus(header.status()));
+      break;
+    }
+    // Bodies are reserved against the server-wide budget before they are allocated.
+    const uint64_t need = header->body_length;
+    if (body_bytes_.fetch_add(need) + need > limits_.max_body_bytes_in_flight) {
+      body_bytes_.fetch_sub(need);
+      ++protocol_errors_;
+      spdlog::warn("store: closing a connection of '{}': a {}-byte frame while the server holds "
+                   "its limit of request bytes", peer.name, need);
+      SendFrame(fd, header->op, header->request_id,
+                EncodeStatus(absl::ResourceExhaustedError("store: too many request bytes in "
+                                                          "flight; retry")));
+      break;
+    }
+    body.resize(need);
+    r = ReadAllBy(fd, body.data(), body.size(), frame_deadline);
+    std::string reply;
+    if (r == 0) reply = handler_(peer, header->op, body);
+    body_bytes_.fetch_sub(need);
+    if (body.capacity() > (1u << 20)) std::string().swap(body);  // Keep big frames' memory short.
+    if (r != 0) {
+      ++protocol_errors_;
+      break;
+    }
+    if (!SendFrame(fd, header->op, header->request_id, reply)) break;
+  }
+}
+
+RpcConnection::RpcConnection(std::string host, uint16_t port,
+                             std::optional<transfer::Credential> self)
+    : host_(std::move(host)),
+      port_(port),
+      address_(common::StrCat(host_, ":", port_)),
+      self_(std::move(self)) {}
 
 RpcConnection::~RpcConnection() {
   transfer::MutexLock lock(&mu_);
@@ -247,6 +351,13 @@ absl::Status RpcConnection::ConnectLocked(std::chrono::milliseconds timeout) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (self_.has_value()) {
+    SetTimeouts(fd, timeout);
+    if (auto s = transfer::AuthenticateToServer(fd, *self_, "master"); !s.ok()) {
+      ::close(fd);
+      return absl::Status(s.code(), common::StrCat(s.message(), " (", address_, ")"));
+    }
+  }
   fd_ = fd;
   return absl::OkStatus();
 }

@@ -18,6 +18,7 @@ const char kStoreUsage[] = R"(kvgate-store: the shared KV block store (master + 
   kvgate-store --role data --master HOST:PORT|etcd://... --memory 64GiB
 
   --version                   print the version and git commit
+  --new-credentials           print a fresh credentials file (for a cluster's Secret)
   --role both|master|data     what this process runs (default both)
   --listen HOST:PORT          master wire protocol (default 127.0.0.1:7400)
   --advertise HOST:PORT       master address given to peers via etcd (default: --listen)
@@ -26,10 +27,17 @@ const char kStoreUsage[] = R"(kvgate-store: the shared KV block store (master + 
   --node-name NAME            data node name, unique in the store (default node-HOST-PORT)
   --memory SIZE               data node pool (default 256MiB)
   --transports LIST           data node transports, best first (default shm,rdma,tcp)
-  --data-listen HOST          tcp transport listen address (default 0.0.0.0)
+  --data-listen HOST          tcp transport listen address (default: --listen's host)
   --data-advertise HOST       tcp transport host peers connect to
   --http-listen HOST:PORT     /health, /metrics, /admin/store
-  --kv-events ENDPOINT        publish KV events (ZMQ PUB), e.g. tcp://*:5557
+  --credentials FILE          who may connect: `node|client NAME SECRET SCOPE` lines
+                              (default $XDG_RUNTIME_DIR/kvgate-store/credentials, else
+                              /tmp/kvgate-store-UID/credentials; made 0600 when missing)
+  --node-credential NAME      the data node's credential (default: the file's first node)
+  --auth key|none             keyed challenge on every connection (default key)
+  --kv-events ENDPOINT        publish KV events (ZMQ PUB), e.g. tcp://127.0.0.1:5557
+  --kv-events-remote          allow the event sockets beyond loopback (they carry token ids:
+                              restrict who reaches them, e.g. a NetworkPolicy)
   --kv-events-replay ENDPOINT replay socket (ZMQ ROUTER), e.g. tcp://*:5558
   --high-watermark F          evict above this pool fraction (default 0.95)
   --low-watermark F           ... down to this one (default 0.85)
@@ -65,15 +73,33 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   return n * mult;
 }
 
+namespace {
+
+// "tcp://127.0.0.1:5557", "tcp://[::1]:5557", "tcp://localhost:5557", "ipc://...", "inproc://".
+bool IsLoopbackEndpoint(std::string_view e) {
+  if (e.rfind("ipc://", 0) == 0 || e.rfind("inproc://", 0) == 0) return true;
+  if (e.rfind("tcp://", 0) != 0) return false;
+  std::string_view host = e.substr(6);
+  host = host.substr(0, host.rfind(':'));
+  return host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost";
+}
+
+}  // namespace
+
 absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
   StoreCli cli;
   std::string listen = "127.0.0.1:7400";
   std::string master_addr;
   std::string node_name;
+  bool data_listen_set = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       cli.help = true;
+      continue;
+    }
+    if (flag == "--kv-events-remote") {
+      cli.kv_events_remote = true;
       continue;
     }
     if (i + 1 >= argc)
@@ -115,6 +141,7 @@ absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
       }
     } else if (flag == "--data-listen") {
       cli.data.tcp.listen_address = std::string(v);
+      data_listen_set = true;
     } else if (flag == "--data-advertise") {
       cli.data.tcp.advertise_host = std::string(v);
     } else if (flag == "--http-listen") {
@@ -138,6 +165,14 @@ absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
                                 : cli.master.master.node_timeout) = std::chrono::milliseconds(ms);
     } else if (flag == "--etcd-ttl-s") {
       s = number(&cli.master.etcd_ttl_s);
+    } else if (flag == "--credentials") {
+      if (cli.credentials_file != "none") cli.credentials_file = std::string(v);
+    } else if (flag == "--node-credential") {
+      cli.node_credential = std::string(v);
+    } else if (flag == "--auth") {
+      if (v != "key" && v != "none")
+        return absl::InvalidArgumentError(common::StrCat("--auth: '", v, "' (key|none)"));
+      if (v == "none") cli.credentials_file = "none";
     } else if (flag == "--log-level") {
       cli.log_level = std::string(v);
     } else {
@@ -152,6 +187,15 @@ absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
     return absl::InvalidArgumentError(common::StrCat("--listen: ", hp.status().message()));
   cli.master.listen_host = hp->first;
   cli.master.listen_port = hp->second;
+  // The data port binds where the master does unless told otherwise: a store on loopback
+  // must not open its pool to the network.
+  if (!data_listen_set) cli.data.tcp.listen_address = hp->first;
+  for (const std::string* e : {&cli.master.events_endpoint, &cli.master.replay_endpoint}) {
+    if (!e->empty() && !cli.kv_events_remote && !IsLoopbackEndpoint(*e))
+      return absl::InvalidArgumentError(common::StrCat(
+          "--kv-events: ", *e, " is beyond loopback; its events carry every tenant's token ids: "
+          "add --kv-events-remote and restrict who reaches it (docs/store.md)"));
+  }
   if (cli.run_data) {
     if (master_addr.empty() && !cli.run_master)
       return absl::InvalidArgumentError("--role data needs --master");

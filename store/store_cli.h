@@ -19,6 +19,11 @@ struct StoreCli {
   bool run_data = true;
   std::string http_listen;  // HOST:PORT; empty: no HTTP listener.
   std::string log_level = "info";
+  /// Credentials file (transfer/peer_auth.h): "" the user's default, made when missing;
+  /// "none" (--auth none) turns authentication off.
+  std::string credentials_file;
+  std::string node_credential;  // The data node's credential; default the file's first node.
+  bool kv_events_remote = false;  // Whether the KV-event sockets may bind beyond loopback.
   MasterServiceOptions master;
   DataNodeOptions data;
   bool help = false;

@@ -85,6 +85,14 @@ std::string RenderMetrics(const MasterService* svc, DataNode* node) {
           "Requests whose body did not decode (answered with an error).", svc->bad_requests());
     t.One("kvgate_store_protocol_errors_total", "counter",
           "Connections closed on a malformed frame.", svc->protocol_errors());
+    t.One("kvgate_store_auth_failures_total", "counter",
+          "Connections that did not prove a credential (docs/store.md, Authentication).",
+          svc->auth_failures());
+    t.One("kvgate_store_refused_connections_total", "counter",
+          "Connections closed at once for being over a connection or handshake limit.",
+          svc->refused_connections());
+    t.One("kvgate_store_denied_requests_total", "counter",
+          "Requests refused for the credential's role or scope.", svc->denied_requests());
     if (auto m = svc->master()) {
       const MasterStats s = m->Stats();
       t.One("kvgate_store_objects", "gauge", "Committed objects.", s.objects);

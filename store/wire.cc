@@ -114,7 +114,7 @@ class Reader {
   }
   ObjectKey Key(const char* field) {
     ObjectKey k;
-    k.ns = Str(field, 4096);
+    k.ns = Str(field, kMaxNamespaceBytes);
     k.hash = U64(field);
     return k;
   }
@@ -381,7 +381,7 @@ absl::StatusOr<Request> DecodeRequest(Op op, std::string_view body) {
     case Op::kPublishSegment: {
       PublishSegmentRequest v;
       v.name = r.Str("name", 256);
-      v.json = r.Str("json");
+      v.json = r.Str("json", kMaxSegmentJson);
       return Finish(r, std::move(v));
     }
     case Op::kLookupSegment: {

@@ -22,6 +22,13 @@ inline constexpr uint8_t kProtocolVersion = 1;
 inline constexpr uint16_t kFrameMagic = 0x534B;  // "KS" on the wire.
 inline constexpr size_t kFrameHeaderSize = 16;
 inline constexpr uint32_t kMaxFrameBody = 64u << 20;  // A 2,000-key put is ~1 MiB with tokens.
+// A namespace is "model|lora|salt|group"; longer ones only make each object's metadata cost
+// more than its bytes.
+inline constexpr size_t kMaxNamespaceBytes = 512;
+inline constexpr size_t kMaxSegmentJson = 64 << 10;  // A descriptor lists a few buffers.
+// Segments published by names no registered node has (a node publishes before registering):
+// at most this many, so that publishing cannot grow the master without bound.
+inline constexpr size_t kMaxUnregisteredSegments = 256;
 
 enum class Op : uint8_t {
   kHello = 1,

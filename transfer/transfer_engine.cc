@@ -144,6 +144,7 @@ absl::Status TransferEngine::Impl::Init() {
   ctx.cuda = cuda.get();
   ctx.hip = hip.get();
   ctx.verify_crc32c = options.verify_crc32c;
+  ctx.auth = options.auth;
   for (const std::string& name : options.transports) {
     if (std::any_of(transports.begin(), transports.end(),
                     [&](const TransportPtr& t) { return t->Name() == name; })) {
@@ -609,6 +610,9 @@ void TransferEngine::CollectMetrics(MetricsSink& sink) const {
                  t->Name(), "", s.failures.load(kRelaxed));
     sink.Counter("kvgate_transfer_retries_total", "Slices retried on a new connection", t->Name(),
                  "", s.retries.load(kRelaxed));
+    sink.Counter("kvgate_transfer_auth_failures_total",
+                 "Peers refused for not proving a store credential", t->Name(), "",
+                 s.auth_failures.load(kRelaxed));
   }
 }
 

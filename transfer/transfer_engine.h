@@ -52,6 +52,10 @@ struct TransferEngineOptions {
   std::vector<std::string> transports = {"local", "shm", "rdma", "tcp"};
   std::chrono::milliseconds default_timeout{30000};  // Per batch, from submission.
   bool verify_crc32c = false;  // CRC32C per slice (tcp) for verification runs.
+  /// Authentication of peers (transfer/peer_auth.h): the verifier checks peers that connect to
+  /// this engine's tcp and shm servers; `self` is presented to others'. Null: open (a bare
+  /// engine, e.g. kvgate-transfer-bench); the store always sets it unless run with --auth none.
+  PeerAuthPtr auth;
   CopyPoolParams copy;
   ShmParams shm;
   TcpParams tcp;

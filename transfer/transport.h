@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "transfer/metrics.h"
 #include "transfer/segment.h"
+#include "transfer/peer_auth.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -45,6 +46,8 @@ struct TransportContext {
   GpuRuntime* cuda = nullptr;  // Null when not built or no GPU.
   GpuRuntime* hip = nullptr;
   bool verify_crc32c = false;  // Checksum every slice end to end (tcp).
+  /// Peers prove who they are before their first request (transfer/peer_auth.h); null: open.
+  PeerAuthPtr auth;
 
   /// The runtime for device memory at `loc`, or null (always null for cpu).
   GpuRuntime* RuntimeFor(MemoryLocation loc) const {

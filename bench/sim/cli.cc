@@ -42,6 +42,8 @@ Usage: kvgate-sim [flags]
   --store HOST:PORT                kvgate-store master: every engine looks up, loads and saves
                                    blocks there (MooncakeStoreConnector-style; see the profile's
                                    kv_bytes_per_token, store_bandwidth_bytes_per_s)
+  --store-credentials FILE         the store's credentials file (default: the one a local
+                                   kvgate-store made, $KVGATE_STORE_CREDENTIALS; "none")
   --role prefill|decode|mixed      P/D disaggregation role (default mixed)
   --pd-protocol P                  vllm-nixl|vllm-mooncake|vllm-p2p-nccl|sglang-bootstrap
                                    (default vllm-nixl)
@@ -117,6 +119,7 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                                        "kv-events-encoding",
                                                        "kv-events-buffer-steps",
                                                        "store",
+                                                       "store-credentials",
                                                        "role",
                                                        "pd-protocol",
                                                        "bootstrap-port",
@@ -212,6 +215,8 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
       o.kv_events_topic = value;
     } else if (flag == "store") {
       o.store = value;
+    } else if (flag == "store-credentials") {
+      o.store_credentials = value;
     } else if (flag == "role") {
       auto r = ParsePdRole(value);
       if (!r.ok()) return Bad(flag, "expected prefill, decode or mixed");

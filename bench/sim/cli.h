@@ -49,6 +49,7 @@ struct SimOptions {
   size_t kv_events_buffer_steps = 10000;
 
   std::string store;  // kvgate-store master address; empty: no external KV store.
+  std::string store_credentials;  // See StoreClientOptions::credentials_file.
 
   // P/D disaggregation (bench/sim/pd_agent.h): a prefill or decode worker has a side channel
   // (bootstrap server) on bootstrap_port + i (0: ephemeral). Times are simulated seconds.

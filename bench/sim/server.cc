@@ -40,6 +40,7 @@ absl::Status SimProcess::Start() {
   if (!s.options.store.empty()) {
     store::StoreClientOptions co;
     co.master = s.options.store;
+    co.credentials_file = s.options.store_credentials;
     co.name = common::StrCat("sim-", ::getpid(), "-", s.options.base_port);
     co.timeout = std::chrono::milliseconds(500);  // A dead store must not stall the engines.
     co.in_flight_wait = std::chrono::milliseconds(200);

@@ -1,7 +1,7 @@
 // kvgate-store-bench: put then get of batches of large values against kvgate-store, Redis or
 // memcached, every byte verified (docs/benchmarks.md, "KV store").
 //
-//   kvgate-store-bench --store HOST:PORT [--transport shm|tcp]  (or --redis / --memcached
+//   kvgate-store-bench --store HOST:PORT [--credentials FILE] [--transport shm|tcp]  (or --redis / --memcached
 //   HOST:PORT)
 //       [--value-size 256K] [--batch 64] [--seconds 5] [--working-set 512M] [--warmup 0]
 //       [--exists-chain 2000] [--corrupt-for-test]
@@ -39,6 +39,7 @@ constexpr size_t kPatterns = 64;  // Distinct values; key k carries pattern k % 
 
 struct Args {
   std::string store, redis, memcached;
+  std::string credentials;  // The store's credentials file ("" the user's default, "none").
   std::string transport = "shm";
   uint64_t value_size = 256 << 10;
   uint32_t batch = 64;
@@ -81,6 +82,8 @@ Args Parse(int argc, char** argv) {
     };
     if (f == "--store") {
       a.store = v;
+    } else if (f == "--credentials") {
+      a.credentials = v;
     } else if (f == "--redis") {
       a.redis = v;
     } else if (f == "--memcached") {
@@ -129,6 +132,7 @@ class StoreTarget final : public Target {
   StoreTarget(const Args& a, const uint8_t* patterns_src) : a_(a) {
     kvgate::store::StoreClientOptions o;
     o.master = a.store;
+    o.credentials_file = a.credentials;
     o.transports = {a.transport};
     if (a.tcp_slice > 0) o.tcp.slice_bytes = static_cast<uint32_t>(a.tcp_slice);
     if (a.tcp_connections > 0) o.tcp.connections_per_peer = a.tcp_connections;

@@ -17,6 +17,7 @@
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/store/test_credentials.h"
 
 namespace kvgate::sim {
 namespace {
@@ -133,6 +134,7 @@ class StoreKvCacheTest : public ::testing::Test {
   void SetUp() override {
     store::MasterServiceOptions mo;
     mo.master.heartbeat_interval = std::chrono::milliseconds(50);
+    mo.verifier = kvgate::testing::TestAuth(transfer::PeerRole::kNode)->verifier;
     auto svc = store::MasterService::Start(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
@@ -141,6 +143,7 @@ class StoreKvCacheTest : public ::testing::Test {
     d.master = svc_->address();
     d.memory = 4 << 20;
     d.transports = {"shm"};
+    d.auth = kvgate::testing::TestAuth(transfer::PeerRole::kNode);
     auto n = store::DataNode::Start(d);
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = std::move(*n);

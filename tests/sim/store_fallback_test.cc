@@ -14,6 +14,7 @@
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"
 #include "tests/sim/gateway_binary.h"
+#include "tests/store/test_credentials.h"
 
 namespace kvgate::sim {
 namespace {
@@ -55,6 +56,7 @@ std::string TokenPrompt(uint32_t n) {
 class StoreFallbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    kvgate::testing::TestCredentialsFile();  // The children find it through the environment.
     const std::string gateway = TestBinary("kvgate");
     const std::string store = TestBinary("kvgate-store");
     if (gateway.empty() || store.empty()) GTEST_SKIP() << "kvgate or kvgate-store not built";

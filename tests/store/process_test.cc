@@ -14,6 +14,7 @@
 #include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/test_credentials.h"
 #include "tests/transfer/etcd_server.h"
 #include "tests/transfer/test_support.h"
 
@@ -42,6 +43,8 @@ uint8_t Byte(uint64_t key, uint64_t i) { return static_cast<uint8_t>(key * 29 + 
 class StoreProcessTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kSize = 32 << 10;
+  // Children and clients find the credentials through $KVGATE_STORE_CREDENTIALS.
+  void SetUp() override { kvgate::testing::TestCredentialsFile(); }
 
   std::unique_ptr<ChildProcess> DataNode(const std::string& name, const std::string& master,
                                          uint16_t http) {
@@ -110,7 +113,8 @@ TEST_F(StoreProcessTest, KilledDataNodeTakesOnlyItsKeys) {
   auto* p = static_cast<uint8_t*>(*buf);
   for (uint64_t k = 0; k < 64; k += 8) Put(*c, p, k, 8);  // Spread by free ratio.
   // Which keys live where, from the master.
-  auto mc = MasterClient::Create(master, "probe");
+  auto mc = MasterClient::Create(master, "probe", std::chrono::seconds(10),
+                                 kvgate::testing::TestAuth(transfer::PeerRole::kClient)->self);
   GetRequest where;
   for (uint64_t k = 0; k < 64; ++k) where.keys.push_back(K(k));
   auto loc = (*mc)->Call<GetResponse>(where);

@@ -13,6 +13,7 @@
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/test_credentials.h"
 
 namespace kvgate::store {
 namespace {
@@ -29,6 +30,7 @@ class RouterStoreTest : public ::testing::Test {
     MasterServiceOptions mo;
     mo.events_endpoint = "tcp://127.0.0.1:*";
     mo.replay_endpoint = "tcp://127.0.0.1:*";
+    mo.verifier = kvgate::testing::TestAuth(transfer::PeerRole::kNode)->verifier;
     auto svc = MasterService::Start(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
@@ -37,6 +39,7 @@ class RouterStoreTest : public ::testing::Test {
     d.master = svc_->address();
     d.memory = 8 << 20;
     d.transports = {"shm"};
+    d.auth = kvgate::testing::TestAuth(transfer::PeerRole::kNode);
     auto n = DataNode::Start(d);
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = std::move(*n);

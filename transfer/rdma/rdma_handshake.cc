@@ -1,6 +1,7 @@
 #include "transfer/rdma/rdma_handshake.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 
 #include "common/strings.h"
 #include "common/url.h"
+#include "spdlog/spdlog.h"
 
 namespace kvgate::transfer::rdma_internal {
 namespace {
@@ -80,6 +82,24 @@ absl::StatusOr<int> ConnectTcp(const std::string& host, uint16_t port, Clock::ti
   return fd;
 }
 
+// Runs `step` (a blocking peer_auth exchange) on `fd` in blocking mode, bounded by `deadline`.
+template <typename Step>
+auto WithDeadline(int fd, Clock::time_point deadline, Step step) {
+  const int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  const auto left = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+  timeval tv{static_cast<time_t>(left / 1000), static_cast<suseconds_t>((left % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  auto result = step();
+  timeval none{};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+  fcntl(fd, F_SETFL, flags);
+  return result;
+}
+
 }  // namespace
 
 uint32_t RandomPsn() {
@@ -88,11 +108,20 @@ uint32_t RandomPsn() {
 }
 
 absl::StatusOr<int> ExchangeHello(const std::string& endpoint, const RdmaHello& hello,
-                                  RdmaHelloReply* reply, Clock::time_point deadline) {
+                                  RdmaHelloReply* reply, Clock::time_point deadline,
+                                  const PeerAuthPtr& auth, const std::string& segment) {
   auto hp = common::ParseHostPort(endpoint);
   if (!hp.ok()) return absl::UnavailableError(common::StrCat("bad endpoint '", endpoint, "'"));
   auto fd = ConnectTcp(hp->first, hp->second, deadline);
   if (!fd.ok()) return fd.status();
+  if (auth != nullptr && auth->self.has_value()) {
+    absl::Status proved = WithDeadline(
+        *fd, deadline, [&] { return AuthenticateToServer(*fd, *auth->self, segment); });
+    if (!proved.ok()) {
+      close(*fd);
+      return proved;
+    }
+  }
   if (!WriteExact(*fd, &hello, sizeof(hello), deadline) ||
       !ReadExact(*fd, reply, sizeof(*reply), deadline) || reply->magic != kRdmaHelloMagic ||
       reply->status != 0) {
@@ -105,8 +134,11 @@ absl::StatusOr<int> ExchangeHello(const std::string& endpoint, const RdmaHello& 
 
 absl::StatusOr<std::unique_ptr<HandshakeServer>> HandshakeServer::Start(
     const RdmaParams& params, std::string instance,
-    const std::vector<std::unique_ptr<RdmaDevice>>* devices) {
+    const std::vector<std::unique_ptr<RdmaDevice>>* devices, PeerAuthPtr auth,
+    std::string segment) {
   std::unique_ptr<HandshakeServer> s(new HandshakeServer(params, std::move(instance), devices));
+  s->auth_ = std::move(auth);
+  s->segment_ = std::move(segment);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(params.handshake_port);
@@ -169,6 +201,16 @@ void HandshakeServer::Accept() {
   RdmaHelloReply reply;
   Client client;
   client.fd = fd;
+  if (auth_ != nullptr) {
+    auto who = WithDeadline(fd, deadline, [&] {
+      return AuthenticateClient(fd, auth_->verifier, segment_);
+    });
+    if (!who.ok()) {
+      spdlog::warn("rdma: segment '{}': refused a peer: {}", segment_, who.status().message());
+      close(fd);
+      return;
+    }
+  }
   if (!ReadExact(fd, &hello, sizeof(hello), deadline) || hello.magic != kRdmaHelloMagic) {
     close(fd);
     return;

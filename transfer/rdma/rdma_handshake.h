@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "transfer/peer_auth.h"
 #include "transfer/rdma/rdma_context.h"
 #include "transfer/types.h"
 
@@ -22,16 +23,21 @@ uint32_t RandomPsn();
 /// Client: connects to `endpoint` ("host:port"), sends `hello`, reads `*reply`. Returns the
 /// connected socket; the caller keeps it open as long as its QPs live (closing it releases the
 /// owner's side). @return kUnavailable naming the endpoint on any failure or a refusal.
+/// With `auth`, the socket first runs the keyed challenge (transfer/peer_auth.h) for `segment`.
 absl::StatusOr<int> ExchangeHello(const std::string& endpoint, const RdmaHello& hello,
-                                  RdmaHelloReply* reply, Clock::time_point deadline);
+                                  RdmaHelloReply* reply, Clock::time_point deadline,
+                                  const PeerAuthPtr& auth, const std::string& segment);
 
 class HandshakeServer {
  public:
   /// Listens on params.listen_address:params.handshake_port and serves clients that name
   /// `instance`. `devices` outlive the server.
+  /// With `auth`, a client must prove a credential of its set for `segment` before it gets
+  /// QPs (and with them one-sided access to registered memory).
   static absl::StatusOr<std::unique_ptr<HandshakeServer>> Start(
       const RdmaParams& params, std::string instance,
-      const std::vector<std::unique_ptr<RdmaDevice>>* devices);
+      const std::vector<std::unique_ptr<RdmaDevice>>* devices, PeerAuthPtr auth,
+      std::string segment);
   /// Stops the thread and destroys every responder QP.
   ~HandshakeServer();
   HandshakeServer(const HandshakeServer&) = delete;
@@ -54,6 +60,8 @@ class HandshakeServer {
 
   const RdmaParams params_;
   const std::string instance_;
+  PeerAuthPtr auth_;     // Set by Start(), before the thread.
+  std::string segment_;
   const std::vector<std::unique_ptr<RdmaDevice>>* const devices_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;

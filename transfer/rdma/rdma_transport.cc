@@ -204,7 +204,8 @@ RdmaTransport::~RdmaTransport() {
 
 absl::Status RdmaTransport::Start(const TransportContext& context) {
   context_ = context;
-  auto server = HandshakeServer::Start(params_, context.instance, &devices_);
+  auto server = HandshakeServer::Start(params_, context.instance, &devices_, context.auth,
+                                       context.segment_name);
   if (!server.ok()) return server.status();
   handshake_ = std::move(*server);
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -321,7 +322,7 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
     }
   }
   RdmaHelloReply reply;
-  auto fd = ExchangeHello(peer.rdma_endpoint, hello, &reply, deadline);
+  auto fd = ExchangeHello(peer.rdma_endpoint, hello, &reply, deadline, context_.auth, peer.name);
   if (!fd.ok() || reply.qp_count != n) {
     if (fd.ok()) close(*fd);
     return absl::UnavailableError(

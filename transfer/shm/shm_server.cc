@@ -157,8 +157,23 @@ void ShmServer::Loop() {
     if (fds[0].revents & POLLIN) {
       const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c >= 0) {
+        // An abstract socket has no file mode: anyone on the host can connect, and a peer that
+        // is served gets a read-write mapping of the pool. Only this user (and root, who could
+        // read the memory anyway) may.
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        const bool known = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
         MutexLock lock(&mu_);
-        clients_.push_back(c);
+        if (!known || (cred.uid != geteuid() && cred.uid != 0) || clients_.size() >= kMaxClients) {
+          ++refused_;
+          if (refused_ == 1 || refused_ % 1000 == 0)
+            spdlog::warn("shm: @{}: refused a peer (uid {}, {} refused so far): only uid {} may map "
+                         "this pool", name_, known ? static_cast<int64_t>(cred.uid) : -1,
+                         refused_, geteuid());
+          close(c);
+        } else {
+          clients_.push_back(c);
+        }
       } else {
         spdlog::debug("shm: accept on @{} failed", name_);
       }

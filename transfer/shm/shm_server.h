@@ -54,7 +54,9 @@ class ShmServer {
   const int wake_fd_;  // eventfd: stop.
   Mutex mu_;
   CondVar acked_;  // a pending revoke lost a peer
+  static constexpr size_t kMaxClients = 4096;
   std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;  // Peers of another user, or over kMaxClients.
   // Revokes in progress: their number -> the peers that have not acknowledged yet.
   std::vector<std::pair<uint64_t, std::vector<int>>> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_revoke_ ABSL_GUARDED_BY(mu_) = 1;

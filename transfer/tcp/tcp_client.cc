@@ -143,7 +143,32 @@ void TcpConnection::Fail(absl::Status why, bool retry) {
   }
 }
 
+net::awaitable<absl::Status> TcpConnection::Authenticate() {
+  // Proves this engine to the owner, and checks the owner serves the segment asked for.
+  AuthClientHandshake hs(*info_->auth->self, info_->segment);
+  const std::string hello = hs.Hello();
+  auto [ec, n] = co_await net::async_write(socket_, net::buffer(hello), kNoThrow);
+  std::string challenge(kAuthChallengeBytes, '\0');
+  if (!ec) std::tie(ec, n) = co_await net::async_read(socket_, net::buffer(challenge), kNoThrow);
+  if (ec) co_return Unavailable(*info_, common::StrCat("authentication: ", ec.message()));
+  auto proof = hs.Answer(challenge);
+  if (!proof.ok()) co_return proof.status();
+  char verdict = 1;
+  std::tie(ec, n) = co_await net::async_write(socket_, net::buffer(*proof), kNoThrow);
+  if (!ec) std::tie(ec, n) = co_await net::async_read(socket_, net::buffer(&verdict, 1), kNoThrow);
+  if (ec) co_return Unavailable(*info_, common::StrCat("authentication: ", ec.message()));
+  if (static_cast<uint8_t>(verdict) != kAuthAccepted)
+    co_return absl::UnauthenticatedError(common::StrCat(
+        "tcp: segment '", info_->segment, "' (", info_->endpoint, ") refused credential '",
+        info_->auth->self->name, "'"));
+  co_return absl::OkStatus();
+}
+
 net::awaitable<absl::Status> TcpConnection::Handshake() {
+  if (info_->auth != nullptr && info_->auth->self.has_value()) {
+    absl::Status auth = co_await Authenticate();
+    if (!auth.ok()) co_return auth;
+  }
   RequestHeader hello;
   hello.op = WireOp::kHello;
   hello.length = static_cast<uint32_t>(info_->instance.size());
@@ -194,10 +219,12 @@ net::awaitable<void> TcpConnection::Run() {
   absl::Status hs = co_await Handshake();
   if (closed_) co_return;
   // A different instance on the port is final: resending there would reach the wrong process.
-  if (absl::IsFailedPrecondition(hs)) {
+  // So is a refused or unproven credential.
+  const bool final_error = absl::IsFailedPrecondition(hs) || absl::IsUnauthenticated(hs);
+  if (final_error) {
     if (auto peer = peer_.lock()) peer->MarkStale();
   }
-  if (!hs.ok()) co_return Fail(hs, /*retry=*/!absl::IsFailedPrecondition(hs));
+  if (!hs.ok()) co_return Fail(hs, /*retry=*/!final_error);
   connected_ = true;
   net::co_spawn(
       strand_, [self]() -> net::awaitable<void> { co_await self->Reader(); }, net::detached);
@@ -590,6 +617,7 @@ absl::StatusOr<std::shared_ptr<TcpPeer>> TcpTransport::GetPeer(const SegmentDesc
   info->port = std::to_string(hp->second);
   info->endpoint = desc.tcp_endpoint;
   info->crc32c = context_.verify_crc32c;
+  info->auth = context_.auth;
   auto peer = std::make_shared<TcpPeer>(io_, std::move(info), params_, &stats_, cuda_bounce_.get(),
                                         hip_bounce_.get());
   peers_.emplace(desc.instance, peer);

@@ -45,6 +45,7 @@ class TcpServer {
  private:
   net::awaitable<void> Accept();
   net::awaitable<void> Serve(tcp::socket socket);
+  net::awaitable<bool> Authenticate(tcp::socket& socket, Clock::time_point* busy_since);
 
   net::io_context& io_;
   const TransportContext& context_;
@@ -54,6 +55,7 @@ class TcpServer {
   std::string endpoint_;
   BouncePool* const cuda_bounce_;  // For buffers in device memory.
   BouncePool* const hip_bounce_;
+  std::atomic<Clock::time_point> last_refusal_log_{};
 };
 
 /// One slice of a request on its way: at most TcpParams::slice_bytes.
@@ -96,6 +98,7 @@ struct PeerInfo {
   std::string port;
   std::string endpoint;  // "host:port" for messages.
   bool crc32c = false;
+  PeerAuthPtr auth;  // This engine's own credential proves it to the owner.
 };
 
 class TcpPeer;
@@ -123,6 +126,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   net::awaitable<void> Reader();
   net::awaitable<void> Watchdog();
   net::awaitable<absl::Status> Handshake();
+  net::awaitable<absl::Status> Authenticate();
   // Strand only.
   void Fail(absl::Status why, bool retry);
   void Wake();

@@ -101,6 +101,47 @@ net::awaitable<void> TcpServer::Accept() {
   }
 }
 
+// The keyed challenge (transfer/peer_auth.h) before anything else; the session watchdog ends a
+// peer that stalls in it. @return whether the peer proved a credential of the verifier's set.
+net::awaitable<bool> TcpServer::Authenticate(tcp::socket& socket, Clock::time_point* busy_since) {
+  *busy_since = Clock::now();
+  AuthServerHandshake hs(context_.auth->verifier, context_.segment_name);
+  std::string fixed(kAuthHelloFixed, '\0'), rest, proof(kAuthMacBytes, '\0');
+  auto [ec, n] = co_await net::async_read(socket, net::buffer(fixed), kNoThrow);
+  if (ec) co_return false;
+  absl::StatusOr<Principal> who = absl::UnauthenticatedError("no hello");
+  auto rest_bytes = hs.HelloRest(fixed);
+  if (!rest_bytes.ok()) who = rest_bytes.status();
+  if (rest_bytes.ok()) {
+    rest.resize(*rest_bytes);
+    std::tie(ec, n) = co_await net::async_read(socket, net::buffer(rest), kNoThrow);
+    if (ec) co_return false;
+    auto challenge = hs.Challenge(fixed, rest);
+    if (!challenge.ok()) who = challenge.status();
+    if (challenge.ok()) {
+      std::tie(ec, n) = co_await net::async_write(socket, net::buffer(*challenge), kNoThrow);
+      if (!ec) std::tie(ec, n) = co_await net::async_read(socket, net::buffer(proof), kNoThrow);
+      if (ec) co_return false;
+      who = hs.Verify(proof);
+      const char verdict = static_cast<char>(who.ok() ? kAuthAccepted : kAuthRefused);
+      co_await net::async_write(socket, net::buffer(&verdict, 1), kNoThrow);
+    }
+  }
+  *busy_since = Clock::time_point{};
+  if (!who.ok()) {
+    stats_->auth_failures.fetch_add(1, std::memory_order_relaxed);
+    // Refusals are logged at most once a second: a flood must not become a log flood.
+    const auto now = Clock::now();
+    if (now - last_refusal_log_.load() > std::chrono::seconds(1)) {
+      last_refusal_log_ = now;
+      spdlog::warn("tcp: segment '{}': refused a peer: {}", context_.segment_name,
+                   who.status().message());
+    }
+    co_return false;
+  }
+  co_return true;
+}
+
 // Requests come through a small staging buffer, so one read takes many headers; responses are
 // gathered, many per writev, until the staged requests run out. Payloads bypass the staging
 // buffer except for the few bytes that arrive with a header: READ payloads go out of, and WRITE
@@ -126,6 +167,12 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
   std::vector<uint8_t> scratch;
   bool greeted = false;
   bool crc_mode = false;  // Set by the kHello: every header checked, every response sealed.
+  if (context_.auth != nullptr && !co_await Authenticate(s->socket, &s->busy_since)) {
+    s->done = true;
+    s->timer.cancel();
+    s->socket.close(ignored);
+    co_return;
+  }
 
   // Moves n bytes to dst: staged ones first, the rest straight from the socket.
   auto take = [&](uint8_t* dst, uint64_t n) -> uint64_t {
