@@ -28,8 +28,10 @@ TEST(Cidr, ParsesAndContains) {
   EXPECT_FALSE(common::ParseCidr("192.168.5.0/23").ok());
   EXPECT_TRUE(common::ParseCidr("192.168.4.0/23").ok());
   ASSERT_TRUE(common::ParseCidr("192.168.4.0/22").ok());
-  EXPECT_TRUE(common::ParseCidr("192.168.4.0/22")->Contains(*common::ParseIpAddress("192.168.7.9")));
-  EXPECT_FALSE(common::ParseCidr("192.168.4.0/22")->Contains(*common::ParseIpAddress("192.168.8.1")));
+  EXPECT_TRUE(
+      common::ParseCidr("192.168.4.0/22")->Contains(*common::ParseIpAddress("192.168.7.9")));
+  EXPECT_FALSE(
+      common::ParseCidr("192.168.4.0/22")->Contains(*common::ParseIpAddress("192.168.8.1")));
   EXPECT_EQ(common::ParseCidr("10.1.2.3")->prefix, 32u);
   EXPECT_EQ(common::ParseCidr("::1")->prefix, 128u);
   EXPECT_THAT(std::string(common::ParseCidr("10.0.0.1/8").status().message()),

@@ -74,7 +74,7 @@ TEST(DnsClient, AaaaAndRcodes) {
 TEST(DnsClient, CnameChainsQuestionsAndForeignRecords) {
   // Question "v.t" A; answers: v.t CNAME p.t, p.t A 10.0.0.1, evil.t A 127.0.0.1; TC set.
   std::string p = Bytes({0, 9, 0x83, 0x80, 0, 1, 0, 3, 0, 0, 0, 0});
-  p += Bytes({1, 'v', 1, 't', 0, 0, 1, 0, 1});                           // question at 12
+  p += Bytes({1, 'v', 1, 't', 0, 0, 1, 0, 1});                             // question at 12
   p += Bytes({0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 5, 0, 4, 1, 'p', 0xc0, 14});  // CNAME p + "t"
   p += Bytes({1, 'P', 0xc0, 14, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1});
   p += Bytes({4, 'e', 'v', 'i', 'l', 0xc0, 14, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 127, 0, 0, 1});

@@ -14,8 +14,8 @@ const TransferPeer kPeer{{"10.1.2.3", "Prefill-0.local", "[fd00::7]"}, {5600, 56
 
 std::string Params(std::string_view host, std::string_view port, std::string_view extra = "") {
   return std::string(R"({"do_remote_prefill":true,"remote_block_ids":[1,2],)") +
-         R"("remote_engine_id":"eng-1","remote_host":)" + std::string(host) +
-         R"(,"remote_port":)" + std::string(port) + std::string(extra) + "}";
+         R"("remote_engine_id":"eng-1","remote_host":)" + std::string(host) + R"(,"remote_port":)" +
+         std::string(port) + std::string(extra) + "}";
 }
 
 std::string_view FieldOf(const std::optional<TransferParamsMismatch>& m) {
@@ -48,10 +48,10 @@ TEST(TransferParams, AnotherHostPortOrEngineIsRefused) {
             "remote_port");
   EXPECT_EQ(FieldOf(CheckTransferParams(Params("null", "5600"), kPeer)), "remote_host");
   EXPECT_EQ(FieldOf(CheckTransferParams(Params(R"("")", "5600"), kPeer)), "remote_host");
-  EXPECT_EQ(FieldOf(CheckTransferParams(
-                Params(R"("10.1.2.3")", "5600", R"(,"remote_hosts":["10.1.2.3","10.9.9.9"])"),
-                kPeer)),
-            "remote_host");
+  EXPECT_EQ(
+      FieldOf(CheckTransferParams(
+          Params(R"("10.1.2.3")", "5600", R"(,"remote_hosts":["10.1.2.3","10.9.9.9"])"), kPeer)),
+      "remote_host");
   EXPECT_EQ(FieldOf(CheckTransferParams(
                 Params(R"("10.1.2.3")", "5600", R"(,"bootstrap_server_host":"10.9.9.9")"), kPeer)),
             "remote_host");
@@ -69,9 +69,9 @@ TEST(TransferParams, DuplicateMissingAndMalformed) {
   EXPECT_EQ(FieldOf(CheckTransferParams(
                 Params(R"("10.1.2.3")", "5600", R"(,"remote_host":"203.0.113.9")"), kPeer)),
             "remote_host");
-  EXPECT_EQ(FieldOf(CheckTransferParams(Params(R"("10.1.2.3")", "5600", R"(,"remote_port":22)"),
-                                        kPeer)),
-            "remote_port");
+  EXPECT_EQ(
+      FieldOf(CheckTransferParams(Params(R"("10.1.2.3")", "5600", R"(,"remote_port":22)"), kPeer)),
+      "remote_port");
   EXPECT_EQ(FieldOf(CheckTransferParams(R"({"remote_port":5600})", kPeer)), "remote_host");
   EXPECT_EQ(FieldOf(CheckTransferParams(R"({"remote_host":"10.1.2.3"})", kPeer)), "remote_port");
   EXPECT_EQ(FieldOf(CheckTransferParams("[1]", kPeer)), "malformed");
