@@ -43,8 +43,8 @@ void ReadAddressBounds(YamlReader& r, const YAML::Node& e, const std::string& pa
     for (const YAML::Node& v : Items(n)) {
       uint64_t p = 0;
       if (!v.IsScalar() || !common::ParseUint64(v.Scalar(), &p) || p == 0 || p > 65535) {
-        r.Error(v, at, common::StrCat("expected ports 1 to 65535, got '",
-                                      YamlReader::Describe(v), "'"));
+        r.Error(v, at,
+                common::StrCat("expected ports 1 to 65535, got '", YamlReader::Describe(v), "'"));
       } else {
         ports->push_back(static_cast<uint16_t>(p));
       }
@@ -152,9 +152,9 @@ void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c) {
     const std::string path = common::StrCat("discovery.dns[", i, "]");
     const YAML::Node e = dns[i];
     DnsDiscoveryConfig d;
-    constexpr std::string_view kOwn[] = {"name",       "srv",        "port",
-                                         "server",     "interval_ms", "timeout_ms",
-                                         "allowed_networks", "allowed_ports"};
+    constexpr std::string_view kOwn[] = {
+        "name",         "srv", "port", "server", "interval_ms", "timeout_ms", "allowed_networks",
+        "allowed_ports"};
     ReadWorker(r, e, path, &d.worker, nullptr, kOwn);
     if (!e.IsMap()) continue;
     if (!r.String(e, path, "name", &d.name) || d.name.empty()) {
@@ -173,7 +173,8 @@ void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c) {
     r.Uint(e, path, "timeout_ms", &d.timeout_ms, 10);
     ReadAddressBounds(r, e, path, &d.allowed_networks, &d.allowed_ports);
     if (!d.srv && !d.allowed_ports.empty() &&
-        std::find(d.allowed_ports.begin(), d.allowed_ports.end(), d.port) == d.allowed_ports.end()) {
+        std::find(d.allowed_ports.begin(), d.allowed_ports.end(), d.port) ==
+            d.allowed_ports.end()) {
       // A/AAAA answers are all used on `port`: a list without it would refuse every one.
       r.Error(e["allowed_ports"], YamlReader::Join(path, "allowed_ports"),
               common::StrCat("does not include port ", d.port, " (every A/AAAA answer's port)"));

@@ -113,8 +113,9 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra) {
   std::vector<std::string_view> keys = {
       "models",    "role",           "dp_size",    "weight", "kv_capacity_tokens",
-      "kv_events", "bootstrap_port", "zmq_address", "kv_transfer_hosts", "kv_transfer_ports",
-      "kv_transfer_engine_id"};
+      "kv_events", "bootstrap_port", "zmq_address"};
+  // What a prefill's kv_transfer_params may name (issue 27; ReadTransferPeer).
+  keys.insert(keys.end(), {"kv_transfer_hosts", "kv_transfer_ports", "kv_transfer_engine_id"});
   if (seen == nullptr) {
     // Per-worker addresses have no place in a template (each found worker has its own).
     std::erase_if(keys, [](std::string_view k) {

@@ -29,8 +29,7 @@ std::vector<std::unique_ptr<DiscoverySource>> MakeDiscoverySources(
     out.push_back(std::make_unique<DnsDiscovery>(ioc, out.size(), d, on_change, on_refused));
   }
   for (const auto& k : config.kubernetes) {
-    out.push_back(std::make_unique<KubernetesDiscovery>(ioc, out.size(), k, on_change,
-                                                            on_refused));
+    out.push_back(std::make_unique<KubernetesDiscovery>(ioc, out.size(), k, on_change, on_refused));
   }
   return out;
 }

@@ -1,8 +1,8 @@
 #include "router/discovery/dns_client.h"
 
+#include <algorithm>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/read.hpp>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -218,8 +218,7 @@ namespace {
 // answer too large for UDP. `deadline` bounds connect, write and read together.
 net::awaitable<absl::StatusOr<Response>> QueryTcp(net::io_context& ioc, const udp::endpoint& server,
                                                   const std::string& query, uint16_t id,
-                                                  std::string_view name,
-                                                  SteadyDeadline deadline) {
+                                                  std::string_view name, SteadyDeadline deadline) {
   tcp::socket socket(ioc);
   net::steady_timer timer(ioc);
   timer.expires_at(deadline);

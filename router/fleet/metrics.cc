@@ -188,9 +188,8 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
   families.push_back(requests.Collect(current_worker(3)));
   families.push_back(request_duration.Collect());
   families.push_back(router_overhead.Collect());
-  for (const ShardedFamily* f :
-       {&pd_decisions, &pd_stage, &pd_failures, &pd_releases, &pd_client_fields,
-        &pd_transfer_rejected}) {
+  for (const ShardedFamily* f : {&pd_decisions, &pd_stage, &pd_failures, &pd_releases,
+                                 &pd_client_fields, &pd_transfer_rejected}) {
     families.push_back(f->Collect());
   }
   for (const ShardedFamily* f :

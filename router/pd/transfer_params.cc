@@ -20,9 +20,8 @@ std::string PeerHostKey(std::string_view h) {
 
 bool HostAllowed(std::string_view host, const TransferPeer& peer) {
   const std::string key = PeerHostKey(host);
-  return !key.empty() && std::any_of(peer.hosts.begin(), peer.hosts.end(), [&](const auto& h) {
-           return PeerHostKey(h) == key;
-         });
+  return !key.empty() && std::any_of(peer.hosts.begin(), peer.hosts.end(),
+                                     [&](const auto& h) { return PeerHostKey(h) == key; });
 }
 
 TransferParamsMismatch Mismatch(std::string_view field, std::string detail) {
@@ -52,8 +51,8 @@ std::optional<TransferParamsMismatch> CheckTransferParams(std::string_view param
       std::string_view host;
       if (value.get(host) || !HostAllowed(host, peer)) {
         return Mismatch("remote_host",
-                        common::StrCat(key, " ", simdjson::minify(value), " is not the prefill "
-                                       "worker's (", Allowed(peer), ")"));
+                        common::StrCat(key, " ", simdjson::minify(value),
+                                       " is not the prefill worker's (", Allowed(peer), ")"));
       }
       host_seen |= key == "remote_host";
     } else if (key == "remote_hosts") {
@@ -62,9 +61,9 @@ std::optional<TransferParamsMismatch> CheckTransferParams(std::string_view param
       for (auto h : hosts) {
         std::string_view host;
         if (h.get(host) || !HostAllowed(host, peer)) {
-          return Mismatch("remote_host", common::StrCat("remote_hosts names ", simdjson::minify(h),
-                                                        ", not the prefill worker (",
-                                                        Allowed(peer), ")"));
+          return Mismatch("remote_host",
+                          common::StrCat("remote_hosts names ", simdjson::minify(h),
+                                         ", not the prefill worker (", Allowed(peer), ")"));
         }
       }
     } else if (key == "remote_port") {
@@ -72,8 +71,8 @@ std::optional<TransferParamsMismatch> CheckTransferParams(std::string_view param
       if (value.get(port) ||
           std::find(peer.ports.begin(), peer.ports.end(), port) == peer.ports.end()) {
         return Mismatch("remote_port",
-                        common::StrCat("remote_port ", simdjson::minify(value), " is not the "
-                                       "prefill worker's (", Allowed(peer), ")"));
+                        common::StrCat("remote_port ", simdjson::minify(value),
+                                       " is not the prefill worker's (", Allowed(peer), ")"));
       }
       port_seen = true;
     } else if (key == "remote_engine_id" && !peer.engine_id.empty()) {

@@ -169,9 +169,9 @@ TEST_F(DiscoveryTest, HostileAddressesAreRefusedByDefault) {
 // allowed_ports the SRV ports: another listener on an allowed host is not a worker.
 TEST_F(DiscoveryTest, SrvPortsAndNetworksOutsideTheBoundsAreRefused) {
   dns_.SetA("w0.vllm.test", {"127.0.0.1"});
-  dns_.SetA("w1.vllm.test", {"127.0.0.1"});         // an allowed host, a port not allowed
-  dns_.SetA("w2.vllm.test", {"192.0.2.10"});        // outside allowed_networks
-  dns_.SetA("w3.vllm.test", {"169.254.169.254"});   // metadata: 127.0.0.0/8 does not admit it
+  dns_.SetA("w1.vllm.test", {"127.0.0.1"});        // an allowed host, a port not allowed
+  dns_.SetA("w2.vllm.test", {"192.0.2.10"});       // outside allowed_networks
+  dns_.SetA("w3.vllm.test", {"169.254.169.254"});  // metadata: 127.0.0.0/8 does not admit it
   dns_.SetSrv(kSrv, {{"w0.vllm.test", workers_[0]->port()},
                      {"w1.vllm.test", workers_[1]->port()},
                      {"w2.vllm.test", workers_[0]->port()},
@@ -190,8 +190,7 @@ TEST_F(DiscoveryTest, SrvPortsAndNetworksOutsideTheBoundsAreRefused) {
   // A refused address that later leaves the answer and comes back counts again.
   dns_.SetSrv(kSrv, {{"w0.vllm.test", workers_[0]->port()}});
   Polls(4);
-  dns_.SetSrv(kSrv, {{"w0.vllm.test", workers_[0]->port()},
-                     {"w1.vllm.test", workers_[1]->port()}});
+  dns_.SetSrv(kSrv, {{"w0.vllm.test", workers_[0]->port()}, {"w1.vllm.test", workers_[1]->port()}});
   ASSERT_TRUE(WaitFor([&] { return Refused(kSrv, "port") == 2; }));
 }
 

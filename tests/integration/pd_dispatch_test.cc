@@ -505,8 +505,7 @@ TEST_F(PdDispatchTest, PrefillParamsNamingAnotherPeerFailBeforeDecode) {
       R"({"remote_engine_id":"eng-1","remote_host":"203.0.113.9","remote_port":5600})",
       R"({"remote_engine_id":"eng-1","remote_host":"10.1.2.3","remote_port":8001})",
       R"({"remote_host":"10.1.2.3","remote_port":5600,"remote_host":"203.0.113.9"})",
-      R"({"remote_engine_id":"eng-1","remote_host":"10.1.2.3","remote_port":5600})",
-      kParams};
+      R"({"remote_engine_id":"eng-1","remote_host":"10.1.2.3","remote_port":5600})", kParams};
   fleet_.prefill = std::make_unique<ScriptedUpstream>([this](const std::string& request) {
     if (!request.starts_with("POST")) return Script{{PrefillAnswer()}};
     return Script{{PrefillAnswer(kAnswers[std::min<int>(calls_++, 4)])}};
