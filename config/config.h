@@ -45,6 +45,14 @@ struct WorkerConfig {
   // default), and the "ip:port" P2pNcclConnector peers reach it on (its kv_port).
   uint16_t bootstrap_port = 8998;
   std::string zmq_address;
+  // vLLM NIXL (issue 27, router/pd/transfer_params.h): what a prefill worker's
+  // kv_transfer_params may name. remote_host: one of kv_transfer_hosts (empty: the url's host;
+  // VLLM_NIXL_SIDE_CHANNEL_HOST may differ, e.g. "localhost" or the pod IP behind a name);
+  // remote_port: one of kv_transfer_ports (empty: 5600 + each DP rank, vLLM's default
+  // VLLM_NIXL_SIDE_CHANNEL_PORT); remote_engine_id: kv_transfer_engine_id when set.
+  std::vector<std::string> kv_transfer_hosts;
+  std::vector<uint16_t> kv_transfer_ports;
+  std::string kv_transfer_engine_id;
 
   // A reload keeps a live worker (its health, load and index) only when every field is equal.
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;
@@ -234,6 +242,11 @@ struct DnsDiscoveryConfig {
   uint32_t interval_ms = 5'000;
   uint32_t timeout_ms = 1'000;
   WorkerConfig worker;  // the settings every worker found gets (its url is ignored)
+  // What the answers may name (issue 27, router/discovery/address_policy.h): CIDRs (empty: any
+  // address but unspecified, loopback, link-local and metadata ones, which need an entry of
+  // their own) and ports (empty: any; A/AAAA answers always use `port`).
+  std::vector<std::string> allowed_networks;
+  std::vector<uint16_t> allowed_ports;
 
   friend bool operator==(const DnsDiscoveryConfig&, const DnsDiscoveryConfig&) = default;
 };
@@ -262,6 +275,9 @@ struct KubernetesDiscoveryConfig {
   std::string kv_events_topic;
   uint32_t kv_events_block_size = 16;
   WorkerConfig worker;  // the settings every worker found gets (its url is ignored)
+  // What the slices may name, as for DnsDiscoveryConfig (issue 27).
+  std::vector<std::string> allowed_networks;
+  std::vector<uint16_t> allowed_ports;
 
   friend bool operator==(const KubernetesDiscoveryConfig&,
                          const KubernetesDiscoveryConfig&) = default;

@@ -114,9 +114,14 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
   std::vector<std::string_view> keys = {
       "models",    "role",           "dp_size",    "weight", "kv_capacity_tokens",
       "kv_events", "bootstrap_port", "zmq_address"};
+  // What a prefill's kv_transfer_params may name (issue 27; ReadTransferPeer).
+  keys.insert(keys.end(), {"kv_transfer_hosts", "kv_transfer_ports", "kv_transfer_engine_id"});
   if (seen == nullptr) {
     // Per-worker addresses have no place in a template (each found worker has its own).
-    std::erase_if(keys, [](std::string_view k) { return k == "kv_events" || k == "zmq_address"; });
+    std::erase_if(keys, [](std::string_view k) {
+      return k == "kv_events" || k == "zmq_address" || k == "kv_transfer_hosts" ||
+             k == "kv_transfer_engine_id";
+    });
   } else {
     keys.push_back("url");
   }
@@ -180,6 +185,7 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
   if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
     ReadKvEvents(r, e, YamlReader::Join(path, "kv_events"), &w->kv_events.emplace());
   }
+  ReadTransferPeer(r, node, path, w);
 }
 
 namespace {

@@ -19,6 +19,11 @@ namespace kvgate::config {
 void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra = {});
 
+/// A worker's kv_transfer_hosts, kv_transfer_ports and kv_transfer_engine_id (issue 27: what a
+/// vLLM prefill's kv_transfer_params may name), in discovery_section.cc.
+void ReadTransferPeer(YamlReader& r, const YAML::Node& node, const std::string& path,
+                      WorkerConfig* w);
+
 /// A `rate` mapping (requests and prompt tokens per minute) at `path`.
 void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate);
 

@@ -23,13 +23,13 @@ size_t DiscoverySourceCount(const config::DiscoveryConfig& config) {
 
 std::vector<std::unique_ptr<DiscoverySource>> MakeDiscoverySources(
     net::io_context& ioc, const config::DiscoveryConfig& config,
-    DiscoverySource::OnChange on_change) {
+    DiscoverySource::OnChange on_change, DiscoverySource::OnRefused on_refused) {
   std::vector<std::unique_ptr<DiscoverySource>> out;
   for (const auto& d : config.dns) {
-    out.push_back(std::make_unique<DnsDiscovery>(ioc, out.size(), d, on_change));
+    out.push_back(std::make_unique<DnsDiscovery>(ioc, out.size(), d, on_change, on_refused));
   }
   for (const auto& k : config.kubernetes) {
-    out.push_back(std::make_unique<KubernetesDiscovery>(ioc, out.size(), k, on_change));
+    out.push_back(std::make_unique<KubernetesDiscovery>(ioc, out.size(), k, on_change, on_refused));
   }
   return out;
 }

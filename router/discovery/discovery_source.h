@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -26,6 +28,10 @@ class DiscoverySource {
  public:
   /// Called with the source's index and every worker it now knows, when that set changes.
   using OnChange = std::function<void(size_t source, std::vector<DiscoveredWorker>)>;
+  /// Called when a source starts refusing an address its registry names (issue 27,
+  /// router/discovery/address_policy.h): the source's name and the refusal's label. Once per
+  /// refused address while it stays refused, not at every poll.
+  using OnRefused = std::function<void(const std::string& source, std::string_view reason)>;
 
   virtual ~DiscoverySource() = default;
   /// Starts the source's loop on the io_context given at construction.
@@ -39,7 +45,7 @@ class DiscoverySource {
 /// that order for `on_change`.
 std::vector<std::unique_ptr<DiscoverySource>> MakeDiscoverySources(
     net::io_context& ioc, const config::DiscoveryConfig& config,
-    DiscoverySource::OnChange on_change);
+    DiscoverySource::OnChange on_change, DiscoverySource::OnRefused on_refused = {});
 
 /// The number of sources MakeDiscoverySources makes for `config`.
 size_t DiscoverySourceCount(const config::DiscoveryConfig& config);

@@ -1,6 +1,8 @@
 #include "router/discovery/dns_client.h"
 
+#include <algorithm>
 #include <boost/asio/ip/udp.hpp>
+#include <boost/asio/read.hpp>
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +13,18 @@ namespace {
 
 constexpr size_t kHeaderBytes = 12;
 constexpr size_t kMaxName = 255;
+
+using SteadyDeadline = std::chrono::steady_clock::time_point;
+
+// `name` as answers spell owner names: lower case, no trailing dot.
+std::string LowerName(std::string_view name) {
+  if (name.ends_with('.')) name.remove_suffix(1);
+  std::string out(name);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
 
 absl::Status Malformed(std::string_view why) {
   return absl::InvalidArgumentError(common::StrCat("malformed DNS response: ", why));
@@ -102,8 +116,14 @@ absl::Status ReadRecords(std::string_view p, size_t* at, uint16_t count, std::ve
       auto target = ReadName(p.substr(0, rdata + length), &target_at);
       if (!target.ok()) return target.status();
       r.target = *std::move(target);
+    } else if (type == static_cast<uint16_t>(RecordType::kCname)) {
+      r.type = RecordType::kCname;
+      size_t target_at = rdata;
+      auto target = ReadName(p.substr(0, rdata + length), &target_at);
+      if (!target.ok()) return target.status();
+      r.target = *std::move(target);
     } else {
-      continue;  // CNAME, OPT, ...: not needed
+      continue;  // OPT, TXT, ...: not needed
     }
     out->push_back(std::move(r));
   }
@@ -155,7 +175,9 @@ absl::StatusOr<Response> DecodeResponse(std::string_view p) {
                  additional = U16(p, 10);
   size_t at = kHeaderBytes;
   for (uint16_t i = 0; i < questions; ++i) {
-    if (auto name = ReadName(p, &at); !name.ok()) return name.status();
+    auto name = ReadName(p, &at);
+    if (!name.ok()) return name.status();
+    if (i == 0) r.question = *std::move(name);
     if (at + 4 > p.size()) return Malformed("truncated question");
     at += 4;
   }
@@ -166,6 +188,87 @@ absl::StatusOr<Response> DecodeResponse(std::string_view p) {
   return r;
 }
 
+std::vector<Record> OwnedBy(const std::vector<Record>& answers, std::string_view name,
+                            RecordType type) {
+  std::vector<std::string> owners = {LowerName(name)};
+  // Follow CNAMEs from the name asked; a bounded walk, so a loop ends.
+  for (int link = 0; link < 8; ++link) {
+    bool grew = false;
+    for (const Record& r : answers) {
+      if (r.type != RecordType::kCname || r.name != owners.back()) continue;
+      if (std::find(owners.begin(), owners.end(), r.target) != owners.end()) break;
+      owners.push_back(r.target);
+      grew = true;
+      break;
+    }
+    if (!grew) break;
+  }
+  std::vector<Record> out;
+  for (const Record& r : answers) {
+    if (r.type == type && std::find(owners.begin(), owners.end(), r.name) != owners.end()) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The same query over TCP (RFC 1035 4.2.2: each message after a two-byte length), for an
+// answer too large for UDP. `deadline` bounds connect, write and read together.
+net::awaitable<absl::StatusOr<Response>> QueryTcp(net::io_context& ioc, const udp::endpoint& server,
+                                                  const std::string& query, uint16_t id,
+                                                  std::string_view name, SteadyDeadline deadline) {
+  tcp::socket socket(ioc);
+  net::steady_timer timer(ioc);
+  timer.expires_at(deadline);
+  bool expired = false;
+  timer.async_wait([&socket, &expired](const error_code& e) {
+    if (e) return;
+    expired = true;
+    error_code ignored;
+    socket.close(ignored);
+  });
+  const tcp::endpoint to(server.address(), server.port());
+  auto fail = [&](std::string_view what, const error_code& ec) -> absl::Status {
+    if (expired) {
+      return absl::DeadlineExceededError(
+          common::StrCat("no DNS answer over TCP for ", name, " in time"));
+    }
+    return absl::UnavailableError(common::StrCat("DNS over TCP: ", what, ": ", ec.message()));
+  };
+  auto [cec] = co_await socket.async_connect(to, kNoThrow);
+  if (cec) {
+    timer.cancel();
+    co_return fail("connect", cec);
+  }
+  std::string framed;
+  PutU16(framed, static_cast<uint16_t>(query.size()));
+  framed += query;
+  auto [wec, wn] = co_await net::async_write(socket, net::buffer(framed), kNoThrow);
+  if (wec) {
+    timer.cancel();
+    co_return fail("write", wec);
+  }
+  uint8_t len[2];
+  auto [lec, ln] = co_await net::async_read(socket, net::buffer(len), kNoThrow);
+  if (lec) {
+    timer.cancel();
+    co_return fail("read", lec);
+  }
+  std::string answer((size_t{len[0]} << 8) | len[1], '\0');
+  auto [bec, bn] = co_await net::async_read(socket, net::buffer(answer), kNoThrow);
+  timer.cancel();
+  if (bec) co_return fail("read", bec);
+  auto response = DecodeResponse(answer);
+  if (response.ok() && (response->id != id || response->question != LowerName(name))) {
+    co_return Malformed("the TCP answer is for another query");
+  }
+  co_return response;
+}
+
+}  // namespace
+
 net::awaitable<absl::StatusOr<Response>> Query(net::io_context& ioc, const udp::endpoint& server,
                                                std::string_view name, RecordType type,
                                                std::chrono::milliseconds timeout) {
@@ -173,6 +276,7 @@ net::awaitable<absl::StatusOr<Response>> Query(net::io_context& ioc, const udp::
   const uint16_t id = ++next_id;
   auto query = EncodeQuery(id, name, type);
   if (!query.ok()) co_return query.status();
+  const SteadyDeadline deadline = std::chrono::steady_clock::now() + timeout;
   udp::socket socket(ioc);
   error_code ec;
   socket.open(server.protocol(), ec);
@@ -184,7 +288,7 @@ net::awaitable<absl::StatusOr<Response>> Query(net::io_context& ioc, const udp::
   socket.send(net::buffer(*query), 0, ec);
   if (ec) co_return absl::UnavailableError(common::StrCat("DNS send: ", ec.message()));
   net::steady_timer timer(ioc);
-  timer.expires_after(timeout);
+  timer.expires_at(deadline);
   bool expired = false;
   timer.async_wait([&socket, &expired](const error_code& e) {
     if (e) return;
@@ -192,6 +296,7 @@ net::awaitable<absl::StatusOr<Response>> Query(net::io_context& ioc, const udp::
     error_code ignored;
     socket.cancel(ignored);
   });
+  const std::string asked = LowerName(name);
   char buf[4096];
   for (;;) {
     auto [rec, n] = co_await socket.async_receive(net::buffer(buf), kNoThrow);
@@ -204,8 +309,13 @@ net::awaitable<absl::StatusOr<Response>> Query(net::io_context& ioc, const udp::
       co_return absl::UnavailableError(common::StrCat("DNS receive: ", rec.message()));
     }
     auto response = DecodeResponse(std::string_view(buf, n));
-    if (response.ok() && response->id != id) continue;  // a late answer to an earlier query
+    // A late answer to an earlier query, or one to a question not asked.
+    if (response.ok() && (response->id != id || response->question != asked)) continue;
     timer.cancel();
+    // Truncated: what came is a part, maybe with records left out at random; ask over TCP.
+    if (response.ok() && response->truncated) {
+      co_return co_await QueryTcp(ioc, server, *query, id, name, deadline);
+    }
     co_return response;
   }
 }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "router/discovery/address_policy.h"
 #include "router/discovery/dns_client.h"
 #include "spdlog/spdlog.h"
 
@@ -14,12 +15,13 @@ namespace {
 using std::chrono::milliseconds;
 
 // The URL of a worker at `address` (IPv6 in brackets) and `port`.
-std::string WorkerUrl(const std::string& address, uint16_t port) {
+std::string DnsWorkerUrl(const std::string& address, uint16_t port) {
   const bool v6 = address.find(':') != std::string::npos;
   return common::StrCat("http://", v6 ? "[" : "", address, v6 ? "]" : "", ":", port);
 }
 
-// Every address of `name`: its A and AAAA records. nullopt when a lookup failed.
+// Every address of `name`: its A and AAAA records (those the answer gives `name` itself or the
+// end of a CNAME chain from it). nullopt when a lookup failed.
 net::awaitable<std::optional<std::vector<std::string>>> Addresses(net::io_context& ioc,
                                                                   const dns::udp::endpoint& server,
                                                                   const std::string& name,
@@ -33,9 +35,7 @@ net::awaitable<std::optional<std::vector<std::string>>> Addresses(net::io_contex
                    r.ok() ? common::StrCat("rcode ", r->rcode) : std::string(r.status().message()));
       co_return std::nullopt;
     }
-    for (const auto& a : r->answers) {
-      if (a.type == type) out.push_back(a.address);
-    }
+    for (const auto& a : dns::OwnedBy(r->answers, name, type)) out.push_back(a.address);
   }
   co_return out;
 }
@@ -43,18 +43,36 @@ net::awaitable<std::optional<std::vector<std::string>>> Addresses(net::io_contex
 }  // namespace
 
 struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
-  Impl(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source, OnChange on_change)
-      : ioc(ioc), index(index), source(std::move(source)), on_change(std::move(on_change)) {}
+  Impl(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source, OnChange on_change,
+       OnRefused on_refused)
+      : ioc(ioc),
+        index(index),
+        source(std::move(source)),
+        on_change(std::move(on_change)),
+        on_refused(std::move(on_refused)),
+        policy(this->source.allowed_networks, this->source.allowed_ports) {}
+
+  // Keeps `address`:`port` as a worker when the policy allows it, else notes the refusal.
+  void Admit(const std::string& address, uint16_t port, std::vector<std::string>* urls,
+             std::vector<RefusedAddress>* refused) const {
+    const AddressRefusal why = policy.Check(address, port);
+    if (why == AddressRefusal::kNone) {
+      urls->push_back(DnsWorkerUrl(address, port));
+    } else {
+      refused->push_back({address, port, why});
+    }
+  }
 
   // The workers `source` resolves to now; nullopt when a lookup failed.
   net::awaitable<std::optional<std::vector<std::string>>> Resolve(
-      const config::DnsDiscoveryConfig& s, const dns::udp::endpoint& server) {
+      const config::DnsDiscoveryConfig& s, const dns::udp::endpoint& server,
+      std::vector<RefusedAddress>* refused) {
     const milliseconds timeout(s.timeout_ms);
     std::vector<std::string> urls;
     if (!s.srv) {
       auto addrs = co_await Addresses(ioc, server, s.name, timeout);
       if (!addrs) co_return std::nullopt;
-      for (const auto& a : *addrs) urls.push_back(WorkerUrl(a, s.port));
+      for (const auto& a : *addrs) Admit(a, s.port, &urls, refused);
     } else {
       auto r = co_await dns::Query(ioc, server, s.name, dns::RecordType::kSrv, timeout);
       if (!r.ok() || (r->rcode != 0 && r->rcode != dns::kNxDomain)) {
@@ -63,11 +81,12 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
             r.ok() ? common::StrCat("rcode ", r->rcode) : std::string(r.status().message()));
         co_return std::nullopt;
       }
-      for (const auto& srv : r->answers) {
-        if (srv.type != dns::RecordType::kSrv) continue;
+      for (const auto& srv : dns::OwnedBy(r->answers, s.name, dns::RecordType::kSrv)) {
+        // The additional section's addresses count only when owned by the target itself.
         std::vector<std::string> addrs;
         for (const auto& extra : r->additional) {
-          if (extra.name == srv.target && extra.type != dns::RecordType::kSrv) {
+          if (extra.name == srv.target &&
+              (extra.type == dns::RecordType::kA || extra.type == dns::RecordType::kAaaa)) {
             addrs.push_back(extra.address);
           }
         }
@@ -76,12 +95,40 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
           if (!own) co_return std::nullopt;
           addrs = *std::move(own);
         }
-        for (const auto& a : addrs) urls.push_back(WorkerUrl(a, srv.port));
+        for (const auto& a : addrs) Admit(a, srv.port, &urls, refused);
       }
     }
     std::sort(urls.begin(), urls.end());
     urls.erase(std::unique(urls.begin(), urls.end()), urls.end());
     co_return urls;
+  }
+
+  // Logs and reports the refusals that are new since the last lookup.
+  void Report(const std::vector<RefusedAddress>& refused) {
+    for (const auto& r : refused_seen.Update(refused)) {
+      spdlog::warn(
+          "discovery: {} names {}:{}, refused ({}): not a worker; allowed_networks / "
+          "allowed_ports admit it (docs/configuration.md, discovery)",
+          source.name, r.address, r.port, AddressRefusalName(r.reason));
+      if (on_refused) on_refused(source.name, AddressRefusalName(r.reason));
+    }
+  }
+
+  // Reports the workers of one lookup when they changed.
+  void Publish(std::vector<std::string> urls, std::optional<std::vector<std::string>>* last) {
+    if (urls == *last) return;
+    std::vector<DiscoveredWorker> workers;
+    for (const auto& u : urls) {
+      auto url = common::ParseHttpUrl(u);
+      if (!url.ok()) continue;
+      DiscoveredWorker w{source.worker, EndpointState::kReady};
+      w.config.url = *std::move(url);
+      workers.push_back(std::move(w));
+    }
+    spdlog::info("discovery: {} resolves to {} worker(s){}{}", source.name, workers.size(),
+                 urls.empty() ? "" : ": ", common::StrJoin(urls, ", "));
+    *last = std::move(urls);
+    on_change(index, std::move(workers));
   }
 
   net::awaitable<void> Loop() {
@@ -92,19 +139,13 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
     while (!stopped) {
       if (auto server = dns::ServerEndpoint(s.server); !server.ok()) {
         spdlog::error("discovery: {}: {}", s.name, server.status().message());
-      } else if (auto urls = co_await Resolve(s, *server); urls && !stopped && urls != last) {
-        std::vector<DiscoveredWorker> workers;
-        for (const auto& u : *urls) {
-          auto url = common::ParseHttpUrl(u);
-          if (!url.ok()) continue;
-          DiscoveredWorker w{s.worker, EndpointState::kReady};
-          w.config.url = *std::move(url);
-          workers.push_back(std::move(w));
+      } else {
+        std::vector<RefusedAddress> refused;
+        auto urls = co_await Resolve(s, *server, &refused);
+        if (urls && !stopped) {
+          Report(refused);
+          Publish(*std::move(urls), &last);
         }
-        spdlog::info("discovery: {} resolves to {} worker(s){}{}", s.name, workers.size(),
-                     urls->empty() ? "" : ": ", common::StrJoin(*urls, ", "));
-        last = std::move(urls);
-        on_change(index, std::move(workers));
       }
       if (stopped) break;
       timer.expires_after(milliseconds(s.interval_ms));
@@ -116,12 +157,16 @@ struct DnsDiscovery::Impl : std::enable_shared_from_this<Impl> {
   const size_t index;
   const config::DnsDiscoveryConfig source;
   const OnChange on_change;
+  const OnRefused on_refused;
+  const AddressPolicy policy;
+  RefusedAddresses refused_seen;  // control thread only
   std::atomic<bool> stopped{false};
 };
 
 DnsDiscovery::DnsDiscovery(net::io_context& ioc, size_t index, config::DnsDiscoveryConfig source,
-                           OnChange on_change)
-    : impl_(std::make_shared<Impl>(ioc, index, std::move(source), std::move(on_change))) {}
+                           OnChange on_change, OnRefused on_refused)
+    : impl_(std::make_shared<Impl>(ioc, index, std::move(source), std::move(on_change),
+                                   std::move(on_refused))) {}
 
 DnsDiscovery::~DnsDiscovery() { Stop(); }
 

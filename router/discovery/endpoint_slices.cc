@@ -278,7 +278,9 @@ std::vector<std::string> ApplyWorkerMetadata(const StringMap& keys, const std::s
 std::vector<DiscoveredWorker> WorkersFromSlices(const std::vector<const EndpointSlice*>& slices,
                                                 const std::map<std::string, PodMetadata>& pods,
                                                 const config::KubernetesDiscoveryConfig& source,
-                                                std::vector<std::string>* problems) {
+                                                std::vector<std::string>* problems,
+                                                std::vector<RefusedAddress>* refused) {
+  const AddressPolicy policy(source.allowed_networks, source.allowed_ports);
   std::map<std::string, DiscoveredWorker> by_url;
   for (const EndpointSlice* s : slices) {
     if (s->address_type != "IPv4" && s->address_type != "IPv6") {
@@ -304,6 +306,10 @@ std::vector<DiscoveredWorker> WorkersFromSlices(const std::vector<const Endpoint
     }
     for (const SliceEndpoint& e : s->endpoints) {
       if (e.address.empty()) continue;
+      if (const AddressRefusal why = policy.Check(e.address, port); why != AddressRefusal::kNone) {
+        if (refused != nullptr) refused->push_back({e.address, port, why});
+        continue;
+      }
       const bool v6 = e.address.find(':') != std::string::npos;
       auto url = common::ParseHttpUrl(
           common::StrCat("http://", v6 ? "[" : "", e.address, v6 ? "]" : "", ":", port));

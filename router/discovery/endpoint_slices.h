@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "router/discovery/address_policy.h"
 #include "router/discovery/discovery_source.h"
 
 namespace kvgate::router::k8s {
@@ -89,10 +90,13 @@ std::vector<std::string> ApplyWorkerMetadata(const StringMap& keys, const std::s
 /// else the slice port named `source.port_name`, else its first port), with the source's
 /// template, the slice's labels and `pods` (by pod uid) applied. An address listed twice
 /// (a pod moving between slices) keeps its readiest state. Sorted by URL. `problems` gets a
-/// line per endpoint left out or value ignored.
+/// line per endpoint left out or value ignored. Endpoints outside the source's bounds
+/// (allowed_networks, allowed_ports, the ranges refused by default: address_policy.h) are left
+/// out and listed in `refused` when given.
 std::vector<DiscoveredWorker> WorkersFromSlices(const std::vector<const EndpointSlice*>& slices,
                                                 const std::map<std::string, PodMetadata>& pods,
                                                 const config::KubernetesDiscoveryConfig& source,
-                                                std::vector<std::string>* problems);
+                                                std::vector<std::string>* problems,
+                                                std::vector<RefusedAddress>* refused = nullptr);
 
 }  // namespace kvgate::router::k8s

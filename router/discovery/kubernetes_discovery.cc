@@ -35,8 +35,12 @@ std::string OwnNamespace(const std::string& token_file) {
 
 struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
   Impl(net::io_context& ioc, size_t index, config::KubernetesDiscoveryConfig source,
-       OnChange on_change)
-      : ioc(ioc), index(index), source(std::move(source)), on_change(std::move(on_change)) {}
+       OnChange on_change, OnRefused on_refused)
+      : ioc(ioc),
+        index(index),
+        source(std::move(source)),
+        on_change(std::move(on_change)),
+        on_refused(std::move(on_refused)) {}
 
   std::string Selector() const {
     std::string sel;
@@ -238,8 +242,16 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
       }
       std::erase_if(pods, [&](const auto& p) { return !live_pods.contains(p.first); });
       std::vector<std::string> problems;
+      std::vector<RefusedAddress> refused;
       std::vector<DiscoveredWorker> workers =
-          k8s::WorkersFromSlices(current, pods, source, &problems);
+          k8s::WorkersFromSlices(current, pods, source, &problems, &refused);
+      for (const auto& r : refused_seen.Update(refused)) {
+        spdlog::warn(
+            "discovery: {}: endpoint {}:{} refused ({}): not a worker; allowed_networks / "
+            "allowed_ports admit it (docs/configuration.md, discovery)",
+            What(), r.address, r.port, AddressRefusalName(r.reason));
+        if (on_refused) on_refused(What(), AddressRefusalName(r.reason));
+      }
       if (source.pod_metadata && pods_allowed && !unknown.empty()) {
         std::set<std::string> skip_addresses;
         for (const auto& [_, s] : slices) {
@@ -270,6 +282,7 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
   const size_t index;
   const config::KubernetesDiscoveryConfig source;
   const OnChange on_change;
+  const OnRefused on_refused;
   std::unique_ptr<KubeClient> client;
   std::string ns;
   std::atomic<bool> stopped{false};
@@ -283,12 +296,14 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
   net::steady_timer* wake = nullptr;  // Publish()'s timer while it runs
   std::vector<DiscoveredWorker> last;
   std::set<std::string> warned;  // problems logged once
+  RefusedAddresses refused_seen;  // refusals logged and counted once while they last
 };
 
 KubernetesDiscovery::KubernetesDiscovery(net::io_context& ioc, size_t index,
                                          config::KubernetesDiscoveryConfig source,
-                                         OnChange on_change)
-    : impl_(std::make_shared<Impl>(ioc, index, std::move(source), std::move(on_change))) {}
+                                         OnChange on_change, OnRefused on_refused)
+    : impl_(std::make_shared<Impl>(ioc, index, std::move(source), std::move(on_change),
+                                   std::move(on_refused))) {}
 
 KubernetesDiscovery::~KubernetesDiscovery() { Stop(); }
 

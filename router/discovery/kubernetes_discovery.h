@@ -20,8 +20,9 @@ namespace kvgate::router {
 
 class KubernetesDiscovery : public DiscoverySource {
  public:
+  /// Endpoints outside the source's bounds are left out and reported to `on_refused`.
   KubernetesDiscovery(net::io_context& ioc, size_t index, config::KubernetesDiscoveryConfig source,
-                      OnChange on_change);
+                      OnChange on_change, OnRefused on_refused = {});
   ~KubernetesDiscovery() override;
 
   void Start() override;

@@ -6,6 +6,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "common/strings.h"
 #include "router/http/response_writer.h"
+#include "router/pd/transfer_params.h"
 #include "router/server/thread_context.h"
 #include "router/upstream/usage_scanner.h"
 #include "spdlog/spdlog.h"
@@ -59,6 +60,23 @@ std::string ZmqAddress(const Worker& w) {
   const config::WorkerConfig& c = w.config();
   if (!c.zmq_address.empty()) return c.zmq_address;
   return common::StrCat(pd::BracketHost(c.url.host), ":", c.bootstrap_port);
+}
+
+// What the prefill worker `w` may name in its kv_transfer_params (config.h, issue 27).
+pd::TransferPeer TransferPeerOf(const Worker& w) {
+  const config::WorkerConfig& c = w.config();
+  pd::TransferPeer peer;
+  peer.hosts = c.kv_transfer_hosts;
+  if (peer.hosts.empty()) peer.hosts.push_back(c.url.host);
+  peer.ports = c.kv_transfer_ports;
+  if (peer.ports.empty()) {
+    // vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default, one port per DP rank.
+    for (uint32_t r = 0; r < c.dp_size && 5600 + r <= 65535; ++r) {
+      peer.ports.push_back(static_cast<uint16_t>(5600 + r));
+    }
+  }
+  peer.engine_id = c.kv_transfer_engine_id;
+  return peer;
 }
 
 std::string RandomHex(ThreadContext& tc) {
@@ -241,6 +259,22 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
     if (c.protocol == PdProtocol::kVllmNixl) {
       auto p = pd::KvTransferParamsOf(pr.body);
       if (p.ok()) {
+        // Only params that name this prefill worker reach a decode worker: others would make
+        // it connect where the answer says (issue 27). No decode is contacted.
+        if (auto bad = pd::CheckTransferParams(*p, TransferPeerOf(pw))) {
+          planner.Complete(plan, *decode.first, RouteOutcome{});
+          spdlog::warn("request {}: refused the kv_transfer_params prefill worker {} returned: {}",
+                       ex.request_id, pw.name(), bad->detail);
+          Count(tc, tc.state.metrics.pd_transfer_rejected, bad->field);
+          ex.worker = pw.name();
+          ex.worker_id = pw.id();
+          co_await WriteError(
+              tc, ex, 502,
+              common::StrCat("the prefill worker's kv_transfer_params do not name it: ",
+                             bad->detail),
+              "upstream_error", "pd_transfer_params_mismatch");
+          co_return;
+        }
         params = *std::move(p);
         decode_body = pd::VllmDecodeBody(ex.body, params);
       } else {

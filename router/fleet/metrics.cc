@@ -103,6 +103,10 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                        "P/D requests whose own kv_transfer_params or bootstrap fields were "
                        "dropped before any worker saw them",
                        Type::kCounter, {}, {}, shards),
+      pd_transfer_rejected("kvgate_pd_transfer_params_rejected_total",
+                           "P/D requests failed because the kv_transfer_params their prefill "
+                           "worker returned named another host, port or engine, by field",
+                           Type::kCounter, {"field"}, {}, shards),
       retries_(BuildCounter()
                    .Name("kvgate_upstream_retries_total")
                    .Help("Requests retried on another worker, by reason")
@@ -130,7 +134,17 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       tls_handshake_errors_(BuildCounter()
                                 .Name("kvgate_tls_handshake_errors_total")
                                 .Help("TLS handshakes that failed, by side (client, worker)")
-                                .Register(r)) {}
+                                .Register(r)),
+      discovery_refused_(BuildCounter()
+                             .Name("kvgate_discovery_refused_total")
+                             .Help("Worker addresses a discovery source named that kvgate "
+                                   "refused, by source and reason, once per refusal")
+                             .Register(r)) {}
+
+prometheus::Counter& RouterMetrics::DiscoveryRefused(std::string_view source,
+                                                     std::string_view reason) {
+  return discovery_refused_.Add({{"source", std::string(source)}, {"reason", std::string(reason)}});
+}
 
 prometheus::Counter& RouterMetrics::ApiKeyRequests(std::string_view key, int code) {
   return api_key_requests_.Add({{"key", std::string(key)}, {"code", std::to_string(code)}});
@@ -174,8 +188,8 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
   families.push_back(requests.Collect(current_worker(3)));
   families.push_back(request_duration.Collect());
   families.push_back(router_overhead.Collect());
-  for (const ShardedFamily* f :
-       {&pd_decisions, &pd_stage, &pd_failures, &pd_releases, &pd_client_fields}) {
+  for (const ShardedFamily* f : {&pd_decisions, &pd_stage, &pd_failures, &pd_releases,
+                                 &pd_client_fields, &pd_transfer_rejected}) {
     families.push_back(f->Collect());
   }
   for (const ShardedFamily* f :

@@ -49,6 +49,8 @@ class RouterMetrics {
   ShardedFamily pd_failures;       // kvgate_pd_failures_total{stage}
   ShardedFamily pd_releases;       // kvgate_pd_held_block_releases_total{result}
   ShardedFamily pd_client_fields;  // kvgate_pd_client_transfer_fields_dropped_total
+  // kvgate_pd_transfer_params_rejected_total{field}: a prefill's params named someone else.
+  ShardedFamily pd_transfer_rejected;
 
   prometheus::Counter& Retries(std::string_view reason);
   prometheus::Counter& AuthFailures(std::string_view reason);       // missing, invalid
@@ -56,6 +58,10 @@ class RouterMetrics {
   prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
   prometheus::Counter& ConfigReloads(bool ok);
   prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
+  /// Addresses a discovery source named and kvgate refused (router/discovery/address_policy.h),
+  /// once per refusal while it lasts: reason unspecified, loopback, link_local, metadata,
+  /// network, port, malformed.
+  prometheus::Counter& DiscoveryRefused(std::string_view source, std::string_view reason);
   /// Not sharded (a mutex per call): callers cache the counter (ThreadContext::ApiKeySeries).
   prometheus::Counter& ApiKeyRequests(std::string_view key, int code);
 
@@ -73,6 +79,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& admission_rejected_;
   prometheus::Family<prometheus::Counter>& api_key_requests_;
   prometheus::Family<prometheus::Counter>& tls_handshake_errors_;
+  prometheus::Family<prometheus::Counter>& discovery_refused_;
 };
 
 }  // namespace kvgate::router

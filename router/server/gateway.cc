@@ -349,10 +349,14 @@ absl::Status Gateway::Start() {
   s.state.precise.Start();
   s.prober = std::make_unique<PreciseProber>(s.control, s.state);
   s.prober->Start();
-  s.discovery = MakeDiscoverySources(s.control, cfg->discovery,
-                                     [&s](size_t source, std::vector<DiscoveredWorker> workers) {
-                                       s.Discovered(source, std::move(workers));
-                                     });
+  s.discovery = MakeDiscoverySources(
+      s.control, cfg->discovery,
+      [&s](size_t source, std::vector<DiscoveredWorker> workers) {
+        s.Discovered(source, std::move(workers));
+      },
+      [&s](const std::string& source, std::string_view reason) {
+        s.state.metrics.DiscoveryRefused(source, reason).Increment();
+      });
   for (auto& d : s.discovery) d->Start();
   s.control_guard = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
       s.control.get_executor());

@@ -331,6 +331,60 @@ discovery:
   EXPECT_THAT(Error("drain_delay_ms: 9999999"), HasSubstr("drain_delay_ms"));
 }
 
+// Issue 27: what a discovery source may name, and what a prefill's kv_transfer_params may.
+TEST(ConfigLoader, DiscoveryBoundsAndTransferPeers) {
+  auto c = LoadConfigFromString(R"(
+discovery:
+  dns:
+    - {name: _w._tcp.v.test, srv: true, allowed_networks: [10.0.0.0/8, "fd00::/8"],
+       allowed_ports: [8000, 8001]}
+    - {name: v.test, port: 9000, allowed_networks: 127.0.0.0/8, allowed_ports: 9000}
+  kubernetes:
+    - {service: v, allowed_networks: [10.244.0.0/16], allowed_ports: [8000],
+       kv_transfer_ports: [5600]}
+workers:
+  - {url: "http://p:1", role: prefill, kv_transfer_hosts: [10.0.0.5, localhost],
+     kv_transfer_ports: [5600, 5601], kv_transfer_engine_id: eng-1}
+)",
+                                "b.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto& d = c->discovery.dns[0];
+  EXPECT_EQ(d.allowed_networks, (std::vector<std::string>{"10.0.0.0/8", "fd00::/8"}));
+  EXPECT_EQ(d.allowed_ports, (std::vector<uint16_t>{8000, 8001}));
+  EXPECT_EQ(c->discovery.dns[1].allowed_networks, std::vector<std::string>{"127.0.0.0/8"});
+  EXPECT_EQ(c->discovery.dns[1].allowed_ports, std::vector<uint16_t>{9000});
+  const auto& k = c->discovery.kubernetes[0];
+  EXPECT_EQ(k.allowed_networks, std::vector<std::string>{"10.244.0.0/16"});
+  EXPECT_EQ(k.allowed_ports, std::vector<uint16_t>{8000});
+  EXPECT_EQ(k.worker.kv_transfer_ports, std::vector<uint16_t>{5600});
+  const auto& w = c->workers[0];
+  EXPECT_EQ(w.kv_transfer_hosts, (std::vector<std::string>{"10.0.0.5", "localhost"}));
+  EXPECT_EQ(w.kv_transfer_ports, (std::vector<uint16_t>{5600, 5601}));
+  EXPECT_EQ(w.kv_transfer_engine_id, "eng-1");
+
+  // Errors name the file, the line and the key.
+  EXPECT_THAT(Error("discovery:\n  dns:\n    - {name: a, allowed_networks: [10.0.0.1/8]}"),
+              HasSubstr("test.yaml:3: discovery.dns[0].allowed_networks: '10.0.0.1/8' has host"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, allowed_networks: [vllm.local]}]}"),
+              HasSubstr("discovery.dns[0].allowed_networks: 'vllm.local' is not a network"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, allowed_networks: [10.0.0.0/40]}]}"),
+              HasSubstr("prefix length"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, allowed_networks: {x: 1}}]}"),
+              HasSubstr("allowed_networks"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, srv: true, allowed_ports: [0]}]}"),
+              HasSubstr("discovery.dns[0].allowed_ports: expected ports 1 to 65535"));
+  EXPECT_THAT(Error("discovery: {dns: [{name: a, port: 8000, allowed_ports: [8001]}]}"),
+              HasSubstr("does not include port 8000"));
+  EXPECT_THAT(Error("discovery: {kubernetes: [{service: a, allowed_ports: [x]}]}"),
+              HasSubstr("discovery.kubernetes[0].allowed_ports"));
+  EXPECT_THAT(Error("discovery: {kubernetes: [{service: a, kv_transfer_hosts: [h]}]}"),
+              HasSubstr("kv_transfer_hosts"));  // one worker's own: not in a template
+  EXPECT_THAT(Error("workers: [{url: 'http://a:1', kv_transfer_ports: [70000]}]"),
+              HasSubstr("workers[0].kv_transfer_ports"));
+  EXPECT_THAT(Error("workers: [{url: 'http://a:1', kv_transfer_hosts: [[a]]}]"),
+              HasSubstr("workers[0].kv_transfer_hosts"));
+}
+
 TEST(ConfigLoader, AuthAndAdmissionLimits) {
   auto c = LoadConfigFromString(R"(
 auth:

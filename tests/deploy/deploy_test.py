@@ -319,6 +319,9 @@ def check_prometheus(repo, kvgate, sim, store):
         events = re.findall(r"(?m)^kv_events worker=\d+ rank=0 endpoint=(\S+) replay=(\S+)$",
                             mixed.log())
         pd_ports = {r: re.search(r"(?m)^port=(\d+)", p.log()).group(1) for r, p in pd.items()}
+        # The prefill's NIXL side channel (the simulator's bootstrap port): kvgate accepts only
+        # kv_transfer_params that name it.
+        pd_side = re.search(r"(?m)^bootstrap port=(\d+)", pd["prefill"].log()).group(1)
 
         workers = "".join(
             f"  - url: http://127.0.0.1:{port}\n"
@@ -330,7 +333,8 @@ def check_prometheus(repo, kvgate, sim, store):
             "routing: {engine_metrics_interval_ms: 200}\n"
             "pd: {protocol: vllm-nixl, models: {sim-model: none}, skip_prefill_below_tokens: 256}\n"
             f"workers:\n{workers}"
-            f"  - {{url: \"http://127.0.0.1:{pd_ports['prefill']}\", role: prefill}}\n"
+            f"  - {{url: \"http://127.0.0.1:{pd_ports['prefill']}\", role: prefill, "
+            f"kv_transfer_ports: [{pd_side}]}}\n"
             f"  - {{url: \"http://127.0.0.1:{pd_ports['decode']}\", role: decode}}\n"
             f"stores:\n  - name: pool\n    model: sim-model\n    address: 127.0.0.1:{store_http}\n"
             f"    kv_events: {{endpoint: \"{ev.group(1)}\", replay_endpoint: \"{ev.group(2)}\", "

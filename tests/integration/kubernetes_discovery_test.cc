@@ -22,6 +22,7 @@ namespace kvgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kToken[] = "kvgate-test-token";
 
@@ -61,6 +62,7 @@ class KubernetesDiscoveryTest : public ::testing::Test {
     k.watch_timeout_s = 60;
     k.retry_max_ms = 200;
     k.worker.models = {"fake-model"};
+    k.allowed_networks = {"127.0.0.0/8"};  // the pods here are loopback addresses (issue 27)
     return k;
   }
   void Start(const config::KubernetesDiscoveryConfig& k) {
@@ -282,6 +284,45 @@ TEST_F(KubernetesDiscoveryTest, AnUntrustedServerOrAWrongTokenFindsNothing) {
   // The token is read again at each call (the kubelet rotates it): the right one gets through.
   std::ofstream(token_file_, std::ios::trunc) << kToken << "\n";
   ASSERT_TRUE(Serves(0));
+}
+
+// Issue 27: a slice naming the metadata address, loopback outside allowed_networks, or a port
+// not allowed adds no worker (logged and counted once); the legitimate pod still serves.
+TEST_F(KubernetesDiscoveryTest, EndpointsOutsideTheBoundsAreRefused) {
+  FakeSlice s = Slice({{0, "ready"}});
+  for (const char* address : {"169.254.169.254", "10.9.8.7", "0.0.0.0"}) {
+    FakeEndpoint e;
+    e.address = address;
+    e.pod = "";  // no targetRef: nothing to read
+    s.endpoints.push_back(e);
+  }
+  api_->Apply(s);
+  FakeSlice other = Slice({{1, "ready"}}, "vllm-other");
+  other.ports = {{"http", 8001}};  // an allowed host, a port not allowed
+  api_->Apply(other);
+  auto k = Source();
+  k.allowed_ports = {port_};
+  Start(k);
+  ASSERT_TRUE(Serves(0)) << Workers();
+  auto refused = [&](const std::string& reason) {
+    const std::string m = "\n" + Fetch(gw_port_, "GET", "/metrics").body;
+    const std::string series = "\nkvgate_discovery_refused_total{reason=\"" + reason +
+                               "\",source=\"kubernetes llm/vllm\"} ";
+    const size_t at = m.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + series.size()));
+  };
+  ASSERT_TRUE(WaitFor([&] { return refused("port") == 1; }));
+  const std::string w = Workers();
+  EXPECT_THAT(w, Not(HasSubstr("169.254.169.254")));
+  EXPECT_THAT(w, Not(HasSubstr("10.9.8.7")));
+  EXPECT_THAT(w, Not(HasSubstr(":8001")));
+  EXPECT_EQ(refused("metadata"), 1);
+  EXPECT_EQ(refused("network"), 1);
+  EXPECT_EQ(refused("unspecified"), 1);
+  // Another change to the slices: the same refusals are not counted again.
+  api_->Apply(Slice({{0, "ready"}, {2, "ready"}}, "vllm-third"));
+  ASSERT_TRUE(Serves(2));
+  EXPECT_EQ(refused("metadata"), 1);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (chat and completions, streamed and not, logprobs), the conditional skip, and the failure
 // paths (prefill 5xx -> a clean error or a mixed worker; prefill 4xx relayed; decode failure
 // -> another decode worker, and the prefill worker's held blocks released; client disconnect
-// -> both stages end and the in-flight counts return to zero).
+// -> both stages end and the in-flight counts return to zero); prefill params that name another
+// host, port or engine fail the request before any decode worker is contacted (issue 27).
 #include <atomic>
 #include <regex>
 #include <thread>
@@ -114,7 +115,10 @@ class PdDispatchTest : public ::testing::Test {
       w.models = {"fake-model"};
       w.role = role;
       w.bootstrap_port = 8998;
-      if (role == config::WorkerRole::kPrefill) w.zmq_address = "10.0.0.1:21001";
+      if (role == config::WorkerRole::kPrefill) {
+        w.zmq_address = "10.0.0.1:21001";
+        w.kv_transfer_hosts = transfer_hosts_;  // kParams's NIXL side channel
+      }
       if (role == config::WorkerRole::kDecode) w.zmq_address = "10.0.0.2:22001";
       c.workers.push_back(w);
     };
@@ -141,6 +145,7 @@ class PdDispatchTest : public ::testing::Test {
     return std::stod(m.body.substr(at + key.size() - 1));
   }
 
+  std::vector<std::string> transfer_hosts_ = {"10.1.2.3"};
   // Read by the workers' threads: declared before fleet_, so destroyed after it.
   std::atomic<bool> release_{false};
   std::atomic<int> calls_{0};
@@ -491,6 +496,60 @@ TEST_F(PdDispatchTest, FailedDecodeIsRetriedOnAnotherDecodeWorker) {
   ASSERT_EQ(d2.size(), 1u);
   EXPECT_THAT(BodyOfRequest(d2[0]), HasSubstr(R"("remote_engine_id":"eng-1")"));
   EXPECT_EQ(Metric(R"(kvgate_pd_held_block_releases_total{result="ok"})"), -1);
+}
+
+// The finding: params returned by a prefill reached the decode unchecked, so a prefill (or
+// whoever answers in its place) could send the decode worker to any host and port.
+TEST_F(PdDispatchTest, PrefillParamsNamingAnotherPeerFailBeforeDecode) {
+  static constexpr std::string_view kAnswers[] = {
+      R"({"remote_engine_id":"eng-1","remote_host":"203.0.113.9","remote_port":5600})",
+      R"({"remote_engine_id":"eng-1","remote_host":"10.1.2.3","remote_port":8001})",
+      R"({"remote_host":"10.1.2.3","remote_port":5600,"remote_host":"203.0.113.9"})",
+      R"({"remote_engine_id":"eng-1","remote_host":"10.1.2.3","remote_port":5600})", kParams};
+  fleet_.prefill = std::make_unique<ScriptedUpstream>([this](const std::string& request) {
+    if (!request.starts_with("POST")) return Script{{PrefillAnswer()}};
+    return Script{{PrefillAnswer(kAnswers[std::min<int>(calls_++, 4)])}};
+  });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("vllm-nixl");
+  const std::string body = R"({"model":"fake-model","prompt":"abc"})";
+  for (int i = 0; i < 3; ++i) {
+    const HttpResponse r = Fetch(port_, "POST", "/v1/completions", body);
+    EXPECT_EQ(r.status, 502) << i << r.body;
+    EXPECT_THAT(r.body, HasSubstr(R"("type":"upstream_error")"));
+    EXPECT_THAT(r.body, HasSubstr(R"("code":"pd_transfer_params_mismatch")"));
+    EXPECT_TRUE(Completions(*fleet_.decode).empty()) << i;
+  }
+  EXPECT_EQ(Metric(R"(kvgate_pd_transfer_params_rejected_total{field="remote_host"})"), 2);
+  EXPECT_EQ(Metric(R"(kvgate_pd_transfer_params_rejected_total{field="remote_port"})"), 1);
+  // The prefill worker's own params still go through, verbatim.
+  for (int i = 0; i < 2; ++i) {
+    const HttpResponse r = Fetch(port_, "POST", "/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body, kDecodeJson);
+  }
+  const auto d = Completions(*fleet_.decode);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_THAT(BodyOfRequest(d[1]), HasSubstr(std::string(kParams)));
+}
+
+// Without kv_transfer_hosts the worker's URL host is the one it may name.
+TEST_F(PdDispatchTest, PrefillParamsDefaultToTheUrlHost) {
+  transfer_hosts_.clear();
+  static constexpr std::string_view kAnswers[] = {
+      R"({"remote_engine_id":"eng-1","remote_host":"127.0.0.1","remote_port":5600})", kParams};
+  fleet_.prefill = std::make_unique<ScriptedUpstream>([this](const std::string& request) {
+    if (!request.starts_with("POST")) return Script{{PrefillAnswer()}};
+    return Script{{PrefillAnswer(kAnswers[std::min<int>(calls_++, 1)])}};
+  });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("vllm-nixl");
+  const std::string body = R"({"model":"fake-model","prompt":"abc"})";
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", body).status, 200);
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/completions", body).status, 502);  // names 10.1.2.3
+  EXPECT_EQ(Completions(*fleet_.decode).size(), 1u);
 }
 
 TEST_F(PdDispatchTest, DecodeThatNeverAnswersReleasesThePrefillWorkersBlocks) {

@@ -85,8 +85,10 @@ class PdE2eTest : public ::testing::TestWithParam<std::string> {
                         ", models: [sim-model]");
       if (!sim->bootstrap_ports().empty()) {
         const uint16_t boot = sim->bootstrap_ports()[0];
+        // The simulator's NIXL side channel is its bootstrap port (kvgate checks that the
+        // prefill's kv_transfer_params name it).
         common::StrAppend(&workers, ", bootstrap_port: ", boot, ", zmq_address: \"127.0.0.1:", boot,
-                          "\"");
+                          "\", kv_transfer_ports: [", boot, "]");
       }
       workers += "}\n";
       sims_.push_back(std::move(sim));

@@ -69,6 +69,34 @@ TEST(DnsClient, AaaaAndRcodes) {
   EXPECT_EQ(r->answers[0].address, "fd00::1");
 }
 
+// Issue 27: a CNAME is decoded, the question is kept, the TC bit read, and only records owned by
+// the name asked (or the end of its CNAME chain) belong to it.
+TEST(DnsClient, CnameChainsQuestionsAndForeignRecords) {
+  // Question "v.t" A; answers: v.t CNAME p.t, p.t A 10.0.0.1, evil.t A 127.0.0.1; TC set.
+  std::string p = Bytes({0, 9, 0x83, 0x80, 0, 1, 0, 3, 0, 0, 0, 0});
+  p += Bytes({1, 'v', 1, 't', 0, 0, 1, 0, 1});                             // question at 12
+  p += Bytes({0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 5, 0, 4, 1, 'p', 0xc0, 14});  // CNAME p + "t"
+  p += Bytes({1, 'P', 0xc0, 14, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1});
+  p += Bytes({4, 'e', 'v', 'i', 'l', 0xc0, 14, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 127, 0, 0, 1});
+  auto r = DecodeResponse(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->truncated);
+  EXPECT_EQ(r->question, "v.t");
+  ASSERT_EQ(r->answers.size(), 3u);
+  EXPECT_EQ(r->answers[0].type, RecordType::kCname);
+  EXPECT_EQ(r->answers[0].target, "p.t");
+  const auto owned = OwnedBy(r->answers, "V.t.", RecordType::kA);
+  ASSERT_EQ(owned.size(), 1u);
+  EXPECT_EQ(owned[0].address, "10.0.0.1");
+  EXPECT_TRUE(OwnedBy(r->answers, "other.t", RecordType::kA).empty());
+  ASSERT_EQ(OwnedBy(r->answers, "evil.t", RecordType::kA).size(), 1u);
+  // A CNAME loop ends.
+  std::vector<Record> loop(2);
+  loop[0] = {RecordType::kCname, "a.t", "", "b.t"};
+  loop[1] = {RecordType::kCname, "b.t", "", "a.t"};
+  EXPECT_TRUE(OwnedBy(loop, "a.t", RecordType::kA).empty());
+}
+
 TEST(DnsClient, MalformedPacketsAreRefused) {
   const std::string good = SrvResponse();
   // Every truncation of a valid packet is an error, never a read past its end.

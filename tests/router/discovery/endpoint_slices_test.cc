@@ -178,6 +178,38 @@ TEST(EndpointSlicesTest, AnAddressInTwoSlicesKeepsItsReadiestStateAndFqdnSlicesA
   EXPECT_THAT(problems[0], HasSubstr("addressType 'FQDN'"));
 }
 
+// Issue 27: endpoints outside the source's bounds are not workers, and are reported.
+TEST(EndpointSlicesTest, EndpointsOutsideTheSourcesBoundsAreRefused) {
+  EndpointSlice s;
+  s.name = "s";
+  s.address_type = "IPv4";
+  s.ports = {{"http", 8000}};
+  for (const char* a : {"10.4.0.17", "127.0.0.1", "169.254.169.254", "192.168.1.4"}) {
+    SliceEndpoint e;
+    e.address = a;
+    s.endpoints.push_back(e);
+  }
+  auto source = Source();
+  source.allowed_networks = {"10.4.0.0/16", "192.168.0.0/16"};
+  std::vector<std::string> problems;
+  std::vector<RefusedAddress> refused;
+  auto workers = WorkersFromSlices({&s}, {}, source, &problems, &refused);
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].config.url.ToString(), "http://10.4.0.17:8000");
+  EXPECT_EQ(workers[1].config.url.ToString(), "http://192.168.1.4:8000");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].address, "127.0.0.1");
+  EXPECT_EQ(refused[0].reason, AddressRefusal::kLoopback);
+  EXPECT_EQ(refused[1].reason, AddressRefusal::kMetadata);
+  // A port the source does not allow: nothing from this slice.
+  source.allowed_ports = {9000};
+  refused.clear();
+  workers = WorkersFromSlices({&s}, {}, source, &problems, &refused);
+  EXPECT_TRUE(workers.empty());
+  EXPECT_EQ(refused.size(), 4u);
+  EXPECT_EQ(refused[0].reason, AddressRefusal::kPort);
+}
+
 TEST(EndpointSlicesTest, WatchEvents) {
   auto added = ParseWatchEvent(
       R"({"type":"ADDED","object":{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1",)"
