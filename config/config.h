@@ -315,12 +315,23 @@ struct ApiKeyConfig {
 };
 
 struct AuthConfig {
-  std::vector<ApiKeyConfig> api_keys;  // empty: the data plane is open
+  std::vector<ApiKeyConfig> api_keys;  // inline, then api_keys_file's; none: an open data plane
+  // More keys from a file (a mounted Secret): a YAML list of api_keys entries. Read at load and
+  // at each reload (SIGHUP).
+  std::string api_keys_file;
+  // kvgate_api_key_requests_total{key} names the key; off, every key's label is "redacted"
+  // (/metrics is open to anyone who reaches it, and a key's name can say whose it is).
+  bool key_names_in_metrics = false;
 };
 
 struct AdminConfig {
   std::string listen;  // "HOST:PORT" for a separate admin listener; empty = main listener
-  std::string token;   // when set, admin endpoints need "Authorization: Bearer <token>"
+  // When set, admin endpoints need "Authorization: Bearer <token>". Inline, or resolved from
+  // `token_file` (a mounted Secret) or the environment variable `token_env` at load and at
+  // each reload; at most one of the three.
+  std::string token;
+  std::string token_file;
+  std::string token_env;
 };
 
 // TLS on the client listener (cert_file empty: plain HTTP). SIGHUP reads the files again.

@@ -528,14 +528,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
       ReadAuth(r, n, &c.auth);
     }
     if (const YAML::Node n = root["admin"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "admin", {"listen", "token"})) {
-        if (r.String(n, "admin", "listen", &c.admin.listen) && !c.admin.listen.empty()) {
-          if (auto hp = common::ParseHostPort(c.admin.listen); !hp.ok()) {
-            r.Error(n["listen"], "admin.listen", hp.status().message());
-          }
-        }
-        r.String(n, "admin", "token", &c.admin.token);
-      }
+      ReadAdmin(r, n, &c.admin);
     }
     if (const YAML::Node n = root["access_log"]; n.IsDefined() && !n.IsNull()) {
       if (r.ExpectMap(n, "access_log", {"enabled", "path"})) {

@@ -1,5 +1,8 @@
 #include "config/secret.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -9,15 +12,37 @@
 
 namespace kvgate::config {
 
+absl::StatusOr<std::string> ReadSecretFile(std::string_view path, std::string_view what) {
+  const std::string p(path);
+  // stat follows the symlinks a Secret volume is made of (KEY -> ..data/KEY).
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    return absl::NotFoundError(common::StrCat(what, ": cannot read ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(common::StrCat(what, ": ", path, " is not a regular file"));
+  }
+  if ((st.st_mode & S_IRWXO) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return absl::PermissionDeniedError(common::StrCat(
+        what, ": ", path, " is open to other users (mode ", mode,
+        "); chmod o-rwx it (Kubernetes: the Secret volume's defaultMode 0440 with an fsGroup)"));
+  }
+  std::ifstream in{p, std::ios::binary};
+  if (!in) return absl::NotFoundError(common::StrCat(what, ": cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 absl::StatusOr<std::string> ReadSecret(std::string_view file, std::string_view env_var,
                                        std::string_view what) {
   std::string value;
   if (!file.empty()) {
-    std::ifstream in{std::string(file), std::ios::binary};
-    if (!in) return absl::NotFoundError(common::StrCat(what, ": cannot read ", file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    value = ss.str();
+    auto content = ReadSecretFile(file, what);
+    if (!content.ok()) return content.status();
+    value = *std::move(content);
   } else if (!env_var.empty()) {
     const char* v = std::getenv(std::string(env_var).c_str());
     if (v == nullptr) {

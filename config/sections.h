@@ -27,8 +27,12 @@ void ReadTransferPeer(YamlReader& r, const YAML::Node& node, const std::string& 
 /// A `rate` mapping (requests and prompt tokens per minute) at `path`.
 void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate);
 
-/// `auth`: API keys, names unique, each key's SHA-256 as 64 hex digits (lower-cased).
+/// `auth`: API keys inline and from `api_keys_file`, names unique across both, each key's
+/// SHA-256 as 64 hex digits (lower-cased); whether metrics name them.
 void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c);
+
+/// `admin`: its listener, and its token inline or from a file or environment variable.
+void ReadAdmin(YamlReader& r, const YAML::Node& n, AdminConfig* c);
 
 /// `discovery`: DNS names and Kubernetes EndpointSlice sources.
 void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c);

@@ -129,7 +129,8 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                               .Register(r)),
       api_key_requests_(BuildCounter()
                             .Name("kvgate_api_key_requests_total")
-                            .Help("Requests that presented a valid API key, by key name and status")
+                            .Help("Requests that presented a valid API key, by status and key name "
+                                  "(\"redacted\" unless auth.key_names_in_metrics)")
                             .Register(r)),
       tls_handshake_errors_(BuildCounter()
                                 .Name("kvgate_tls_handshake_errors_total")

@@ -218,7 +218,13 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
                          : std::chrono::duration<double>(now - ex.read_done).count();
   tc.RequestSeries(ex.endpoint, ex.status, ex.worker_id, ex.worker).Increment();
   tc.DurationSeries(ex.endpoint).Observe(e2e);
-  if (!ex.api_key.empty()) tc.ApiKeySeries(ex.api_key, ex.status).Increment();
+  if (!ex.api_key.empty()) {
+    // /metrics is open to whoever reaches it: a key's name (often its owner's) only when asked.
+    static const std::string kRedacted = "redacted";
+    const bool named = ex.snapshot ? ex.snapshot->config->auth.key_names_in_metrics
+                                   : tc.config().auth.key_names_in_metrics;
+    tc.ApiKeySeries(named ? ex.api_key : kRedacted, ex.status).Increment();
+  }
   if (tc.state.access_log.enabled()) {
     AccessRecord r;
     r.request_id = ex.request_id;

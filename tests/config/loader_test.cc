@@ -1,6 +1,9 @@
 #include "config/loader.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
@@ -431,6 +434,145 @@ limits:
   EXPECT_THAT(Error("auth: {api_keys: [{name: a, key: plain}]}"), HasSubstr("key"));
   EXPECT_THAT(Error("limits: {rate: {rpm: 1}}"), HasSubstr("limits.rate.rpm"));
   EXPECT_THAT(Error("limits: {queue_timeout_ms: 0}"), HasSubstr("queue_timeout_ms"));
+}
+
+// Secret files in a temp dir of their own, removed at the end of the test.
+class SecretDir {
+ public:
+  SecretDir() {
+    char tmpl[] = "/tmp/kvgate-secrets-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  ~SecretDir() { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& content, mode_t mode = 0600) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::trunc) << content;
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+constexpr char kSha[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+TEST(ConfigLoader, AdminTokenFromAFileOrTheEnvironment) {
+  SecretDir d;
+  const std::string file = d.Write("token", "tok-from-file\n");
+  auto c = LoadConfigFromString("admin: {token_file: " + file + "}", "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin.token, "tok-from-file");
+  EXPECT_EQ(c->admin.token_file, file);
+  // Group-readable is how a Secret volume with an fsGroup reaches a non-root user.
+  c = LoadConfigFromString("admin: {token_file: " + d.Write("g", "tok-g", 0640) + "}", "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin.token, "tok-g");
+  ::setenv("KVGATE_TEST_ADMIN_TOKEN", " tok-from-env ", 1);
+  c = LoadConfigFromString("admin: {token_env: KVGATE_TEST_ADMIN_TOKEN}", "t.yaml");
+  ::unsetenv("KVGATE_TEST_ADMIN_TOKEN");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin.token, "tok-from-env");
+
+  // Each bad source is an error that names the key (and the file), never an open admin API.
+  EXPECT_THAT(Error("admin:\n  token_file: /nonexistent/token\n"),
+              HasSubstr("test.yaml:2: admin.token_file: the admin token: cannot read "
+                        "/nonexistent/token"));
+  EXPECT_THAT(Error("admin: {token_file: " + d.Write("open", "tok\n", 0644) + "}"),
+              HasSubstr("admin.token_file: the admin token: " + d.dir() +
+                        "/open is open to other users (mode 0644)"));
+  EXPECT_THAT(Error("admin: {token_file: " + d.Write("w", "tok\n", 0602) + "}"),
+              HasSubstr("(mode 0602)"));
+  EXPECT_THAT(Error("admin: {token_file: " + d.dir() + "}"), HasSubstr("is not a regular file"));
+  EXPECT_THAT(Error("admin: {token_file: " + d.Write("empty", "\n") + "}"),
+              HasSubstr("admin.token_file: the admin token is empty"));
+  EXPECT_THAT(Error("admin: {token_file: " + d.Write("two", "a\nb\n") + "}"),
+              HasSubstr("one line expected"));
+  EXPECT_THAT(Error("admin: {token_env: KVGATE_TEST_UNSET_VARIABLE}"),
+              HasSubstr("admin.token_env: the admin token: environment variable "
+                        "KVGATE_TEST_UNSET_VARIABLE is not set"));
+  EXPECT_THAT(Error("admin: {token: x, token_file: " + file + "}"),
+              HasSubstr("admin: set one of token, token_file and token_env"));
+  EXPECT_THAT(Error("admin: {token_file: " + file + ", token_env: HOME}"),
+              HasSubstr("set one of token, token_file and token_env"));
+}
+
+// SIGHUP loads the config file again (router/main.cc), and with it the secret files: a
+// rotated Secret is the new token after the reload.
+TEST(ConfigLoader, SecretFilesAreReadAgainOnEachLoad) {
+  SecretDir d;
+  const std::string token = d.Write("token", "first\n");
+  const std::string keys = d.Write("keys.yaml", std::string("- {name: a, sha256: ") + kSha + "}\n");
+  const std::string cfg = d.Write(
+      "kvgate.yaml", "admin: {token_file: " + token + "}\nauth: {api_keys_file: " + keys + "}\n");
+  auto c = LoadConfigFromFile(cfg);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin.token, "first");
+  ASSERT_EQ(c->auth.api_keys.size(), 1u);
+  d.Write("token", "second\n");
+  d.Write("keys.yaml", std::string("- {name: b, sha256: ") + kSha + "}\n");
+  c = LoadConfigFromFile(cfg);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin.token, "second");
+  ASSERT_EQ(c->auth.api_keys.size(), 1u);
+  EXPECT_EQ(c->auth.api_keys[0].name, "b");
+}
+
+TEST(ConfigLoader, ApiKeysFromAFile) {
+  SecretDir d;
+  // Upper-case hex, stored lower-case as inline keys are.
+  const std::string keys = d.Write("keys.yaml", R"(# a mounted Secret
+- name: team-b
+  sha256: 9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08
+- name: batch
+  sha256: 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752
+  rate: {requests_per_minute: 10}
+)");
+  auto c = LoadConfigFromString(std::string("auth:\n  api_keys: [{name: team-a, sha256: ") + kSha +
+                                    "}]\n  api_keys_file: " + keys + "\n",
+                                "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->auth.api_keys.size(), 3u);
+  EXPECT_EQ(c->auth.api_keys[0].name, "team-a");
+  EXPECT_EQ(c->auth.api_keys[1].name, "team-b");
+  EXPECT_EQ(c->auth.api_keys[1].sha256, kSha);
+  EXPECT_EQ(c->auth.api_keys[2].name, "batch");
+  ASSERT_TRUE(c->auth.api_keys[2].rate.has_value());
+  EXPECT_EQ(c->auth.api_keys[2].rate->requests_per_minute, 10u);
+  EXPECT_EQ(c->auth.api_keys_file, keys);
+
+  // Errors in the file name the file and its line.
+  EXPECT_THAT(Error(std::string("auth:\n  api_keys: [{name: team-b, sha256: ") + kSha +
+                    "}]\n  api_keys_file: " + keys + "\n"),
+              HasSubstr(keys + ":2: auth.api_keys_file[0].name: duplicate name 'team-b'"));
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("bad", "- {name: x, sha256: abc}\n") + "}"),
+              HasSubstr(d.dir() + "/bad:1: auth.api_keys_file[0].sha256: must be 64 hex digits"));
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("map", "name: x\n") + "}"),
+              HasSubstr("auth.api_keys_file: must be a list"));
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("yaml", "- [\n") + "}"),
+              HasSubstr(d.dir() + "/yaml:"));
+  // No keys where keys were meant: refused, or the data plane would be open.
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("empty", "") + "}"),
+              HasSubstr("auth.api_keys_file: lists no keys"));
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("none", "[]\n") + "}"),
+              HasSubstr("auth.api_keys_file: lists no keys"));
+  EXPECT_THAT(Error("auth: {api_keys_file: \"\"}"), HasSubstr("auth.api_keys_file: is empty"));
+  EXPECT_THAT(Error("auth:\n  api_keys_file: /nonexistent/keys\n"),
+              HasSubstr("test.yaml:2: auth.api_keys_file: the API keys file: cannot read"));
+  EXPECT_THAT(Error("auth: {api_keys_file: " + d.Write("open", "[]\n", 0604) + "}"),
+              HasSubstr("is open to other users (mode 0604)"));
+}
+
+TEST(ConfigLoader, KeyNamesInMetricsOnlyWhenAsked) {
+  auto c = LoadConfigFromString("", "t.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->auth.key_names_in_metrics);
+  c = LoadConfigFromString("auth: {key_names_in_metrics: true}", "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->auth.key_names_in_metrics);
+  EXPECT_THAT(Error("auth: {key_names_in_metrics: maybe}"),
+              HasSubstr("auth.key_names_in_metrics: expected true or false"));
 }
 
 }  // namespace

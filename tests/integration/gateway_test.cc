@@ -572,8 +572,14 @@ namespace {
 
 class KvAwareGatewayTest : public GatewayTest {
  protected:
+  static config::AdminConfig Admin(std::string listen, std::string token) {
+    config::AdminConfig a;
+    a.listen = std::move(listen);
+    a.token = std::move(token);
+    return a;
+  }
   void StartFleet(int n, const std::string& policy,
-                  config::AdminConfig admin = {.listen = "", .token = kAdminToken}) {
+                  config::AdminConfig admin = Admin("", kAdminToken)) {
     auto c = BaseConfig();
     c.routing.policy = policy;
     c.admin = admin;
@@ -649,7 +655,7 @@ TEST_F(KvAwareGatewayTest, ExplainRejectsBadInput) {
 }
 
 TEST_F(KvAwareGatewayTest, SeparateAdminListenerWithToken) {
-  StartFleet(1, "kvaware", config::AdminConfig{.listen = "127.0.0.1:0", .token = "s3cret"});
+  StartFleet(1, "kvaware", Admin("127.0.0.1:0", "s3cret"));
   const uint16_t admin = gateway_->admin_port();
   ASSERT_NE(admin, 0);
   ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 404);  // not on the main listener

@@ -1,5 +1,6 @@
 // The kvgate binary as a process: --check, SIGHUP reload, SIGTERM drain.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -102,6 +103,33 @@ TEST(Process, SighupReloadAddsWorker) {
   p.Signal(SIGHUP);
   EXPECT_TRUE(WaitFor([&] { return p.Log().find("reload rejected") != std::string::npos; }));
   EXPECT_EQ(Fetch(port, "POST", "/v1/chat/completions", ChatBody(false)).status, 200);
+}
+
+// The admin token from a file (a mounted Secret): SIGHUP reads it again, so a rotated Secret
+// replaces the token without a restart; a reload that cannot read it keeps the running one.
+TEST(Process, SighupReadsTheAdminTokenFileAgain) {
+  FakeUpstream f({});
+  f.Start();
+  const std::string token = WriteSecretFile("admin-token", "first-token\n");
+  const std::string path =
+      WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}) + "admin: {token_file: " + token + "}\n");
+  Process p({"--config", path});
+  const uint16_t port = p.Port();
+  ASSERT_NE(port, 0) << p.Log();
+  const auto admin = [&](const std::string& t) {
+    return Fetch(port, "GET", "/admin/workers", "", {{"Authorization", "Bearer " + t}}).status;
+  };
+  EXPECT_EQ(Fetch(port, "GET", "/admin/workers").status, 401);
+  EXPECT_EQ(admin("first-token"), 200);
+  std::ofstream(token, std::ios::trunc) << "second-token\n";
+  p.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return admin("second-token") == 200; })) << p.Log();
+  EXPECT_EQ(admin("first-token"), 401);
+  ::chmod(token.c_str(), 0644);  // now readable by anyone: refused, the running token stays
+  p.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return p.Log().find("open to other users") != std::string::npos; }))
+      << p.Log();
+  EXPECT_EQ(admin("second-token"), 200);
 }
 
 TEST(Process, SigtermDrainsInFlightStreams) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include "common/strings.h"
@@ -39,6 +40,13 @@ class SecurityTest : public ::testing::Test {
     if (gateway_) gateway_->Stop();
   }
   static config::Config Base() { return TestGatewayConfig(); }
+  // `c` with the fake as its worker, for a config reloaded later (Start adds it to its copy).
+  config::Config WithWorker(config::Config c) {
+    config::WorkerConfig w;
+    w.url = *common::ParseHttpUrl(fake_->url());
+    c.workers.push_back(w);
+    return c;
+  }
   void Start(config::Config c) {
     if (c.workers.empty()) {
       config::WorkerConfig w;
@@ -77,6 +85,7 @@ TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
   auto c = Base();
   c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt},
                      {"team-b", router::Sha256Hex(kKeyB), std::nullopt}};
+  c.auth.key_names_in_metrics = true;
   Start(c);
   const HttpResponse missing = Chat();
   ExpectOpenAiError(missing, 401, "invalid_api_key");
@@ -111,6 +120,30 @@ TEST_F(SecurityTest, ApiKeysAreCheckedAgainstTheirHashes) {
 
 // Claude Code sends its key as x-api-key: accepted as the key, and /v1/messages' refusals come
 // in Anthropic's error shape.
+// /metrics answers anyone who reaches it: a key's name (often its owner's) is in
+// kvgate_api_key_requests_total only with auth.key_names_in_metrics, else "redacted".
+TEST_F(SecurityTest, KeyNamesInMetricsOnlyWhenEnabled) {
+  auto c = WithWorker(Base());
+  c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt},
+                     {"team-b", router::Sha256Hex(kKeyB), std::nullopt}};
+  Start(c);
+  ASSERT_EQ(Chat(Key(kKeyA)).status, 200);
+  ASSERT_EQ(Chat(Key(kKeyB)).status, 200);
+  EXPECT_EQ(Metric(R"(kvgate_api_key_requests_total{code="200",key="redacted"})"),
+            R"(kvgate_api_key_requests_total{code="200",key="redacted"} 2)");
+  const std::string text = Fetch(port_, "GET", "/metrics").body;
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("team-a")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("team-b")));
+  // Turned on by a reload: named from then on; what was counted redacted stays so.
+  c.auth.key_names_in_metrics = true;
+  ASSERT_TRUE(gateway_->Reload(c).ok());
+  ASSERT_EQ(Chat(Key(kKeyA)).status, 200);
+  EXPECT_EQ(Metric(R"(kvgate_api_key_requests_total{code="200",key="team-a"})"),
+            R"(kvgate_api_key_requests_total{code="200",key="team-a"} 1)");
+  EXPECT_EQ(Metric(R"(kvgate_api_key_requests_total{code="200",key="redacted"})"),
+            R"(kvgate_api_key_requests_total{code="200",key="redacted"} 2)");
+}
+
 TEST_F(SecurityTest, AnthropicClientsMaySendTheKeyAsXApiKey) {
   auto c = Base();
   c.auth.api_keys = {{"team-a", router::Sha256Hex(kKeyA), std::nullopt}};
@@ -149,7 +182,7 @@ TEST_F(SecurityTest, CredentialsStayHome) {
 
   // The worker key, from a file (a mounted Secret, with its trailing newline).
   auto w = Base();
-  w.upstream.api_key_file = WriteTempFile("worker.key", "worker-secret-1\n");
+  w.upstream.api_key_file = WriteSecretFile("worker.key", "worker-secret-1\n");
   const std::string path = WriteTempFile(
       "kvgate.yaml", common::StrCat("upstream: {api_key_file: ", w.upstream.api_key_file, "}\n"));
   auto loaded = config::LoadConfigFromFile(path);
@@ -164,7 +197,8 @@ TEST_F(SecurityTest, CredentialsStayHome) {
       config::LoadConfigFromString("upstream: {api_key_file: /nonexistent/key}\n", "t").ok());
   EXPECT_FALSE(
       config::LoadConfigFromString(
-          common::StrCat("upstream: {api_key_file: ", WriteTempFile("empty.key", "\n"), "}\n"), "t")
+          common::StrCat("upstream: {api_key_file: ", WriteSecretFile("empty.key", "\n"), "}\n"),
+          "t")
           .ok());
   EXPECT_FALSE(
       config::LoadConfigFromString("upstream: {api_key_env: KVGATE_TEST_UNSET_VARIABLE}\n", "t")
@@ -188,6 +222,39 @@ TEST_F(SecurityTest, AdminIsOffTheApiListenerUnlessATokenIsSet) {
                     "invalid_admin_token");
   EXPECT_EQ(Fetch(port_, "GET", "/admin/workers", "", Key("s3cret", "bearer")).status, 200);
   EXPECT_EQ(Fetch(port_, "GET", "/admin/workers", "", Key("s3cret")).status, 200);
+}
+
+// The admin token from admin.token_file (deploy/ mounts a Secret there) guards /admin/* on the
+// admin listener; Prometheus and the kubelet still reach /metrics and /health there without
+// it. A reload reads the file again: a rotated Secret's token replaces the old one.
+TEST_F(SecurityTest, AdminTokenFromAFileGuardsTheAdminEndpointsOnly) {
+  const std::string token = WriteSecretFile("admin-token", "file-token-1\n");
+  const std::string yaml = WriteTempFile(
+      "kvgate.yaml", common::StrCat("admin: {listen: \"127.0.0.1:0\", token_file: ", token, "}\n"));
+  auto loaded = config::LoadConfigFromFile(yaml);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto c = WithWorker(Base());
+  c.admin = loaded->admin;
+  Start(c);
+  const uint16_t admin = gateway_->admin_port();
+  ASSERT_NE(admin, 0);
+  const std::string drain = common::StrCat(R"({"worker":")", fake_->url(), "\"}");
+  ExpectOpenAiError(Fetch(admin, "POST", "/admin/drain", drain), 401, "invalid_admin_token");
+  ExpectOpenAiError(Fetch(admin, "POST", "/admin/drain", drain, Key("file-token-")), 401,
+                    "invalid_admin_token");
+  EXPECT_EQ(Fetch(admin, "GET", "/admin/workers", "", Key("file-token-1")).status, 200);
+  EXPECT_EQ(Fetch(admin, "GET", "/metrics").status, 200);
+  EXPECT_EQ(Fetch(admin, "GET", "/health").status, 200);
+  EXPECT_EQ(Chat().status, 200);  // the workers were never drained
+
+  std::ofstream(token, std::ios::trunc) << "file-token-2\n";
+  loaded = config::LoadConfigFromFile(yaml);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  c.admin = loaded->admin;
+  ASSERT_TRUE(gateway_->Reload(c).ok());
+  ExpectOpenAiError(Fetch(admin, "GET", "/admin/workers", "", Key("file-token-1")), 401,
+                    "invalid_admin_token");
+  EXPECT_EQ(Fetch(admin, "GET", "/admin/workers", "", Key("file-token-2")).status, 200);
 }
 
 TEST_F(SecurityTest, PerKeyRateLimitsAnswer429WithRetryAfter) {

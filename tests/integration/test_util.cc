@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -70,6 +71,12 @@ std::string WriteTempFile(const std::string& name, const std::string& content) {
   const char* dir = ::mkdtemp(tmpl);
   const std::string path = std::string(dir) + "/" + name;
   std::ofstream(path) << content;
+  return path;
+}
+
+std::string WriteSecretFile(const std::string& name, const std::string& content) {
+  const std::string path = WriteTempFile(name, content);
+  ::chmod(path.c_str(), 0600);
   return path;
 }
 
