@@ -1,5 +1,5 @@
 // File: config/auth_section.cc
-// The `auth` section: API keys by SHA-256, each with its own rate.
+// The `auth` section: API keys by SHA-256, each with its own rate, and the failed-key throttle.
 #include <set>
 #include <string>
 
@@ -18,7 +18,11 @@ void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateL
 
 // `auth.api_keys`: names unique, each key's SHA-256 as 64 hex digits (lower-cased).
 void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c) {
-  if (!r.ExpectMap(n, "auth", {"api_keys"})) return;
+  if (!r.ExpectMap(n, "auth", {"api_keys", "max_failures_per_address", "failure_window_ms"})) {
+    return;
+  }
+  r.Uint(n, "auth", "max_failures_per_address", &c->max_failures_per_address);
+  r.Uint(n, "auth", "failure_window_ms", &c->failure_window_ms, 1, 86'400'000);
   const YAML::Node keys = n["api_keys"];
   if (!keys.IsDefined() || keys.IsNull()) return;
   if (!keys.IsSequence()) {

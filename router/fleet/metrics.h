@@ -51,11 +51,14 @@ class RouterMetrics {
   ShardedFamily pd_client_fields;  // kvgate_pd_client_transfer_fields_dropped_total
 
   prometheus::Counter& Retries(std::string_view reason);
-  prometheus::Counter& AuthFailures(std::string_view reason);       // missing, invalid
+  prometheus::Counter& AuthFailures(std::string_view reason);  // missing, invalid, throttled
   prometheus::Counter& RateLimited(std::string_view limit);         // requests, tokens
-  prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
+  // queue_full, queue_timeout, client_share
+  prometheus::Counter& AdmissionRejected(std::string_view reason);
   prometheus::Counter& ConfigReloads(bool ok);
   prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
+  /// Idle client connections closed to make room for new ones in a full connection table.
+  prometheus::Counter& ConnectionsReaped() { return connections_reaped_; }
   /// Not sharded (a mutex per call): callers cache the counter (ThreadContext::ApiKeySeries).
   prometheus::Counter& ApiKeyRequests(std::string_view key, int code);
 
@@ -73,6 +76,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& admission_rejected_;
   prometheus::Family<prometheus::Counter>& api_key_requests_;
   prometheus::Family<prometheus::Counter>& tls_handshake_errors_;
+  prometheus::Counter& connections_reaped_;
 };
 
 }  // namespace kvgate::router
