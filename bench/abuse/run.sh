@@ -15,6 +15,8 @@
 #                       new connection) quiet, then while 11 addresses (127.0.0.2-12) hold PER
 #                       (default 1000) idle connections each (bench/abuse/idle_flood.py;
 #                       REOPEN=1: closed ones are opened again, up to 1,000 a second)
+#   wrongkeys [SECS]    a wrong-API-key flood (wrk, 16 connections, SECS default 10, one
+#                       address): answers by status and the gateway's log lines a second
 # Usage: bench/abuse/run.sh SCENARIO [ARG]   (needs `make build`; BIN=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,11 +43,16 @@ UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 PORT=$(free_port)
 LIMITS="{max_connections: 20000, max_body_bytes: 33554432}"
 [ "$scenario" = idleflood ] && LIMITS="{}"  # the defaults are what the finding is about
+AUTH="{}"
+# One key (its SHA-256 below is of "right-key"): the flood presents others.
+[ "$scenario" = wrongkeys ] &&
+  AUTH="{api_keys: [{name: a, sha256: $(printf %s right-key | sha256sum | cut -d' ' -f1)}]}"
 cat >"$tmp/kvgate.yaml" <<EOF
 listen: "127.0.0.1:$PORT"
 threads: 1
 log_level: warn
 limits: $LIMITS
+auth: $AUTH
 routing: {policy: kvaware}
 workers:
   - url: http://127.0.0.1:$UP
@@ -151,6 +158,17 @@ PY
     echo "during the flood: chats $(wrk_run 20 16)"
     echo "flood at the end: $(tail -1 "$tmp/flood.out") (probe counts include the ramp-up above)"
     echo "gateway: $(metric kvgate_http_connections) connections open, $(metric kvgate_http_idle_connections_reaped_total) idle ones reaped, RSS $(rss_kib $GW) KiB"
+    ;;
+  wrongkeys)
+    secs=${arg:-10}
+    before=$(wc -l <"$tmp/kvgate.log")
+    wrk -t1 -c16 -d"${secs}s" -H 'Authorization: Bearer wrong-key' \
+      "http://127.0.0.1:$PORT/v1/models" >"$tmp/wrk.txt" 2>&1
+    lines=$(( $(wc -l <"$tmp/kvgate.log") - before ))
+    echo "wrong-key flood: $(awk '/requests in/ {print $1}' "$tmp/wrk.txt") requests in ${secs} s ($(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt") req/s)"
+    curl -s "127.0.0.1:$PORT/metrics" | grep '^kvgate_auth_failures_total' || true
+    echo "gateway log: $lines lines in ${secs} s ($(( lines / secs )) a second); last: $(tail -1 "$tmp/kvgate.log")"
+    echo "the right key meanwhile from 127.0.0.2: HTTP $(curl -s -o /dev/null -w '%{http_code}' --interface 127.0.0.2 -H 'Authorization: Bearer right-key' "127.0.0.1:$PORT/v1/models")"
     ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
