@@ -111,6 +111,35 @@ TEST_F(ExhaustionTest, AnIdleFloodFromElevenAddressesLeavesProbesAndChatsServed)
   EXPECT_THAT(streaming.ReadAll(), HasSubstr("[DONE]"));
 }
 
+// The same on two gateway threads: a thread whose own connections are all busy asks the one
+// with the most idle to make room (TSan runs this too).
+TEST_F(ExhaustionTest, AnIdleFloodOnTwoThreadsLeavesProbesAndChatsServed) {
+  auto c = TestGatewayConfig();
+  c.threads = 2;
+  c.limits.max_connections = 100;
+  c.limits.health_reserve = 2;
+  c.limits.max_connections_per_client = 0;
+  Start(c);
+  std::vector<std::unique_ptr<HeldConnection>> flood;
+  for (int a = 2; a <= 12; ++a) {
+    const std::string from = common::StrCat("127.0.0.", a);
+    for (int i = 0; i < 10; ++i) {
+      flood.push_back(std::make_unique<HeldConnection>(port_, from.c_str()));
+      ASSERT_TRUE(flood.back()->ok()) << from;
+    }
+  }
+  ASSERT_TRUE(
+      WaitFor([&] { return Metric("kvgate_http_idle_connections_reaped_total") >= 10; }));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
+    EXPECT_EQ(Chat().status, 200);
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    const double open = Metric("kvgate_http_connections");
+    return open > 0 && open <= 100;
+  }));
+}
+
 // Wrong API keys were never throttled and each logged a warning (15,841 lines/s). Past
 // max_failures_per_address failures an address gets 429s without its key being looked at,
 // and the warnings come about once a second with a count of those left out.
