@@ -1,7 +1,7 @@
 // File: config/auth_section.cc
 // Who may use the gateway: the `auth` section (API keys by SHA-256, each with its own rate,
-// inline or from a file) and the `admin` section (its listener and token). The files are
-// secrets (config/secret.h), read at load and at each reload.
+// inline or from a file, and the failed-key throttle) and the `admin` section (its listener and
+// token). The files are secrets (config/secret.h), read at load and at each reload.
 #include <set>
 #include <string>
 
@@ -85,8 +85,14 @@ void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateL
 }
 
 void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c) {
-  if (!r.ExpectMap(n, "auth", {"api_keys", "api_keys_file", "key_names_in_metrics"})) return;
+  if (!r.ExpectMap(n, "auth",
+                   {"api_keys", "api_keys_file", "key_names_in_metrics", "max_failures_per_address",
+                    "failure_window_ms"})) {
+    return;
+  }
   r.Bool(n, "auth", "key_names_in_metrics", &c->key_names_in_metrics);
+  r.Uint(n, "auth", "max_failures_per_address", &c->max_failures_per_address);
+  r.Uint(n, "auth", "failure_window_ms", &c->failure_window_ms, 1, 86'400'000);
   std::set<std::string> names;
   if (const YAML::Node keys = n["api_keys"]; keys.IsDefined() && !keys.IsNull()) {
     ReadApiKeys(r, keys, "auth.api_keys", &names, &c->api_keys);

@@ -97,6 +97,10 @@ struct LimitsConfig {
   uint32_t max_concurrent_requests = 0;  // inference requests running at once; 0 = no cap
   uint32_t queue_size = 100;             // waiting for a place beyond that; then 503
   uint32_t queue_timeout_ms = 30'000;    // longest wait in the queue; then 503
+  // The most of the queue's places one client (API key, else address) may wait in, as a
+  // fraction of queue_size (at least one place); beyond it a 429 while others still get in.
+  // 1 = no share.
+  double queue_share_per_client = 0.5;
 };
 
 // TLS to https:// workers.
@@ -322,6 +326,10 @@ struct AuthConfig {
   // kvgate_api_key_requests_total{key} names the key; off, every key's label is "redacted"
   // (/metrics is open to anyone who reaches it, and a key's name can say whose it is).
   bool key_names_in_metrics = false;
+  // A client address with this many failed keys (missing or wrong) within failure_window_ms
+  // of its first is answered 429 without a key check until that window ends. 0 = never.
+  uint32_t max_failures_per_address = 20;
+  uint32_t failure_window_ms = 60'000;
 };
 
 struct AdminConfig {

@@ -440,7 +440,7 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
                       {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
                        "write_timeout_ms", "max_connections", "max_connections_per_client",
                        "health_reserve", "rate", "max_concurrent_requests", "queue_size",
-                       "queue_timeout_ms"})) {
+                       "queue_timeout_ms", "queue_share_per_client"})) {
         r.Uint(n, "limits", "max_header_bytes", &c.limits.max_header_bytes, 1024);
         r.Uint(n, "limits", "max_body_bytes", &c.limits.max_body_bytes, 1);
         r.Uint(n, "limits", "idle_timeout_ms", &c.limits.idle_timeout_ms, 1);
@@ -455,6 +455,8 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
         r.Uint(n, "limits", "max_concurrent_requests", &c.limits.max_concurrent_requests);
         r.Uint(n, "limits", "queue_size", &c.limits.queue_size);
         r.Uint(n, "limits", "queue_timeout_ms", &c.limits.queue_timeout_ms, 1);
+        r.Double(n, "limits", "queue_share_per_client", &c.limits.queue_share_per_client, 0.001,
+                 1.0);
       }
     }
     if (const YAML::Node n = root["upstream"]; n.IsDefined() && !n.IsNull()) {

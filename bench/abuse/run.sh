@@ -9,11 +9,19 @@
 #   bodies              a body at limits.max_body_bytes (relayed) and one byte over (413), timed
 #   soak [SECONDS]      steady mixed traffic (streams and 4 KiB chats) for SECONDS (default
 #                       900) with the gateway's RSS sampled every 30 s
+#   idleflood [PER]     issue 27's finding D5 at the default connection limits (10,000 places,
+#                       a reserve of 64, 1,000 per address): chats' p50/p99 (wrk, 16
+#                       connections, 4 KiB chats, 20 s) and /health probes (10 a second, each a
+#                       new connection) quiet, then while 11 addresses (127.0.0.2-12) hold PER
+#                       (default 1000) idle connections each (bench/abuse/idle_flood.py;
+#                       REOPEN=1: closed ones are opened again, up to 1,000 a second)
+#   wrongkeys [SECS]    a wrong-API-key flood (wrk, 16 connections, SECS default 10, one
+#                       address): answers by status and the gateway's log lines a second
 # Usage: bench/abuse/run.sh SCENARIO [ARG]   (needs `make build`; BIN=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build}
-scenario=${1:?usage: run.sh slowloris|keepalive|bodies|soak [ARG]}
+scenario=${1:?usage: run.sh slowloris|keepalive|bodies|soak|idleflood [ARG]}
 arg=${2:-}
 tmp=$(mktemp -d)
 pids=()
@@ -33,11 +41,18 @@ pids+=($!)
 for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
 UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 PORT=$(free_port)
+LIMITS="{max_connections: 20000, max_body_bytes: 33554432}"
+[ "$scenario" = idleflood ] && LIMITS="{}"  # the defaults are what the finding is about
+AUTH="{}"
+# One key (its SHA-256 below is of "right-key"): the flood presents others.
+[ "$scenario" = wrongkeys ] &&
+  AUTH="{api_keys: [{name: a, sha256: $(printf %s right-key | sha256sum | cut -d' ' -f1)}]}"
 cat >"$tmp/kvgate.yaml" <<EOF
 listen: "127.0.0.1:$PORT"
 threads: 1
 log_level: warn
-limits: {max_connections: 20000, max_body_bytes: 33554432}
+limits: $LIMITS
+auth: $AUTH
 routing: {policy: kvaware}
 workers:
   - url: http://127.0.0.1:$UP
@@ -123,6 +138,37 @@ PY
     done
     wait "${pids[-1]}" "${pids[-2]}" 2>/dev/null || true
     grep -h "requests in\|Non-2xx\|Socket errors" "$tmp/wrk1.txt" "$tmp/wrk2.txt" || true
+    ;;
+  idleflood)
+    per=${arg:-1000}
+    flood() {
+      /usr/bin/python3 bench/abuse/idle_flood.py --port "$PORT" --report 5 "$@"
+    }
+    flood --sources 0 --duration 20 >"$tmp/quiet.out" 2>&1 &
+    pids+=($!)
+    echo "quiet: chats $(wrk_run 20 16); probes: $(tail -1 "$tmp/quiet.out")"
+    flood --per-source "$per" ${REOPEN:+--reopen} >"$tmp/flood.out" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 60); do  # until the flood holds its connections (or a minute passed)
+      held=$(tail -1 "$tmp/flood.out" | sed -n 's/^held=\([0-9]*\).*/\1/p')
+      [ "${held:-0}" -ge $((11 * per * 9 / 10)) ] && break
+      sleep 1
+    done
+    echo "flood ramp-up: $(tail -1 "$tmp/flood.out")"
+    echo "during the flood: chats $(wrk_run 20 16)"
+    echo "flood at the end: $(tail -1 "$tmp/flood.out") (probe counts include the ramp-up above)"
+    echo "gateway: $(metric kvgate_http_connections) connections open, $(metric kvgate_http_idle_connections_reaped_total) idle ones reaped, RSS $(rss_kib $GW) KiB"
+    ;;
+  wrongkeys)
+    secs=${arg:-10}
+    before=$(wc -l <"$tmp/kvgate.log")
+    wrk -t1 -c16 -d"${secs}s" -H 'Authorization: Bearer wrong-key' \
+      "http://127.0.0.1:$PORT/v1/models" >"$tmp/wrk.txt" 2>&1
+    lines=$(( $(wc -l <"$tmp/kvgate.log") - before ))
+    echo "wrong-key flood: $(awk '/requests in/ {print $1}' "$tmp/wrk.txt") requests in ${secs} s ($(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt") req/s)"
+    curl -s "127.0.0.1:$PORT/metrics" | grep '^kvgate_auth_failures_total' || true
+    echo "gateway log: $lines lines in ${secs} s ($(( lines / secs )) a second); last: $(tail -1 "$tmp/kvgate.log")"
+    echo "the right key meanwhile from 127.0.0.2: HTTP $(curl -s -o /dev/null -w '%{http_code}' --interface 127.0.0.2 -H 'Authorization: Bearer right-key' "127.0.0.1:$PORT/v1/models")"
     ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac

@@ -117,7 +117,8 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                    .Register(r)),
       auth_failures_(BuildCounter()
                          .Name("kvgate_auth_failures_total")
-                         .Help("Requests refused with 401 for a missing or invalid API key")
+                         .Help("Requests refused for a missing or invalid API key (401), or "
+                               "throttled after too many of them from one address (429)")
                          .Register(r)),
       rate_limited_(BuildCounter()
                         .Name("kvgate_rate_limited_total")
@@ -125,7 +126,7 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                         .Register(r)),
       admission_rejected_(BuildCounter()
                               .Name("kvgate_admission_rejected_total")
-                              .Help("Requests refused with 503 by the concurrency cap's queue")
+                              .Help("Requests refused by the concurrency cap's queue (503; client_share: 429)")
                               .Register(r)),
       api_key_requests_(BuildCounter()
                             .Name("kvgate_api_key_requests_total")
@@ -140,7 +141,14 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                              .Name("kvgate_discovery_refused_total")
                              .Help("Worker addresses a discovery source named that kvgate "
                                    "refused, by source and reason, once per refusal")
-                             .Register(r)) {}
+                             .Register(r)),
+      connections_reaped_(
+          BuildCounter()
+              .Name("kvgate_http_idle_connections_reaped_total")
+              .Help("Idle client connections closed to make room for a new connection when "
+                    "limits.max_connections were open")
+              .Register(r)
+              .Add({})) {}
 
 prometheus::Counter& RouterMetrics::DiscoveryRefused(std::string_view source,
                                                      std::string_view reason) {

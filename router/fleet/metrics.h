@@ -53,15 +53,18 @@ class RouterMetrics {
   ShardedFamily pd_transfer_rejected;
 
   prometheus::Counter& Retries(std::string_view reason);
-  prometheus::Counter& AuthFailures(std::string_view reason);       // missing, invalid
+  prometheus::Counter& AuthFailures(std::string_view reason);  // missing, invalid, throttled
   prometheus::Counter& RateLimited(std::string_view limit);         // requests, tokens
-  prometheus::Counter& AdmissionRejected(std::string_view reason);  // queue_full, queue_timeout
+  // queue_full, queue_timeout, client_share
+  prometheus::Counter& AdmissionRejected(std::string_view reason);
   prometheus::Counter& ConfigReloads(bool ok);
   prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
   /// Addresses a discovery source named and kvgate refused (router/discovery/address_policy.h),
   /// once per refusal while it lasts: reason unspecified, loopback, link_local, metadata,
   /// network, port, malformed.
   prometheus::Counter& DiscoveryRefused(std::string_view source, std::string_view reason);
+  /// Idle client connections closed to make room for new ones in a full connection table.
+  prometheus::Counter& ConnectionsReaped() { return connections_reaped_; }
   /// Not sharded (a mutex per call): callers cache the counter (ThreadContext::ApiKeySeries).
   prometheus::Counter& ApiKeyRequests(std::string_view key, int code);
 
@@ -80,6 +83,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& api_key_requests_;
   prometheus::Family<prometheus::Counter>& tls_handshake_errors_;
   prometheus::Family<prometheus::Counter>& discovery_refused_;
+  prometheus::Counter& connections_reaped_;
 };
 
 }  // namespace kvgate::router

@@ -57,9 +57,16 @@ class AdmissionControl : public PreHandler {
     }
     // A client that leaves while its request waits gives up its place in the queue.
     ArmDisconnectWatch(ex.conn);
+    // One client's share of the queue: at least a place, at most queue_size.
+    const uint32_t share =
+        limits.queue_share_per_client >= 1.0
+            ? 0
+            : std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(
+                                        limits.queue_share_per_client * limits.queue_size)));
     const auto r = co_await tc.state.admission.Acquire(
         limits.max_concurrent_requests, limits.queue_size,
-        std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission, &ex.conn.queue_timer);
+        std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission, &ex.conn.queue_timer,
+        AdmissionGate::Client{who, share});
     if (ex.conn.client_gone) {
       ex.admission = AdmissionSlot();  // a place granted as it left goes to the next waiter
       ex.status = 499;                 // nginx's "client closed request"
@@ -68,6 +75,16 @@ class AdmissionControl : public PreHandler {
     }
     DisarmDisconnectWatch(ex.conn);
     if (r == AdmissionGate::Result::kAdmitted) co_return false;
+    if (r == AdmissionGate::Result::kOverClientShare) {
+      // A 429, not a 503: the gateway has room, this client has taken its part of it.
+      tc.state.metrics.AdmissionRejected("client_share").Increment();
+      const std::string message = common::StrCat(
+          "Too many requests waiting for ", who, ": ", share, " of the ", limits.queue_size,
+          " queue places (limits.queue_share_per_client). Please try again shortly.");
+      const std::string retry_after = RetryAfter(1);
+      co_await WriteError(tc, ex, 429, message, "requests", "rate_limit_exceeded", retry_after);
+      co_return true;
+    }
     const bool full = r == AdmissionGate::Result::kQueueFull;
     tc.state.metrics.AdmissionRejected(full ? "queue_full" : "queue_timeout").Increment();
     // Named, not temporaries of the co_await expression (GCC 12 destroys those twice).

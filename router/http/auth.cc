@@ -2,6 +2,9 @@
 
 #include <openssl/evp.h>
 
+#include <cmath>
+
+#include "common/strings.h"
 #include "router/http/response_writer.h"
 #include "router/server/thread_context.h"
 #include "spdlog/spdlog.h"
@@ -77,6 +80,22 @@ class AdminTokenCheck : public PreHandler {
   }
 };
 
+// A wrong key costs the sender a request and the gateway a log line: about one line a second
+// for them all, with the count of those left out.
+void LogAuthFailure(ThreadContext& tc, const Exchange& ex, std::string_view what,
+                    SteadyClock::time_point now) {
+  uint64_t suppressed = 0;
+  if (!tc.state.auth_failure_log.Allow(now, &suppressed)) return;
+  if (suppressed == 0) {
+    spdlog::warn("request {}: {} API key from {}", ex.request_id, what, ex.conn.peer);
+  } else {
+    spdlog::warn(
+        "request {}: {} API key from {} ({} more failed or throttled API keys since the last "
+        "such line; kvgate_auth_failures_total counts them all)",
+        ex.request_id, what, ex.conn.peer, suppressed);
+  }
+}
+
 class ApiKeyCheck : public PreHandler {
  public:
   // router::PreHandler
@@ -98,6 +117,25 @@ class ApiKeyCheck : public PreHandler {
     }
     const auto& keys = ex.snapshot->config->auth.api_keys;
     if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) co_return false;
+    // An address that used up its failures is not heard until its window ends: no hashing, no
+    // per-request log line.
+    const config::AuthConfig& auth = ex.snapshot->config->auth;
+    const AuthFailureThrottle::Limit limit{auth.max_failures_per_address,
+                                           std::chrono::milliseconds(auth.failure_window_ms)};
+    const auto now = SteadyClock::now();
+    if (const double wait = tc.state.auth_failures.RetryAfterSeconds(ex.conn.peer, limit, now);
+        wait > 0) {
+      tc.state.metrics.AuthFailures("throttled").Increment();
+      LogAuthFailure(tc, ex, "throttled", now);
+      const std::string message = common::StrCat(
+          "Too many failed API keys from ", ex.conn.peer, " (", limit.max_failures, " within ",
+          auth.failure_window_ms, " ms). Please try again in ", std::ceil(wait), "s.");
+      const std::string retry_after = common::StrCat(
+          "retry-after: ", std::max<int64_t>(1, std::llround(std::ceil(wait))), "\r\n");
+      co_await WriteError(tc, ex, 429, message, "requests", "too_many_failed_api_keys",
+                          retry_after, /*log=*/false);
+      co_return true;
+    }
     // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send the key as x-api-key.
     auto bearer = BearerToken(ex.head.Find("authorization"));
     if (const std::string_view x_api_key = ex.head.Find("x-api-key");
@@ -116,13 +154,14 @@ class ApiKeyCheck : public PreHandler {
       }
     }
     tc.state.metrics.AuthFailures(bearer ? "invalid" : "missing").Increment();
-    spdlog::warn("request {}: {} API key from {}", ex.request_id, bearer ? "invalid" : "missing",
-                 ex.conn.peer);
+    tc.state.auth_failures.RecordFailure(ex.conn.peer, limit, now);
+    LogAuthFailure(tc, ex, bearer ? "invalid" : "missing", now);
     co_await WriteError(tc, ex, 401,
                         bearer ? "Incorrect API key provided."
                                : "You didn't provide an API key. Send it as "
                                  "'Authorization: Bearer YOUR_KEY' (or 'x-api-key: YOUR_KEY').",
-                        "invalid_request_error", "invalid_api_key", "www-authenticate: Bearer\r\n");
+                        "invalid_request_error", "invalid_api_key", "www-authenticate: Bearer\r\n",
+                        /*log=*/false);
     co_return true;
   }
 };

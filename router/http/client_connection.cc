@@ -67,7 +67,7 @@ void ClientConnection::Expire() {
 
 net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, size_t max_bytes) {
   for (;;) {
-    if (conn.deadline_expired) co_return net::error::operation_aborted;
+    if (conn.deadline_expired || conn.reaped) co_return net::error::operation_aborted;
     auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
     error_code ec;
     const net::mutable_buffer into(p, std::min(n, max_bytes));

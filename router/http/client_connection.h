@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
 
 #include "absl/types/span.h"
@@ -43,6 +44,12 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   bool reserve = false;            // accepted beyond max_connections: probes only, then closed
   InputBuffer in;
   bool idle = true;  // between requests (closed at once on drain)
+  // Its place in the thread's idle list (ThreadContext::MarkIdle), oldest first, from which a
+  // full connection table takes the connection that has waited longest.
+  std::list<ClientConnection*>::iterator idle_pos;
+  bool in_idle_list = false;
+  bool holds_place = false;  // counted in open_connections and the per-client count
+  bool reaped = false;       // closed to make room for a new connection
 
   // The deadline, checked by the thread's sweep.
   SteadyClock::time_point deadline = SteadyClock::time_point::max();

@@ -119,8 +119,9 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
 
 net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
-                                std::string_view code, std::string_view extra_headers) {
-  spdlog::info("request {}: {} {}", ex.request_id, status, message);
+                                std::string_view code, std::string_view extra_headers,
+                                bool log) {
+  if (log) spdlog::info("request {}: {} {}", ex.request_id, status, message);
   // Each API's clients expect its own error shape: Anthropic's for /v1/messages*. (Named
   // first: GCC 12 destroys a conditional's temporary twice inside a co_await.)
   std::string body = ex.head.path.starts_with("/v1/messages")

@@ -31,10 +31,12 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
                                    std::string_view content_type, std::string_view body,
                                    std::string_view extra_headers = {});
 
-/// Writes an OpenAI-style JSON error and logs it.
+/// Writes an OpenAI-style JSON error and logs it (at info; not with `log` false, for errors an
+/// attacker can repeat at will, which their caller logs rate-limited instead).
 net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
-                                std::string_view code, std::string_view extra_headers = {});
+                                std::string_view code, std::string_view extra_headers = {},
+                                bool log = true);
 
 /// Starts a relayed response: records `status`, decides keep-alive (`delimited`: the body's
 /// end can be told to the client without closing), and appends the status line and the

@@ -32,8 +32,9 @@ bool RouteTable::Visible(const Route& r, bool admin_listener) const {
 
 net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
   const std::string_view path = ex.head.path;
+  // A reserve place serves one probe: kept alive, it would be a place no other probe gets.
+  if (ex.conn.reserve) CloseAfterResponse(ex);
   if (ex.conn.reserve && path != "/health" && path != "/ready" && path != "/metrics") {
-    CloseAfterResponse(ex);
     co_await WriteError(tc, ex, 503, "too many connections; only probes are served on this one",
                         "service_unavailable", "too_many_connections", "retry-after: 1\r\n");
     co_return;

@@ -54,7 +54,7 @@ class RouteTable {
 
   /// Finds the route for `ex` and runs the pre-handlers and the handler (or answers 404/405).
   /// On a connection accepted beyond max_connections only probes (/health, /ready, /metrics)
-  /// are served; anything else gets a 503.
+  /// are served, one per connection; anything else gets a 503.
   net::awaitable<void> Serve(ThreadContext& tc, Exchange& ex) const;
 
  private:

@@ -85,7 +85,7 @@ net::awaitable<ReadResult> ReadRequest(ThreadContext& tc, ClientConnection& conn
                                         .max_headers = 128};
   // Once its first byte arrived, the whole request must come within the read timeout: a head
   // that trickles in is not given the idle timeout again and again.
-  conn.idle = false;
+  tc.MarkBusy(conn);
   conn.SetDeadline(DeadlineKind::kClientRead, milliseconds(limits.read_timeout_ms));
   http1::ParseResult head;
   for (;;) {
@@ -268,21 +268,28 @@ net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes, Clien
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn) {
   const bool handshaken = co_await Handshake(tc, *conn);  // at once on a plain connection
-  while (handshaken) {
+  while (handshaken && !conn->reaped) {
     if (conn->in.empty()) {
       // Between requests: wait for the next one's first byte, holding no buffer.
       if (tc.state.draining.load(std::memory_order_relaxed)) break;
-      conn->idle = true;
-      conn->SetDeadline(DeadlineKind::kIdle, milliseconds(tc.config().limits.idle_timeout_ms));
-      if (co_await ReadMore(tc, *conn, 16 * 1024)) break;  // EOF, reset, idle timeout, drain
+      tc.MarkIdle(*conn);
+      // A connection on the probe reserve is there for one probe, which comes at once: it
+      // may not sit on the reserve for the idle timeout.
+      const config::LimitsConfig& limits = tc.config().limits;
+      conn->SetDeadline(DeadlineKind::kIdle,
+                        milliseconds(conn->reserve
+                                         ? std::min(limits.idle_timeout_ms, limits.read_timeout_ms)
+                                         : limits.idle_timeout_ms));
+      // EOF, reset, idle timeout, drain, reaped for a new connection
+      if (co_await ReadMore(tc, *conn, 16 * 1024)) break;
     }
     if (!co_await ServeOne(tc, routes, *conn)) break;
   }
+  tc.MarkBusy(*conn);
   CloseConnection(*conn);
   conn->in.Release(tc.buffers);
   tc.connections.erase(conn);
-  tc.state.client_connections.Remove(conn->peer);
-  tc.state.open_connections.fetch_sub(1, std::memory_order_relaxed);
+  tc.ReleasePlace(*conn);
 }
 
 }  // namespace kvgate::router

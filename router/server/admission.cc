@@ -13,14 +13,8 @@ RateLimiter::Decision RateLimiter::Take(const std::string& key, const config::Ra
   const double req_cap = static_cast<double>(rate.requests_per_minute);
   const double tok_cap = static_cast<double>(rate.prompt_tokens_per_minute);
   std::lock_guard<std::mutex> lock(mu_);
-  if (buckets_.size() >= kMaxKeys && !buckets_.contains(key)) {
-    // Keys that have been idle long enough to refill hold nothing worth keeping.
-    absl::erase_if(buckets_, [&](const auto& kv) {
-      return std::chrono::duration<double>(now - kv.second.last).count() >= 60.0;
-    });
-  }
-  auto [it, fresh] = buckets_.try_emplace(key);
-  Bucket& b = it->second;
+  bool fresh = false;
+  Bucket& b = buckets_.FindOrInsert(key, &fresh);
   if (fresh) {
     b.requests = req_cap;
     b.tokens = tok_cap;
@@ -50,6 +44,11 @@ RateLimiter::Decision RateLimiter::Take(const std::string& key, const config::Ra
 size_t RateLimiter::keys() const {
   std::lock_guard<std::mutex> lock(mu_);
   return buckets_.size();
+}
+
+uint64_t RateLimiter::evictions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buckets_.evictions();
 }
 
 bool ClientConnectionCounts::TryAdd(const std::string& peer, uint32_t max) {
@@ -98,7 +97,8 @@ bool AdmissionGate::TryAcquire(uint32_t max, AdmissionSlot* slot) {
 net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint32_t queue_size,
                                                              std::chrono::milliseconds timeout,
                                                              AdmissionSlot* slot,
-                                                             net::steady_timer** wait_timer) {
+                                                             net::steady_timer** wait_timer,
+                                                             Client client) {
   auto waiter = std::make_shared<Waiter>();
   waiter->executor = co_await net::this_coro::executor;
   bool admitted = false;
@@ -109,6 +109,14 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
       admitted = true;
     } else if (queue_.size() >= queue_size) {
       co_return Result::kQueueFull;
+    } else if (client.max_queued > 0 && !client.name.empty()) {
+      auto it = queued_per_client_.find(std::string(client.name));
+      if (it != queued_per_client_.end() && it->second >= client.max_queued) {
+        co_return Result::kOverClientShare;
+      }
+      waiter->client.assign(client.name);
+      ++queued_per_client_[waiter->client];
+      queue_.push_back(waiter);
     } else {
       queue_.push_back(waiter);
     }
@@ -127,7 +135,10 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
   {
     std::lock_guard<std::mutex> lock(mu_);
     admitted = waiter->granted;  // a finishing request handed its slot over (running_ as is)
-    if (!admitted) std::erase(queue_, waiter);
+    if (!admitted) {
+      std::erase(queue_, waiter);
+      Dequeued(*waiter);
+    }
   }
   if (!admitted) co_return Result::kTimedOut;
   *slot = AdmissionSlot(this);
@@ -142,6 +153,7 @@ void AdmissionGate::Release() {
   }
   std::shared_ptr<Waiter> w = std::move(queue_.front());
   queue_.pop_front();
+  Dequeued(*w);
   w->granted = true;
   // The waiter's timer lives on its own thread: wake it there.
   net::post(w->executor, [w] {
@@ -157,6 +169,19 @@ int64_t AdmissionGate::running() const {
 size_t AdmissionGate::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();
+}
+
+uint32_t AdmissionGate::queued_by(std::string_view client) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = queued_per_client_.find(std::string(client));
+  return it == queued_per_client_.end() ? 0 : it->second;
+}
+
+void AdmissionGate::Dequeued(const Waiter& w) {
+  if (w.client.empty()) return;  // queued without a share
+  auto it = queued_per_client_.find(w.client);
+  if (it == queued_per_client_.end()) return;
+  if (--it->second == 0) queued_per_client_.erase(it);
 }
 
 }  // namespace kvgate::router

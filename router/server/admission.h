@@ -18,11 +18,19 @@
 #include "config/config.h"
 #include "router/internal/asio.h"
 #include "router/routing/routing_policy.h"
+#include "router/server/lru_table.h"
 
 namespace kvgate::router {
 
+/// Buckets per key (an API key's name, else a client address) in an LruTable: past
+/// `max_keys` keys the least recently used bucket is dropped, O(1) per new key. A dropped
+/// bucket starts full if its key comes back, which costs an attacker nothing it could not get
+/// from a fresh address anyway.
 class RateLimiter {
  public:
+  static constexpr size_t kMaxKeys = 100'000;
+  explicit RateLimiter(size_t max_keys = kMaxKeys) : buckets_(max_keys) {}
+
   struct Decision {
     bool allowed = true;
     double retry_after_seconds = 0;  // when refused: until the bucket holds enough again
@@ -35,6 +43,7 @@ class RateLimiter {
   Decision Take(const std::string& key, const config::RateLimitConfig& rate, uint64_t tokens,
                 SteadyClock::time_point now);
   size_t keys() const;
+  uint64_t evictions() const;  // buckets dropped for new keys
 
  private:
   struct Bucket {
@@ -42,10 +51,9 @@ class RateLimiter {
     double tokens = 0;
     SteadyClock::time_point last{};
   };
-  static constexpr size_t kMaxKeys = 100'000;  // past this, full (idle) buckets are dropped
 
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, Bucket> buckets_;
+  LruTable<Bucket> buckets_;
 };
 
 /// Open client connections per client address (limits.max_connections_per_client).
@@ -76,9 +84,18 @@ class AdmissionSlot {
   AdmissionGate* gate_ = nullptr;
 };
 
+/// Who waits, for the per-client share of the queue: `name` (an API key's name, else an
+/// address) may hold at most `max_queued` (0: no share) of the waiting places, so that one
+/// client cannot fill the queue and leave everyone else a 503.
+struct AdmissionClient {
+  std::string_view name;
+  uint32_t max_queued = 0;
+};
+
 class AdmissionGate {
  public:
-  enum class Result : uint8_t { kAdmitted, kQueueFull, kTimedOut };
+  enum class Result : uint8_t { kAdmitted, kQueueFull, kTimedOut, kOverClientShare };
+  using Client = AdmissionClient;
 
   /// Admits at once, without waiting, while fewer than `max` requests run and none waits.
   bool TryAcquire(uint32_t max, AdmissionSlot* slot);
@@ -86,14 +103,18 @@ class AdmissionGate {
   /// Admits at once while fewer than `max` (> 0) requests run; otherwise waits, first come
   /// first served, behind at most `queue_size` others, for up to `timeout`. A slot freed goes
   /// straight to the oldest waiter. `*wait_timer`, when given, points to the timer while the
-  /// request waits: cancelling it gives up the wait (a client that left), as kTimedOut. Runs on
-  /// the caller's io_context.
+  /// request waits: cancelling it gives up the wait (a client that left), as kTimedOut. A
+  /// `client` already holding its share of the queue gets kOverClientShare (a full queue is
+  /// kQueueFull first). Runs on the caller's io_context.
   net::awaitable<Result> Acquire(uint32_t max, uint32_t queue_size,
                                  std::chrono::milliseconds timeout, AdmissionSlot* slot,
-                                 net::steady_timer** wait_timer = nullptr);
+                                 net::steady_timer** wait_timer = nullptr,
+                                 AdmissionClient client = AdmissionClient());
 
   int64_t running() const;
   size_t queued() const;
+  /// Requests `client` has waiting now.
+  uint32_t queued_by(std::string_view client) const;
 
  private:
   friend class AdmissionSlot;
@@ -101,12 +122,15 @@ class AdmissionGate {
     net::any_io_executor executor;
     net::steady_timer* timer = nullptr;  // touched only on `executor`'s thread
     bool granted = false;                // under mu_
+    std::string client;                  // counted in queued_per_client_ while queued
   };
   void Release();
+  void Dequeued(const Waiter& w);  // under mu_
 
   mutable std::mutex mu_;
   int64_t running_ = 0;
   std::deque<std::shared_ptr<Waiter>> queue_;
+  absl::flat_hash_map<std::string, uint32_t> queued_per_client_;  // only clients with waiters
 };
 
 }  // namespace kvgate::router

@@ -194,6 +194,35 @@ struct Gateway::Impl {
     }
   }
 
+  // The connection table is full: the connection idle longest (no request in progress) on
+  // `tc` is closed to make room, else one on the thread with the most idle ones (asked by a
+  // post, so the table may be one over its size for a moment). False when no thread has one.
+  bool ReapIdle(ThreadContext& tc) {
+    if (tc.ReapOldestIdle(/*reserve=*/false)) {
+      LogReap(tc.config().limits.max_connections);
+      return true;
+    }
+    ThreadContext* most = nullptr;
+    for (const auto& t : threads) {
+      if (t->idle_count() > 0 && (most == nullptr || t->idle_count() > most->idle_count())) {
+        most = t.get();
+      }
+    }
+    if (most == nullptr) return false;
+    net::post(most->ioc, [most] { most->ReapOldestIdle(/*reserve=*/false); });
+    LogReap(tc.config().limits.max_connections);
+    return true;
+  }
+
+  void LogReap(uint32_t max_connections) {
+    uint64_t suppressed = 0;
+    if (!reap_log.Allow(SteadyClock::now(), &suppressed)) return;
+    spdlog::warn(
+        "{} connections open (limits.max_connections): closed the one idle longest to make room "
+        "({} more since the last such line; kvgate_http_idle_connections_reaped_total)",
+        max_connections, suppressed);
+  }
+
   // Accepts on `acc` (owned by thread `tc`) forever; connections stay on that thread.
   void Accept(tcp::acceptor& acc, ThreadContext& tc, bool admin) {
     acc.async_accept([this, &acc, &tc, admin](error_code ec, tcp::socket socket) {
@@ -204,21 +233,30 @@ struct Gateway::Impl {
         return;
       } else {
         const config::LimitsConfig& limits = tc.config().limits;
-        const int64_t open = state.open_connections.load();
-        const bool reserve = open >= static_cast<int64_t>(limits.max_connections);
         error_code ec;
         const auto remote = socket.remote_endpoint(ec);
         std::string peer = ec ? std::string("?") : remote.address().to_string();
         error_code ignored;
-        if (reserve && open >= static_cast<int64_t>(limits.max_connections) +
-                                   static_cast<int64_t>(limits.health_reserve)) {
-          socket.close(ignored);  // past the probes' reserve too
-        } else if (!state.client_connections.TryAdd(peer, limits.max_connections_per_client)) {
+        bool reserve = false;
+        bool admit = state.client_connections.TryAdd(peer, limits.max_connections_per_client);
+        if (!admit) {
           RefuseClient(peer, limits.max_connections_per_client);
+        } else if (state.open_connections.load() >= static_cast<int64_t>(limits.max_connections) &&
+                   !ReapIdle(tc)) {
+          // Full, and every place has a request in progress: the probes' reserve, and when
+          // that is full too, its longest-idle connection gives way.
+          reserve = true;
+          admit = state.open_connections.load() < static_cast<int64_t>(limits.max_connections) +
+                                                      static_cast<int64_t>(limits.health_reserve) ||
+                  tc.ReapOldestIdle(/*reserve=*/true);
+          if (!admit) state.client_connections.Remove(peer);
+        }
+        if (!admit) {
           socket.close(ignored);
         } else {
           state.open_connections.fetch_add(1);
           auto conn = std::make_shared<ClientConnection>(std::move(socket), admin);
+          conn->holds_place = true;
           // TLS on the API listener; the admin listener stays plain (loopback or pod-local).
           if (!admin) {
             const SnapshotLease lease = tc.Lease();
@@ -230,6 +268,7 @@ struct Gateway::Impl {
           conn->peer = std::move(peer);
           conn->reserve = reserve;
           tc.connections.insert(conn);
+          tc.MarkIdle(*conn);  // until its first request (or TLS handshake) is done
           tc.StartSweep();
           net::co_spawn(tc.ioc, RunSession(tc, *routes, conn), net::detached);
         }
@@ -283,6 +322,7 @@ struct Gateway::Impl {
   std::map<std::string, uint32_t> worker_ids;  // stable id per worker URL (kvindex holder)
   uint32_t next_worker_id = 0;
   std::atomic<int64_t> last_refusal_log{0};
+  LogLimiter reap_log;  // one line a second about idle connections closed for new ones
   uint16_t admin_port = 0;
   std::unique_ptr<HealthChecker> health;
   std::unique_ptr<PreciseProber> prober;

@@ -18,6 +18,7 @@
 #include "router/routing/policy_registry.h"
 #include "router/routing/route_planner.h"
 #include "router/server/admission.h"
+#include "router/server/auth_throttle.h"
 
 namespace kvgate::router {
 
@@ -84,6 +85,8 @@ struct GatewayState {
   ResponsePins response_pins;  // stored OpenAI Responses: id -> the worker that holds it
 
   RateLimiter rate_limiter;
+  AuthFailureThrottle auth_failures;  // failed API keys per address
+  LogLimiter auth_failure_log;        // their warnings, about one a second
   ClientConnectionCounts client_connections;
   AdmissionGate admission;
   std::atomic<bool> draining{false};       // listeners closed, in-flight requests finishing

@@ -109,6 +109,47 @@ const WorkerSeries& ThreadContext::ForWorker(uint32_t worker_id, std::string_vie
   return it->second;
 }
 
+void ThreadContext::MarkIdle(ClientConnection& c) {
+  c.idle = true;
+  if (c.in_idle_list) return;
+  auto& list = c.reserve ? idle_reserve_ : idle_;
+  c.idle_pos = list.insert(list.end(), &c);
+  c.in_idle_list = true;
+  if (!c.reserve) idle_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ThreadContext::MarkBusy(ClientConnection& c) {
+  c.idle = false;
+  if (!c.in_idle_list) return;
+  (c.reserve ? idle_reserve_ : idle_).erase(c.idle_pos);
+  c.in_idle_list = false;
+  if (!c.reserve) idle_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool ThreadContext::ReapOldestIdle(bool reserve) {
+  auto& list = reserve ? idle_reserve_ : idle_;
+  if (list.empty()) return false;
+  ClientConnection& c = *list.front();
+  MarkBusy(c);
+  c.reaped = true;
+  ReleasePlace(c);
+  // Shut down, not closed: the descriptor stays the session's until it closes it (a TLS session
+  // writes its close_notify to it), so a new connection cannot be given the same number. The
+  // session's wait ends (cancelled, or EOF if it has not started waiting yet).
+  error_code ignored;
+  c.socket.shutdown(tcp::socket::shutdown_both, ignored);
+  c.socket.cancel(ignored);
+  state.metrics.ConnectionsReaped().Increment();
+  return true;
+}
+
+void ThreadContext::ReleasePlace(ClientConnection& c) {
+  if (!c.holds_place) return;
+  c.holds_place = false;
+  state.client_connections.Remove(c.peer);
+  state.open_connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void ThreadContext::StartSweep() {
   if (sweeping_) return;
   sweeping_ = true;

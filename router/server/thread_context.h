@@ -6,8 +6,10 @@
 // via net::post.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <random>
 #include <string>
@@ -75,6 +77,22 @@ class ThreadContext {
   /// Starts the deadline sweep (every 100 ms while connections are open).
   void StartSweep();
 
+  // Idle client connections (no request in progress), oldest first, in two lists: those on
+  // the probe reserve and the others. When the connection table is full, a new connection
+  // takes the place of the one idle longest (issue 27: idle keep-alives held every place and
+  // the reserve, and probes were refused).
+  /// Puts `c` at the end of its idle list, unless it is there already (idle since then).
+  void MarkIdle(ClientConnection& c);
+  /// Takes `c` off its idle list (a request started, or it closes).
+  void MarkBusy(ClientConnection& c);
+  /// Ends the connection idle longest (of the reserve's with `reserve`), giving back its place
+  /// at once; its session closes it. False when there is none.
+  bool ReapOldestIdle(bool reserve);
+  /// Idle connections not on the reserve; read by other threads' acceptors.
+  size_t idle_count() const { return idle_count_.load(std::memory_order_relaxed); }
+  /// Gives back `c`'s place in the connection table and in its address's count, once.
+  void ReleasePlace(ClientConnection& c);
+
   // This thread's metric series.
   /// `worker_id` -1 when the gateway answered itself.
   ShardedFamily::Series& RequestSeries(EndpointLabel endpoint, int code, int64_t worker_id,
@@ -97,6 +115,9 @@ class ThreadContext {
   absl::flat_hash_map<uint32_t, WorkerSeries> worker_series_;
   absl::flat_hash_map<std::pair<std::string, int>, prometheus::Counter*> api_key_series_;
   bool sweeping_ = false;
+  std::list<ClientConnection*> idle_;          // oldest first; not on the reserve
+  std::list<ClientConnection*> idle_reserve_;  // oldest first; on the reserve
+  std::atomic<size_t> idle_count_{0};          // idle_.size(), for other threads
 };
 
 }  // namespace kvgate::router

@@ -575,5 +575,28 @@ TEST(ConfigLoader, KeyNamesInMetricsOnlyWhenAsked) {
               HasSubstr("auth.key_names_in_metrics: expected true or false"));
 }
 
+// Issue 27's exhaustion limits: the failed-key throttle and the queue's per-client share.
+TEST(LoaderTest, FailedKeyThrottleAndQueueShare) {
+  auto c = LoadConfigFromString(
+      "auth: {max_failures_per_address: 7, failure_window_ms: 30000}\n"
+      "limits: {queue_share_per_client: 0.25}\n",
+      "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->auth.max_failures_per_address, 7u);
+  EXPECT_EQ(c->auth.failure_window_ms, 30000u);
+  EXPECT_DOUBLE_EQ(c->limits.queue_share_per_client, 0.25);
+  auto d = LoadConfigFromString("listen: \"127.0.0.1:1\"\n", "d.yaml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->auth.max_failures_per_address, 20u);
+  EXPECT_DOUBLE_EQ(d->limits.queue_share_per_client, 0.5);
+  EXPECT_THAT(Error("auth: {failure_window_ms: 0}"), HasSubstr("auth.failure_window_ms"));
+  EXPECT_THAT(Error("auth: {max_failures_per_address: -1}"),
+              HasSubstr("auth.max_failures_per_address"));
+  EXPECT_THAT(Error("limits: {queue_share_per_client: 0}"),
+              HasSubstr("limits.queue_share_per_client"));
+  EXPECT_THAT(Error("limits: {queue_share_per_client: 1.5}"),
+              HasSubstr("limits.queue_share_per_client"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

@@ -18,6 +18,7 @@
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/held_connection.h"
 #include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
@@ -377,32 +378,6 @@ TEST_F(SecurityTest, AQueuedClientThatLeavesGivesUpItsPlace) {
       WaitFor([&] { return Metric("kvgate_admission_running") == "kvgate_admission_running 0"; }));
 }
 
-// A connection held open by a raw socket.
-class HeldConnection {
- public:
-  explicit HeldConnection(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  }
-  ~HeldConnection() { ::close(fd_); }
-  // True when the gateway closed it (a read sees EOF or a reset).
-  bool ClosedByPeer() {
-    timeval tv{0, 200'000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char c;
-    return ::recv(fd_, &c, 1, 0) <= 0 && errno != EAGAIN && errno != EWOULDBLOCK;
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-};
-
 TEST_F(SecurityTest, OneClientCannotTakeEveryConnection) {
   auto c = Base();
   c.limits.max_connections_per_client = 3;
@@ -417,27 +392,48 @@ TEST_F(SecurityTest, OneClientCannotTakeEveryConnection) {
   EXPECT_TRUE(WaitFor([&] { return Fetch(port_, "GET", "/health").status == 200; }));
 }
 
+// Every place has a request in progress, so no idle connection can make room: the probes'
+// reserve takes the next connections, one probe each, and idle ones cannot keep it.
 TEST_F(SecurityTest, AFullGatewayStillAnswersProbes) {
   auto c = Base();
   c.limits.max_connections = 4;
   c.limits.health_reserve = 2;
   c.limits.max_connections_per_client = 0;
   Start(c);
-  std::vector<std::unique_ptr<HeldConnection>> held;
-  for (int i = 0; i < 4; ++i) held.push_back(std::make_unique<HeldConnection>(port_));
+  std::vector<std::unique_ptr<StreamingRequest>> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<StreamingRequest>(
+        port_, "/v1/chat/completions", ChatBody(true),
+        Headers{{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "1"}}));
+    ASSERT_TRUE(busy.back()->ReadHeader());
+  }
   ASSERT_TRUE(
       WaitFor([&] { return Metric("kvgate_http_connections") == "kvgate_http_connections 5"; }));
   EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
-  EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
+  const HttpResponse ready = Fetch(port_, "GET", "/ready");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.Header("connection"), "close");  // a reserve place serves one probe
   const HttpResponse r = Chat();
   ExpectOpenAiError(r, 503, "too_many_connections");
   EXPECT_EQ(r.Header("connection"), "close");
-  EXPECT_EQ(fake_->requests(), 0u);
-  // Past the reserve too: closed at once.
-  held.push_back(std::make_unique<HeldConnection>(port_));
-  held.push_back(std::make_unique<HeldConnection>(port_));
-  HeldConnection over(port_);
-  EXPECT_TRUE(over.ClosedByPeer());
+  EXPECT_EQ(fake_->requests(), 4u);
+  // Idle connections cannot keep the reserve: a newcomer takes the place of the one idle
+  // longest (before, these six took both places and every probe after them was refused).
+  std::vector<std::unique_ptr<HeldConnection>> idle;
+  for (int i = 0; i < 6; ++i) idle.push_back(std::make_unique<HeldConnection>(port_));
+  EXPECT_TRUE(WaitFor([&] { return Fetch(port_, "GET", "/health").status == 200; }));
+  EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
+  EXPECT_TRUE(idle.front()->ClosedByPeer(5'000));
+  // Past the reserve, with no connection idle (probes whose heads are still coming): closed.
+  std::vector<std::unique_ptr<HeldConnection>> probing;
+  for (int i = 0; i < 2; ++i) {
+    probing.push_back(std::make_unique<HeldConnection>(port_));
+    ASSERT_TRUE(probing.back()->Send("GET /health HTTP/1.1\r\n"));
+  }
+  EXPECT_TRUE(WaitFor([&] { return HeldConnection(port_).ClosedByPeer(); }));
+  EXPECT_EQ(fake_->requests(), 4u);
+  fake_->ReleaseChunk();
+  for (auto& b : busy) EXPECT_THAT(b->ReadAll(), HasSubstr("[DONE]"));
 }
 
 TEST_F(SecurityTest, ReadyWaitsForAPassedHealthCheck) {

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Idle-connection flood (issue 27, finding D5), with probes watching.
+
+Opens --per-source idle connections (they connect and never send a byte) from each of
+--sources loopback addresses (127.0.0.2, 127.0.0.3, ...; no setup needed on Linux) and holds
+them. With --reopen, a connection the server closes is opened again at once (at most
+--reopen-rate a second), so the flood keeps pressing. Meanwhile a prober opens a new connection
+every --probe-interval seconds and asks GET /health (timeout 2 s): a probe fails when it gets no
+200.
+
+Prints one status line every --report seconds, and a last line at the end:
+  held=N opened=N closed_by_server=N refused=N probes=N probe_failures=N probe_p99_ms=X
+Runs for --duration seconds (0: until killed). Raises its own open-file limit to the hard limit.
+"""
+import argparse
+import asyncio
+import resource
+import sys
+import time
+
+
+class Stats:
+    def __init__(self):
+        self.held = 0
+        self.opened = 0
+        self.closed = 0
+        self.refused = 0
+        self.probes = 0
+        self.probe_failures = 0
+        self.probe_ms = []
+
+    def line(self):
+        p99 = sorted(self.probe_ms)[int(len(self.probe_ms) * 0.99)] if self.probe_ms else 0
+        return (f"held={self.held} opened={self.opened} closed_by_server={self.closed} "
+                f"refused={self.refused} probes={self.probes} "
+                f"probe_failures={self.probe_failures} probe_p99_ms={p99:.2f}")
+
+
+async def idle(host, port, source, args, stats, stop, bucket):
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+        except OSError:
+            stats.refused += 1
+            await asyncio.sleep(1)
+            continue
+        stats.opened += 1
+        stats.held += 1
+        try:
+            await reader.read(1)  # returns when the server closes (or resets) it
+        except OSError:
+            pass
+        stats.held -= 1
+        stats.closed += 1
+        writer.close()
+        if not args.reopen:
+            return
+        await bucket.get()  # --reopen-rate
+
+
+async def refill(bucket, rate, stop):
+    while not stop.is_set():
+        for _ in range(max(1, rate // 10)):
+            if bucket.full():
+                break
+            bucket.put_nowait(None)
+        await asyncio.sleep(0.1)
+
+
+async def probe(host, port, stats):
+    start = time.monotonic()
+    ok = False
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = await asyncio.wait_for(reader.read(4096), 2)
+        ok = data.startswith(b"HTTP/1.1 200")
+        writer.close()
+    except (OSError, asyncio.TimeoutError):
+        pass
+    stats.probes += 1
+    if ok:
+        stats.probe_ms.append((time.monotonic() - start) * 1000)
+    else:
+        stats.probe_failures += 1
+
+
+async def prober(host, port, interval, stats, stop):
+    while not stop.is_set():
+        asyncio.ensure_future(probe(host, port, stats))
+        await asyncio.sleep(interval)
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--sources", type=int, default=11)
+    ap.add_argument("--per-source", type=int, default=1000)
+    ap.add_argument("--reopen", action="store_true")
+    ap.add_argument("--reopen-rate", type=int, default=1000)
+    ap.add_argument("--probe-interval", type=float, default=0.1)
+    ap.add_argument("--report", type=float, default=5)
+    ap.add_argument("--duration", type=float, default=0)
+    args = ap.parse_args()
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    stats = Stats()
+    stop = asyncio.Event()
+    bucket = asyncio.Queue(maxsize=max(1, args.reopen_rate))
+    tasks = [asyncio.ensure_future(refill(bucket, args.reopen_rate, stop)),
+             asyncio.ensure_future(prober(args.host, args.port, args.probe_interval, stats, stop))]
+    for s in range(args.sources):
+        source = f"127.0.0.{2 + s}"
+        for _ in range(args.per_source):
+            tasks.append(asyncio.ensure_future(
+                idle(args.host, args.port, source, args, stats, stop, bucket)))
+    start = time.monotonic()
+    while args.duration == 0 or time.monotonic() - start < args.duration:
+        await asyncio.sleep(args.report)
+        print(stats.line(), flush=True)
+    stop.set()
+    print(stats.line(), flush=True)
+    for t in tasks:
+        t.cancel()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)
