@@ -1,6 +1,7 @@
 // File: store/admin_http.cc
 #include "store/admin_http.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -8,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "common/build_info.h"
 #include "common/strings.h"
@@ -58,30 +61,67 @@ AdminHttpServer::~AdminHttpServer() {
   ::close(fd_);
 }
 
+// One thread multiplexes every connection: a peer that sends its head a byte at a time holds
+// only its own slot (until its deadline), never /health for everyone else.
 void AdminHttpServer::Run() {
+  struct Pending {
+    int fd;
+    std::string head;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  constexpr size_t kMaxPending = 64;
+  constexpr auto kHeadTimeout = std::chrono::seconds(2);
+  std::vector<Pending> pending;
+  std::vector<pollfd> fds;
   while (!stop_) {
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) continue;
-      return;
+    fds.assign(1, {fd_, POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) return;
+    if (stop_) break;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<Pending> next;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      bool done = false, keep = now < p.deadline;
+      if (keep && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[2048];
+        const ssize_t n = ::recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) p.head.append(buf, static_cast<size_t>(n));
+        keep = n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
+        done = p.head.find("\r\n\r\n") != std::string::npos || p.head.size() >= 16384;
+      }
+      if (done) {
+        Respond(p.fd, p.head);
+        keep = false;
+      }
+      if (keep) {
+        next.push_back(std::move(p));
+      } else {
+        ::close(p.fd);
+      }
     }
-    Serve(c);
-    ::close(c);
+    pending.swap(next);
+    if (fds[0].revents & POLLIN) {
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c >= 0) {
+        if (pending.size() >= kMaxPending) {  // The oldest gives way.
+          ::close(pending.front().fd);
+          pending.erase(pending.begin());
+        }
+        timeval tv{2, 0};  // A reply's send must not hang on a peer that does not read.
+        ::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        pending.push_back({c, {}, now + kHeadTimeout});
+      } else if (errno == EMFILE || errno == ENFILE) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Do not spin.
+      }
+    }
   }
+  for (const Pending& p : pending) ::close(p.fd);
 }
 
-void AdminHttpServer::Serve(int fd) {
-  // The request head only (GETs have no body), bounded in size and time.
-  std::string head;
-  char buf[2048];
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 16384) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 2000) != 1) return;
-    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    head.append(buf, static_cast<size_t>(n));
-  }
+void AdminHttpServer::Respond(int fd, const std::string& head) {
+  // A blocking send (bounded by SO_SNDTIMEO) for the reply.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   const size_t sp1 = head.find(' ');
   const size_t sp2 = sp1 == std::string::npos ? sp1 : head.find(' ', sp1 + 1);
   if (sp2 == std::string::npos) {

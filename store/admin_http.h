@@ -1,7 +1,8 @@
 // File: store/admin_http.h
 // kvgate-store's HTTP listener: GET /health, /metrics (Prometheus text format) and
-// /admin/store (JSON). One thread answers one request per connection; the pages are small and
-// scraped every few seconds. Anything else is a 404 with a JSON body. Thread-safe.
+// /admin/store (JSON). One thread multiplexes the connections (at most 64 waiting, the oldest
+// giving way; a request head must arrive within 2 s), answers one request on each and closes it;
+// the pages are small and scraped every few seconds. Anything else is a 404 with a JSON body. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,7 @@ class AdminHttpServer {
  private:
   AdminHttpServer(int fd, uint16_t port, AdminPages pages);
   void Run();
-  void Serve(int fd);
+  void Respond(int fd, const std::string& head);
 
   const int fd_;
   const uint16_t port_;

@@ -15,10 +15,12 @@
 #include <fstream>
 #include <thread>
 
+#include "store/admin_http.h"
 #include "store/client.h"
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "store/store_cli.h"
+#include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
 #include "tests/store/test_credentials.h"
 
@@ -275,6 +277,31 @@ TEST_F(StoreAuthTest, HugeFramesAndStalledHandshakesAreBounded) {
   auto present = late->BatchExists({AKey(0)}, true);
   ASSERT_TRUE(present.ok()) << present.status();
   ExpectTenantAIntact();
+}
+
+// One connection sending its request a byte at a time once blocked /health for everyone (and
+// kvgate then marked the store down).
+TEST(StoreHttpTest, SlowPeersDoNotHoldUpHealth) {
+  AdminPages pages;
+  pages.health = [] { return std::make_pair(200, std::string(R"({"status":"ok"})")); };
+  pages.metrics = [] { return std::string(); };
+  pages.admin = [] { return std::string("{}"); };
+  auto http = AdminHttpServer::Start("127.0.0.1", 0, pages);
+  ASSERT_TRUE(http.ok()) << http.status();
+  std::vector<int> slow;
+  for (int i = 0; i < 10; ++i) {
+    slow.push_back(ConnectLoopback((*http)->port()));
+    ASSERT_GT(::send(slow.back(), "G", 1, MSG_NOSIGNAL), 0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = kvgate::testing::Fetch((*http)->port(), "GET", "/health", "", {},
+                                    std::chrono::seconds(5));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  }
+  for (int fd : slow) EXPECT_EQ(DrainUntilClosed(fd), 0u);  // Closed at their deadline.
+  for (int fd : slow) ::close(fd);
 }
 
 TEST(StoreCliTest, ListenersStayWhereTheStoreListens) {
