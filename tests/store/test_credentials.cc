@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -28,6 +29,12 @@ const std::string& TestCredentialsFile() {
     std::filesystem::permissions(file, std::filesystem::perms::owner_read |
                                            std::filesystem::perms::owner_write);
     ::setenv("KVGATE_STORE_CREDENTIALS", file.c_str(), 1);
+    // Each test process leaves no directory behind (ctest runs every test in its own process).
+    static const std::string owned_dir = dir.string();
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(owned_dir, ignored);
+    });
     return file;
   }();
   return path;
