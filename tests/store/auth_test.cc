@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "store/store_cli.h"
+#include "transfer/shm/unix_socket.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
 #include "tests/store/test_credentials.h"
@@ -277,6 +279,56 @@ TEST_F(StoreAuthTest, HugeFramesAndStalledHandshakesAreBounded) {
   auto present = late->BatchExists({AKey(0)}, true);
   ASSERT_TRUE(present.ok()) << present.status();
   ExpectTenantAIntact();
+}
+
+// The shm socket is an abstract Unix socket: no file mode, anyone on the host may connect. A
+// served peer gets a read-write mapping of the pool, so only the store's own user may be one.
+TEST(StoreShmTest, AnotherUserCannotMapThePool) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user (nobody)";
+  MasterServiceOptions mo;
+  mo.verifier = TestAuth(PeerRole::kNode)->verifier;
+  auto svc = MasterService::Start(mo);
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  DataNodeOptions d;
+  d.name = "node-shm";
+  d.master = (*svc)->address();
+  d.memory = 4 << 20;
+  d.transports = {"shm"};
+  d.auth = TestAuth(PeerRole::kNode);
+  auto node = DataNode::Start(d);
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto desc = (*svc)->master()->LookupSegment({"node-shm"});
+  ASSERT_TRUE(desc.ok()) << desc.status();
+  const size_t at = desc->json.find("\"shm_socket\":\"");
+  ASSERT_NE(at, std::string::npos) << desc->json;
+  const size_t from = at + 14;
+  const std::string name = desc->json.substr(from, desc->json.find('"', from) - from);
+  // Asks for the pool's memfd; @return whether one came back.
+  auto map_pool = [&]() -> bool {
+    auto sock = transfer::shm_internal::ConnectAbstract(name);
+    if (!sock.ok()) return false;
+    transfer::shm_internal::ShmMessage get;
+    get.seq = 1;
+    get.addr = (*node)->base();
+    int fd = -1;
+    transfer::shm_internal::ShmMessage reply;
+    const bool got = transfer::shm_internal::SendMessage(*sock, get).ok() &&
+                     transfer::shm_internal::ReceiveMessage(*sock, &reply, &fd).ok() && fd >= 0;
+    if (fd >= 0) ::close(fd);
+    ::close(*sock);
+    return got;
+  };
+  EXPECT_TRUE(map_pool());  // The store's own user: served (the check below can fail).
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    ::_exit(map_pool() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "nobody mapped root's pool (2: could not become nobody)";
 }
 
 // One connection sending its request a byte at a time once blocked /health for everyone (and
