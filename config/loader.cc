@@ -190,7 +190,6 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
 
 namespace {
 
-
 bool CheckPdProtocol(YamlReader& r, const YAML::Node& n, const std::string& path,
                      const std::string& name, bool allow_none) {
   if (router::pd::PdProtocolFromName(name) || (allow_none && name == "none")) return true;

@@ -48,7 +48,7 @@ struct SimOptions {
   bool kv_events_bind = false;
   size_t kv_events_buffer_steps = 10000;
 
-  std::string store;  // kvgate-store master address; empty: no external KV store.
+  std::string store;              // kvgate-store master address; empty: no external KV store.
   std::string store_credentials;  // See StoreClientOptions::credentials_file.
 
   // P/D disaggregation (bench/sim/pd_agent.h): a prefill or decode worker has a side channel

@@ -1,8 +1,8 @@
 // kvgate-store-bench: put then get of batches of large values against kvgate-store, Redis or
 // memcached, every byte verified (docs/benchmarks.md, "KV store").
 //
-//   kvgate-store-bench --store HOST:PORT [--credentials FILE] [--transport shm|tcp]  (or --redis / --memcached
-//   HOST:PORT)
+//   kvgate-store-bench --store HOST:PORT [--credentials FILE] [--transport shm|tcp]  (or --redis /
+//   --memcached HOST:PORT)
 //       [--value-size 256K] [--batch 64] [--seconds 5] [--working-set 512M] [--warmup 0]
 //       [--exists-chain 2000] [--corrupt-for-test]
 //

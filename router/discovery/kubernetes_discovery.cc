@@ -295,7 +295,7 @@ struct KubernetesDiscovery::Impl : std::enable_shared_from_this<Impl> {
   bool retry_pods = false;
   net::steady_timer* wake = nullptr;  // Publish()'s timer while it runs
   std::vector<DiscoveredWorker> last;
-  std::set<std::string> warned;  // problems logged once
+  std::set<std::string> warned;   // problems logged once
   RefusedAddresses refused_seen;  // refusals logged and counted once while they last
 };
 

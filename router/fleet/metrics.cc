@@ -124,10 +124,11 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
                         .Name("kvgate_rate_limited_total")
                         .Help("Requests refused with 429, by the limit they hit")
                         .Register(r)),
-      admission_rejected_(BuildCounter()
-                              .Name("kvgate_admission_rejected_total")
-                              .Help("Requests refused by the concurrency cap's queue (503; client_share: 429)")
-                              .Register(r)),
+      admission_rejected_(
+          BuildCounter()
+              .Name("kvgate_admission_rejected_total")
+              .Help("Requests refused by the concurrency cap's queue (503; client_share: 429)")
+              .Register(r)),
       api_key_requests_(BuildCounter()
                             .Name("kvgate_api_key_requests_total")
                             .Help("Requests that presented a valid API key, by status and key name "

@@ -54,7 +54,7 @@ class RouterMetrics {
 
   prometheus::Counter& Retries(std::string_view reason);
   prometheus::Counter& AuthFailures(std::string_view reason);  // missing, invalid, throttled
-  prometheus::Counter& RateLimited(std::string_view limit);         // requests, tokens
+  prometheus::Counter& RateLimited(std::string_view limit);    // requests, tokens
   // queue_full, queue_timeout, client_share
   prometheus::Counter& AdmissionRejected(std::string_view reason);
   prometheus::Counter& ConfigReloads(bool ok);

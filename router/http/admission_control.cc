@@ -61,8 +61,8 @@ class AdmissionControl : public PreHandler {
     const uint32_t share =
         limits.queue_share_per_client >= 1.0
             ? 0
-            : std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(
-                                        limits.queue_share_per_client * limits.queue_size)));
+            : std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(limits.queue_share_per_client *
+                                                                    limits.queue_size)));
     const auto r = co_await tc.state.admission.Acquire(
         limits.max_concurrent_requests, limits.queue_size,
         std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission, &ex.conn.queue_timer,

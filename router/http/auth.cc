@@ -132,8 +132,8 @@ class ApiKeyCheck : public PreHandler {
           auth.failure_window_ms, " ms). Please try again in ", std::ceil(wait), "s.");
       const std::string retry_after = common::StrCat(
           "retry-after: ", std::max<int64_t>(1, std::llround(std::ceil(wait))), "\r\n");
-      co_await WriteError(tc, ex, 429, message, "requests", "too_many_failed_api_keys",
-                          retry_after, /*log=*/false);
+      co_await WriteError(tc, ex, 429, message, "requests", "too_many_failed_api_keys", retry_after,
+                          /*log=*/false);
       co_return true;
     }
     // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send the key as x-api-key.
