@@ -29,7 +29,8 @@ endfunction()
 function(kvgate_cc_test)
   cmake_parse_arguments(KV "RUN_SERIAL" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${KV_NAME} ${KV_SRCS})
-  target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock GTest::gtest_main)
+  target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock GTest::gtest_main
+                        kvgate_test_log_init)
   target_compile_options(${KV_NAME} PRIVATE ${KVGATE_WARNINGS})
   target_include_directories(${KV_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   # Tests find the binaries and source files through these (also overridable by environment).
