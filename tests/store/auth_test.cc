@@ -16,15 +16,17 @@
 #include <fstream>
 #include <thread>
 
+#include "common/strings.h"
 #include "store/admin_http.h"
 #include "store/client.h"
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "store/store_cli.h"
-#include "transfer/shm/unix_socket.h"
+#include "store/wire.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
 #include "tests/store/test_credentials.h"
+#include "transfer/shm/unix_socket.h"
 
 namespace kvgate::store {
 namespace {
@@ -94,8 +96,7 @@ class StoreAuthTest : public ::testing::Test {
 
   static ObjectKey AKey(uint64_t h) { return {MakeNamespace("a", "", "", 0), h}; }
 
-  std::unique_ptr<StoreClient> Client(const std::string& credential,
-                                      const std::string& file = "") {
+  std::unique_ptr<StoreClient> Client(const std::string& credential, const std::string& file = "") {
     StoreClientOptions o;
     o.master = svc_->address();
     o.transports = {"tcp"};
@@ -108,8 +109,8 @@ class StoreAuthTest : public ::testing::Test {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
-  // Tenant a reads its four objects back, byte-exact.
-  void ExpectTenantAIntact() {
+  // Tenant a reads its four objects back, byte-exact; the store holds `objects` in all.
+  void ExpectTenantAIntact(uint64_t objects = 4) {
     std::vector<GetEntry> gets;
     std::memset(buf_ + 4 * kSize, 0, 4 * kSize);
     for (uint64_t i = 0; i < 4; ++i) gets.push_back({AKey(i), {{buf_ + (4 + i) * kSize, kSize}}});
@@ -119,7 +120,7 @@ class StoreAuthTest : public ::testing::Test {
       for (uint64_t b = 0; b < kSize; b += 997)
         ASSERT_EQ(buf_[(4 + i) * kSize + b], 0x40 + i) << "object " << i << " byte " << b;
     }
-    EXPECT_EQ(svc_->master()->Stats().objects, 4u);
+    EXPECT_EQ(svc_->master()->Stats().objects, objects);
     EXPECT_TRUE(node_->registered());
   }
 
@@ -158,8 +159,8 @@ TEST_F(StoreAuthTest, AnOutsiderWithoutTheSecretIsRefused) {
     std::ofstream out(other, std::ios::trunc);
     out << "client default " << std::string(64, '9') << " *\n";
   }
-  std::filesystem::permissions(other, std::filesystem::perms::owner_read |
-                                          std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      other, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   StoreClientOptions o;
   o.master = svc_->address();
   o.transports = {"tcp"};
@@ -246,8 +247,7 @@ TEST_F(StoreAuthTest, TheTransferPortServesOnlyCredentialHolders) {
   // sees that the answer is not from the node it was told about.
   fd = ConnectLoopback(port);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  s = transfer::AuthenticateToServer(fd, *TestAuth(PeerRole::kClient, "tenant-b")->self,
-                                     "node-b");
+  s = transfer::AuthenticateToServer(fd, *TestAuth(PeerRole::kClient, "tenant-b")->self, "node-b");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
   ::close(fd);
   ExpectTenantAIntact();
@@ -279,6 +279,55 @@ TEST_F(StoreAuthTest, HugeFramesAndStalledHandshakesAreBounded) {
   auto present = late->BatchExists({AKey(0)}, true);
   ASSERT_TRUE(present.ok()) << present.status();
   ExpectTenantAIntact();
+}
+
+TEST_F(StoreAuthTest, LongNamespacesAndSegmentNamesCostBoundedMemory) {
+  // A 4 KB namespace is refused when the request is read.
+  ObjectKey huge{std::string(4096, 'b'), 1};
+  auto r = CallAs("default", ExistsRequest{{huge}, false, 0});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  // Tiny objects under the longest namespace allowed once held the master's memory at a
+  // multiple of the pool they filled: each is now charged its metadata, so eviction bounds the
+  // count by the pool (8 MiB) over that cost. Tenant a pins its objects so they stay.
+  for (const auto& s : tenant_a_->BatchPin({AKey(0), AKey(1), AKey(2), AKey(3)}, true))
+    ASSERT_TRUE(s.ok()) << s;
+  auto b = Client("tenant-b");
+  ASSERT_NE(b, nullptr);
+  const std::string ns = MakeNamespace("b", std::string(kMaxNamespaceBytes - 16, 'x'), "", 0);
+  ASSERT_LE(ns.size(), kMaxNamespaceBytes);
+  constexpr uint64_t kTiny = 64;
+  constexpr uint64_t kBatch = 1000;
+  auto* tiny = static_cast<uint8_t*>(*b->AllocateBuffer(kBatch * kTiny));
+  std::memset(tiny, 0x5a, kBatch * kTiny);
+  uint64_t stored = 0;
+  for (uint64_t round = 0; round < 20; ++round) {
+    std::vector<PutEntry> entries;
+    for (uint64_t i = 0; i < kBatch; ++i)
+      entries.push_back({{ns, round * kBatch + i}, {{tiny + i * kTiny, kTiny}}, std::nullopt, {}});
+    for (const auto& put : b->BatchPutFrom(entries)) stored += put.code == PutCode::kStored;
+  }
+  EXPECT_EQ(stored, 20 * kBatch);  // Every put was served, older ones evicted for newer ones.
+  const uint64_t per_object = 2 * ns.size() + 256;
+  const uint64_t objects = svc_->master()->Stats().objects;
+  EXPECT_LE(objects, 4 + (8u << 20) / per_object);
+  EXPECT_GT(svc_->master()->Stats().evictions, 0u);
+  // Segment names no registered node owns stop at kMaxUnregisteredSegments, and a node's
+  // segment goes with the node.
+  size_t published = 0;
+  absl::Status last;
+  for (size_t i = 0; i < kMaxUnregisteredSegments + 10; ++i) {
+    auto pub = CallAs("node", PublishSegmentRequest{common::StrCat("ghost-", i), "{}"});
+    if (pub.ok()) ++published;
+    last = pub.status();
+  }
+  EXPECT_EQ(published, kMaxUnregisteredSegments);
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted) << last;
+  ASSERT_TRUE(CallAs("node", RegisterNodeRequest{"node-z", "", 0, 1 << 20, {}}).ok());
+  ASSERT_TRUE(CallAs("node", PublishSegmentRequest{"node-z", "{}"}).ok());
+  EXPECT_TRUE(svc_->master()->LookupSegment({"node-z"}).ok());
+  // node-z never heartbeats: the master drops it, and its segment with it.
+  EXPECT_TRUE(WaitFor([&] { return !svc_->master()->LookupSegment({"node-z"}).ok(); }));
+  ExpectTenantAIntact(objects);
 }
 
 // The shm socket is an abstract Unix socket: no file mode, anyone on the host may connect. A
@@ -347,8 +396,8 @@ TEST(StoreHttpTest, SlowPeersDoNotHoldUpHealth) {
   }
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto r = kvgate::testing::Fetch((*http)->port(), "GET", "/health", "", {},
-                                    std::chrono::seconds(5));
+    auto r =
+        kvgate::testing::Fetch((*http)->port(), "GET", "/health", "", {}, std::chrono::seconds(5));
     EXPECT_EQ(r.status, 200);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   }
@@ -376,8 +425,8 @@ TEST(CredentialsTest, FilesAreCheckedAndScopesMatch) {
   EXPECT_NE(bad.status().message().find("f:1"), std::string::npos) << bad.status();
   auto role = transfer::CredentialSet::Parse("admin x " + std::string(64, 'a') + " *\n", "f");
   EXPECT_EQ(role.status().code(), absl::StatusCode::kInvalidArgument);
-  auto set = transfer::CredentialSet::Parse(
-      "# c\nclient t " + std::string(64, 'a') + " a|*,exact\n", "f");
+  auto set =
+      transfer::CredentialSet::Parse("# c\nclient t " + std::string(64, 'a') + " a|*,exact\n", "f");
   ASSERT_TRUE(set.ok()) << set.status();
   const transfer::Credential* t = set->Find("t");
   ASSERT_NE(t, nullptr);
