@@ -26,4 +26,12 @@ bool ShouldBind(std::string_view endpoint) {
          endpoint.starts_with("inproc://");
 }
 
+bool IsLoopbackEndpoint(std::string_view e) {
+  if (e.starts_with("ipc://") || e.starts_with("inproc://")) return true;
+  if (!e.starts_with("tcp://")) return false;
+  std::string_view host = e.substr(6);
+  host = host.substr(0, host.rfind(':'));
+  return host.starts_with("127.") || host == "[::1]" || host == "localhost";
+}
+
 }  // namespace kvgate::kvevents

@@ -16,4 +16,9 @@ std::string OffsetEndpoint(std::string_view endpoint, uint32_t offset);
 /// vLLM's rule: bind if the endpoint has '*' or "::" or is ipc:// or inproc://, else connect.
 bool ShouldBind(std::string_view endpoint);
 
+/// Whether only this host can reach the endpoint: tcp:// on 127.x, [::1] or localhost, ipc://,
+/// inproc://. KV events carry token ids (decodable to prompt text), so publishers bind beyond
+/// loopback only when told to.
+bool IsLoopbackEndpoint(std::string_view endpoint);
+
 }  // namespace kvgate::kvevents

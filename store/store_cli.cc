@@ -7,6 +7,7 @@
 
 #include "common/strings.h"
 #include "common/url.h"
+#include "kvevents/endpoints.h"
 #include "store/rpc.h"
 
 namespace kvgate::store {
@@ -72,19 +73,6 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
     return absl::InvalidArgumentError(common::StrCat("'", text, "' overflows"));
   return n * mult;
 }
-
-namespace {
-
-// "tcp://127.0.0.1:5557", "tcp://[::1]:5557", "tcp://localhost:5557", "ipc://...", "inproc://".
-bool IsLoopbackEndpoint(std::string_view e) {
-  if (e.rfind("ipc://", 0) == 0 || e.rfind("inproc://", 0) == 0) return true;
-  if (e.rfind("tcp://", 0) != 0) return false;
-  std::string_view host = e.substr(6);
-  host = host.substr(0, host.rfind(':'));
-  return host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost";
-}
-
-}  // namespace
 
 absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
   StoreCli cli;
@@ -191,10 +179,11 @@ absl::StatusOr<StoreCli> ParseStoreCli(int argc, const char* const* argv) {
   // must not open its pool to the network.
   if (!data_listen_set) cli.data.tcp.listen_address = hp->first;
   for (const std::string* e : {&cli.master.events_endpoint, &cli.master.replay_endpoint}) {
-    if (!e->empty() && !cli.kv_events_remote && !IsLoopbackEndpoint(*e))
-      return absl::InvalidArgumentError(common::StrCat(
-          "--kv-events: ", *e, " is beyond loopback; its events carry every tenant's token ids: "
-          "add --kv-events-remote and restrict who reaches it (docs/store.md)"));
+    if (!e->empty() && !cli.kv_events_remote && !kvevents::IsLoopbackEndpoint(*e))
+      return absl::InvalidArgumentError(
+          common::StrCat("--kv-events: ", *e,
+                         " is beyond loopback; its events carry every tenant's token ids: "
+                         "add --kv-events-remote and restrict who reaches it (docs/store.md)"));
   }
   if (cli.run_data) {
     if (master_addr.empty() && !cli.run_master)

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "kvevents/endpoints.h"
 
 namespace kvgate::sim {
 namespace {
@@ -38,6 +40,8 @@ Usage: kvgate-sim [flags]
   --kv-events-topic T              first frame of every message (default empty)
   --kv-events-encoding array|map   event encoding (default array = vLLM <= 0.23)
   --kv-events-bind                 bind the PUB endpoint even without '*'
+  --kv-events-remote               allow bound event sockets beyond loopback (events carry
+                                   token ids, decodable to prompt text; vLLM binds tcp://*)
   --kv-events-buffer-steps N       batches kept for replay (default 10000)
   --store HOST:PORT                kvgate-store master: every engine looks up, loads and saves
                                    blocks there (MooncakeStoreConnector-style; see the profile's
@@ -96,6 +100,10 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
     }
     if (flag == "kv-events-bind") {
       o.kv_events_bind = true;
+      continue;
+    }
+    if (flag == "kv-events-remote") {
+      o.kv_events_remote = true;
       continue;
     }
     static constexpr std::string_view kValueFlags[] = {"host",
@@ -296,6 +304,17 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
   }
   if (!o.kv_events_replay_endpoint.empty() && o.kv_events_endpoint.empty()) {
     return Bad("kv-events-replay-endpoint", "needs --kv-events-endpoint");
+  }
+  // A listener that hands out token ids stays on this host unless the operator says otherwise
+  // (a connected PUB endpoint goes only where it was pointed).
+  const bool pub_bound = o.kv_events_bind || kvevents::ShouldBind(o.kv_events_endpoint);
+  for (const auto& [flag, ep, bound] :
+       {std::tuple{"kv-events-endpoint", &o.kv_events_endpoint, pub_bound},
+        std::tuple{"kv-events-replay-endpoint", &o.kv_events_replay_endpoint, true}}) {
+    if (!ep->empty() && bound && !o.kv_events_remote && !kvevents::IsLoopbackEndpoint(*ep))
+      return Bad(flag, common::StrCat(*ep,
+                                      " is beyond loopback and its events carry token ids; "
+                                      "add --kv-events-remote to publish there"));
   }
   if (!o.profile_path.empty()) {
     auto p = LoadProfile(o.profile_path);

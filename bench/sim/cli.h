@@ -46,6 +46,7 @@ struct SimOptions {
   std::string kv_events_topic;
   EventEncoding kv_events_encoding = EventEncoding::kArray;
   bool kv_events_bind = false;
+  bool kv_events_remote = false;  // Bound event sockets beyond loopback allowed.
   size_t kv_events_buffer_steps = 10000;
 
   std::string store;              // kvgate-store master address; empty: no external KV store.

@@ -13,8 +13,8 @@ absl::StatusOr<SimOptions> Parse(std::vector<const char*> args) {
 TEST(SimCli, FlagsAndProfileOverrides) {
   auto o = Parse({"--port", "0", "--workers=3", "--dp-size", "2", "--time-scale", "0.05",
                   "--num-gpu-blocks", "100", "--kv-events-endpoint", "tcp://*:5557",
-                  "--kv-events-encoding", "map", "--kv-events-bind", "--fault-error-rate", "0.1",
-                  "--model", "m"});
+                  "--kv-events-encoding", "map", "--kv-events-bind", "--kv-events-remote",
+                  "--fault-error-rate", "0.1", "--model", "m"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->base_port, 0);
   EXPECT_EQ(o->workers, 3u);
@@ -38,6 +38,21 @@ TEST(SimCli, RejectsBadInput) {
   EXPECT_FALSE(Parse({"--fault-error-rate", "2"}).ok());
   EXPECT_FALSE(Parse({"--profile", "/nonexistent.yaml"}).ok());
   EXPECT_FALSE(Parse({"--kv-events-replay-endpoint", "tcp://*:1"}).ok());
+  // Event listeners beyond loopback only when asked for (their events carry token ids).
+  for (const char* ep : {"tcp://*:5557", "tcp://10.0.0.5:5557"}) {
+    auto refused = Parse({"--kv-events-endpoint", ep, "--kv-events-bind"});
+    ASSERT_FALSE(refused.ok()) << ep;
+    EXPECT_NE(refused.status().message().find("--kv-events-remote"), std::string::npos)
+        << refused.status();
+  }
+  EXPECT_TRUE(Parse({"--kv-events-endpoint", "tcp://127.0.0.1:5557"}).ok());
+  EXPECT_TRUE(Parse({"--kv-events-endpoint", "tcp://10.0.0.5:5557"}).ok());  // Connects there.
+  EXPECT_FALSE(Parse({"--kv-events-endpoint", "tcp://127.0.0.1:1", "--kv-events-replay-endpoint",
+                      "tcp://*:2"})
+                   .ok());
+  EXPECT_TRUE(Parse({"--kv-events-endpoint", "tcp://*:1", "--kv-events-replay-endpoint",
+                     "tcp://*:2", "--kv-events-remote"})
+                  .ok());
 }
 
 TEST(SimCli, ShippedProfileLoads) {
