@@ -89,8 +89,8 @@ struct RpcServer::Impl {
   net::awaitable<absl::StatusOr<transfer::Principal>> Authenticate(Conn& c);
   net::awaitable<void> ServeFrames(Conn& c, const transfer::Principal& peer);
   net::awaitable<bool> Send(Conn& c, Op op, uint64_t id, std::string_view body);
-  net::awaitable<std::optional<std::string>> Call(const Conn& c, const transfer::Principal& peer,
-                                                  Op op, std::string_view body);
+  net::awaitable<std::string> Call(const Conn& c, const transfer::Principal& peer, Op op,
+                                   std::string_view body);
 
   const uint16_t port;
   const std::shared_ptr<const transfer::CredentialSet> verifier;
@@ -255,11 +255,11 @@ net::awaitable<bool> RpcServer::Impl::Send(Conn& c, Op op, uint64_t id, std::str
   co_return !ec;
 }
 
-// Runs on a pool thread: the handler, unless the connection went away while it was queued.
-net::awaitable<std::optional<std::string>> RpcServer::Impl::Call(const Conn& c,
-                                                                 const transfer::Principal& peer,
-                                                                 Op op, std::string_view body) {
-  if (stopping || c.closed) co_return std::nullopt;
+// Runs on a pool thread: the handler, unless the connection went away while it was queued
+// (then nothing: a reply always holds at least its status).
+net::awaitable<std::string> RpcServer::Impl::Call(const Conn& c, const transfer::Principal& peer,
+                                                  Op op, std::string_view body) {
+  if (stopping || c.closed) co_return std::string();
   co_return handler(peer, op, body);
 }
 
@@ -308,7 +308,7 @@ net::awaitable<void> RpcServer::Impl::ServeFrames(Conn& c, const transfer::Princ
     body_bytes += need;
     body.resize(need);
     std::tie(ec, got) = co_await net::async_read(c.socket, net::buffer(body), kNoThrow);
-    std::optional<std::string> reply;
+    std::string reply;
     if (!ec) {
       c.SetDeadline(Clock::time_point::max());  // The handler's time is not the peer's.
       if (!stopping && !c.closed) {
@@ -324,7 +324,7 @@ net::awaitable<void> RpcServer::Impl::ServeFrames(Conn& c, const transfer::Princ
       if (!stopping) protocol_errors.fetch_add(1);
       break;
     }
-    if (!reply.has_value() || !co_await Send(c, header->op, header->request_id, *reply)) break;
+    if (reply.empty() || !co_await Send(c, header->op, header->request_id, reply)) break;
   }
 }
 

@@ -187,6 +187,18 @@ TEST(RpcServerTest, OutOfDescriptorsAcceptBacksOffAndRecovers) {
                                  },
                                  {});
   ASSERT_TRUE(server.ok()) << server.status();
+  {
+    // A junk frame first, so the server has logged a warning before descriptors run out: UBSan
+    // checks a type the first time it meets it with a pipe(), which would then fail.
+    const int junk = Connect((*server)->port());
+    ASSERT_GE(junk, 0);
+    ASSERT_EQ(::send(junk, "0123456789abcdef", kFrameHeaderSize, MSG_NOSIGNAL),
+              static_cast<ssize_t>(kFrameHeaderSize));
+    char b[256];
+    while (::recv(junk, b, sizeof(b), 0) > 0) {
+    }
+    ::close(junk);
+  }
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   // The lowest free descriptor becomes the limit: nothing new can be opened until it is lifted.
@@ -215,8 +227,8 @@ TEST(RpcServerTest, OutOfDescriptorsAcceptBacksOffAndRecovers) {
     return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 +
            (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
   };
-  EXPECT_LT(cpu_ms(r1) - cpu_ms(r0), 150.0);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);  // Before any check can print.
+  EXPECT_LT(cpu_ms(r1) - cpu_ms(r0), 150.0) << "ms of CPU in 500 ms out of descriptors";
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   EXPECT_TRUE(HelloOn(fd, 1));
