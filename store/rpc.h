@@ -37,7 +37,7 @@ struct RpcLimits {
   size_t max_connections = 1024;
   size_t max_handshakes = 64;  // Connections not yet authenticated.
   std::chrono::milliseconds handshake_timeout{5000};
-  std::chrono::milliseconds frame_timeout{30000};  // From a frame's first byte to its last.
+  std::chrono::milliseconds frame_timeout{30000};  // A frame, first byte to last; and its reply.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   uint64_t max_body_bytes_in_flight = 256u << 20;  // Request bodies held by all connections.
 };

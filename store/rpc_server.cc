@@ -4,6 +4,7 @@
 // not a thread. Handlers run on two small fixed pools (see kCallThreads). The only translation
 // unit of store/ that includes Asio.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <boost/asio.hpp>
