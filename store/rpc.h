@@ -1,23 +1,19 @@
 // File: store/rpc.h
-// Framed request/response over blocking TCP sockets (store/wire.h frames): a server that gives
-// every connection a thread (the master's clients are a few engines and data nodes, each with
-// one or two long-lived connections), and a client connection with one call in flight at a time.
+// Framed request/response over TCP (store/wire.h frames): an event-driven server (one io thread
+// for every connection, handlers on a small pool), and a blocking client connection with one
+// call in flight at a time.
 // Every connection starts with the keyed challenge of transfer/peer_auth.h; the server bounds
 // what a peer costs (connections, handshakes in progress, frame sizes, bytes held, deadlines).
 // Control traffic only: data moves through transfer/.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "store/wire.h"
@@ -41,55 +37,35 @@ struct RpcLimits {
   size_t max_connections = 1024;
   size_t max_handshakes = 64;  // Connections not yet authenticated.
   std::chrono::milliseconds handshake_timeout{5000};
-  std::chrono::milliseconds frame_timeout{30000};  // From a frame's first byte to its last.
+  std::chrono::milliseconds frame_timeout{30000};  // A frame, first byte to last; and its reply.
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(15)};
   uint64_t max_body_bytes_in_flight = 256u << 20;  // Request bodies held by all connections.
 };
 
-/// Thread-safe. The handler runs on connection threads, concurrently.
+/// Thread-safe. One io thread serves every connection (store/rpc_server.cc); the handler runs on
+/// a small fixed pool of threads, concurrently.
 class RpcServer {
  public:
   /// Binds and starts accepting. @return kUnavailable naming the address when it cannot bind.
   /// `verifier` null: no authentication (every peer a node with every scope; --auth none).
   static absl::StatusOr<std::unique_ptr<RpcServer>> Start(
-      const std::string& host, uint16_t port, std::shared_ptr<const transfer::CredentialSet> verifier,
-      RpcHandler handler, RpcLimits limits = {});
-  /// Stops accepting, shuts every connection down and joins their threads.
+      const std::string& host, uint16_t port,
+      std::shared_ptr<const transfer::CredentialSet> verifier, RpcHandler handler,
+      RpcLimits limits = {});
+  /// Stops accepting, closes every connection and waits for the handlers in progress.
   ~RpcServer();
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
   /// Malformed frames and peers that broke off mid-frame since start.
-  uint64_t protocol_errors() const { return protocol_errors_.load(); }
+  uint64_t protocol_errors() const;
   /// Connections refused: failed authentication, or over a limit.
-  uint64_t auth_failures() const { return auth_failures_.load(); }
-  uint64_t refused_connections() const { return refused_.load(); }
+  uint64_t auth_failures() const;
+  uint64_t refused_connections() const;
 
  private:
-  RpcServer(int listen_fd, uint16_t port, std::shared_ptr<const transfer::CredentialSet> verifier,
-            RpcHandler handler, RpcLimits limits);
-  void AcceptLoop();
-  void Serve(uint64_t id, int fd);
-  void ServeAuthenticated(int fd, const transfer::Principal& peer);
-
-  const int listen_fd_;
-  const uint16_t port_;
-  const std::shared_ptr<const transfer::CredentialSet> verifier_;
-  const RpcHandler handler_;
-  const RpcLimits limits_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<uint64_t> protocol_errors_{0};
-  std::atomic<uint64_t> auth_failures_{0};
-  std::atomic<uint64_t> refused_{0};
-  std::atomic<size_t> handshakes_{0};
-  std::atomic<uint64_t> body_bytes_{0};
-  std::thread accept_thread_;
-  transfer::Mutex mu_;
-  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
-  // Connection threads by id; those whose connection ended are joined on the next accept, so a
-  // long-running master does not keep a stack per past connection.
-  std::map<uint64_t, std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Impl;  // The Asio state, kept out of this header.
+  explicit RpcServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 /// One connection to one server, reconnected on the next call after a failure. Thread-safe
