@@ -28,21 +28,28 @@ CopyPool::~CopyPool() {
   for (auto& t : threads_) t.join();
 }
 
-void CopyPool::Run(absl::AnyInvocable<void() &&> job) {
+void CopyPool::Run(std::deque<Job> chunks) {
   MutexLock lock(&mu_);
-  jobs_.push_back(std::move(job));
-  cv_.Signal();
+  jobs_.push_back(std::move(chunks));
+  cv_.SignalAll();  // Every worker may take a chunk of it.
 }
 
 void CopyPool::Worker() {
   for (;;) {
-    absl::AnyInvocable<void() &&> job;
+    Job job;
     {
       MutexLock lock(&mu_);
       while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // stop_ and drained.
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      std::deque<Job>& copy = jobs_.front();
+      job = std::move(copy.front());
+      copy.pop_front();
+      if (copy.empty()) {
+        jobs_.pop_front();
+      } else if (jobs_.size() > 1) {
+        jobs_.push_back(std::move(copy));  // Its next chunk after one of every other copy's.
+        jobs_.pop_front();
+      }
     }
     std::move(job)();
   }
@@ -67,13 +74,15 @@ void CopyPool::Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_
   const uint64_t chunk = params_.chunk_bytes > 0 ? params_.chunk_bytes : length;
   const auto chunks = static_cast<uint32_t>((length + chunk - 1) / chunk);
   task->Begin(chunks);
+  std::deque<Job> jobs;
   for (uint32_t i = 0; i < chunks; ++i) {
     const uint64_t off = uint64_t{i} * chunk;
     const uint64_t n = std::min(chunk, length - off);
     CopyEnd d{static_cast<uint8_t*>(dst.ptr) + off, dst.runtime};
     CopyEnd s{static_cast<uint8_t*>(src.ptr) + off, src.runtime};
-    Run([d, s, n, finish, keep_alive]() mutable { finish(CopyBytes(d, s, n), n); });
+    jobs.emplace_back([d, s, n, finish, keep_alive]() mutable { finish(CopyBytes(d, s, n), n); });
   }
+  Run(std::move(jobs));
 }
 
 }  // namespace kvgate::transfer

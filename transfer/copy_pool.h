@@ -1,7 +1,9 @@
 // File: transfer/copy_pool.h
 // Worker threads for the copying transports (local, shm): Submit() stays asynchronous for large
 // copies, which are cut into chunks spread over the workers. Small copies run inline, since a
-// thread hop costs more than the copy. Thread-safe; owned by the engine.
+// thread hop costs more than the copy. Workers take chunks round robin over the copies queued,
+// so a copy waits for one chunk of each other copy, not for all of a large one. Thread-safe;
+// owned by the engine.
 #pragma once
 
 #include <cstdint>
@@ -51,13 +53,14 @@ class CopyPool {
   const CopyPoolParams& params() const { return params_; }
 
  private:
-  void Run(absl::AnyInvocable<void() &&> job);
+  using Job = absl::AnyInvocable<void() &&>;
+  void Run(std::deque<Job> chunks);
   void Worker();
 
   const CopyPoolParams params_;
   Mutex mu_;
   CondVar cv_;
-  std::deque<absl::AnyInvocable<void() &&>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::deque<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // One deque per copy, never empty.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

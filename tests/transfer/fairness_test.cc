@@ -1,0 +1,90 @@
+// A large transfer must not starve small ones (issue 27): a small request submitted after a large
+// one on the same engine completes while the large one is still being carried, on tcp (one
+// connection, so the two share its queue) and on the copy workers (one worker, so the two share
+// its queue). Before round-robin scheduling the small request waited for the whole large one.
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/transfer/test_support.h"
+#include "transfer/transfer_engine.h"
+
+namespace kvgate::transfer {
+namespace {
+
+using testing::FillPattern;
+using testing::FindPatternMismatch;
+
+constexpr auto kWait = std::chrono::seconds(60);
+// Large enough that it cannot also finish between the small read's completion and the check
+// (it is ~1000 slices or chunks behind), small enough for the sanitizer builds.
+constexpr uint64_t kLarge = 128 << 20;
+constexpr uint64_t kSmall = 16 << 10;
+
+// Submits the large read, then the small one; checks the small one completed while the large
+// one had not, then that both carried the right bytes.
+void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remote, uint64_t seed) {
+  std::vector<uint8_t> large(kLarge), small(kSmall);
+  ASSERT_TRUE(engine.RegisterMemory(large.data(), large.size()).ok());
+  ASSERT_TRUE(engine.RegisterMemory(small.data(), small.size()).ok());
+  auto big = engine.AllocateBatch(1);
+  auto little = engine.AllocateBatch(1);
+  ASSERT_TRUE(big.ok() && little.ok());
+  ASSERT_TRUE(engine.Submit(*big, {{TransferOp::kRead, large.data(), seg, remote, kLarge}}).ok());
+  const uint64_t small_off = kLarge - kSmall;  // The large read's last bytes, read again.
+  ASSERT_TRUE(
+      engine.Submit(*little, {{TransferOp::kRead, small.data(), seg, remote + small_off, kSmall}})
+          .ok());
+  auto st = engine.Wait(*little, Clock::now() + kWait);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->state, TaskState::kCompleted) << st->first_error;
+  auto large_now = engine.GetBatchStatus(*big);
+  ASSERT_TRUE(large_now.ok());
+  EXPECT_FALSE(large_now->finished()) << "the small read waited until the large one was done ("
+                                      << large_now->bytes_done << " of " << kLarge << " bytes)";
+  st = engine.Wait(*big, Clock::now() + kWait);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->state, TaskState::kCompleted) << st->first_error;
+  EXPECT_EQ(FindPatternMismatch(large.data(), kLarge, seed), -1);
+  EXPECT_EQ(FindPatternMismatch(small.data(), kSmall, seed, small_off), -1);
+  EXPECT_TRUE(engine.FreeBatch(*big).ok());
+  EXPECT_TRUE(engine.FreeBatch(*little).ok());
+  EXPECT_TRUE(engine.UnregisterMemory(large.data()).ok());
+  EXPECT_TRUE(engine.UnregisterMemory(small.data()).ok());
+}
+
+TEST(FairnessTest, TcpSmallReadIsNotQueuedBehindALargeOne) {
+  testing::TempDir dir;
+  const std::string uri = "file:" + dir.path() + "/segments";
+  auto owner = TransferEngine::Create(testing::TestEngineOptions("owner", uri, {"tcp"}));
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  auto pool = (*owner)->AllocateManagedMemory(kLarge);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  FillPattern(static_cast<uint8_t*>(*pool), kLarge, 27);
+  auto o = testing::TestEngineOptions("client", uri, {"tcp"});
+  o.tcp.connections_per_peer = 1;  // Both reads share one connection's queue.
+  auto client = TransferEngine::Create(std::move(o));
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seg = (*client)->OpenSegment("owner");
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ExpectSmallNotStarved(**client, *seg, reinterpret_cast<uint64_t>(*pool), 27);
+}
+
+TEST(FairnessTest, CopyWorkersRunASmallCopyBeforeALargeOneEnds) {
+  testing::TempDir dir;
+  auto o = testing::TestEngineOptions("self", "file:" + dir.path() + "/segments", {"local"});
+  o.copy.threads = 1;  // Both copies share one worker's queue.
+  o.copy.inline_max_bytes = 4 << 10;
+  o.copy.chunk_bytes = 128 << 10;
+  auto engine = TransferEngine::Create(std::move(o));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<uint8_t> remote(kLarge);
+  FillPattern(remote.data(), kLarge, 28);
+  ASSERT_TRUE((*engine)->RegisterMemory(remote.data(), kLarge).ok());
+  auto seg = (*engine)->OpenSegment("self");
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ExpectSmallNotStarved(**engine, *seg, reinterpret_cast<uint64_t>(remote.data()), 28);
+}
+
+}  // namespace
+}  // namespace kvgate::transfer
