@@ -1,8 +1,11 @@
 // A large transfer must not starve small ones (issue 27): a small request submitted after a large
 // one on the same engine completes while the large one is still being carried, on tcp (one
-// connection, so the two share its queue) and on the copy workers (one worker, so the two share
-// its queue). Before round-robin scheduling the small request waited for the whole large one.
+// connection, so the two share its queue and its window) and on the copy workers (one worker, so
+// the two share its queue). Before round-robin queues and a window bounded in bytes the small
+// request waited for the whole large one: behind its queued slices with 64 KiB slices, behind
+// its slices in flight with the store's 1 MiB slices (64 of them fill a slice-counted window).
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -17,8 +20,8 @@ using testing::FindPatternMismatch;
 
 constexpr auto kWait = std::chrono::seconds(60);
 // Large enough that it cannot also finish between the small read's completion and the check
-// (it is ~1000 slices or chunks behind), small enough for the sanitizer builds.
-constexpr uint64_t kLarge = 128 << 20;
+// (tens of MiB are left then), small enough for the sanitizer builds.
+constexpr uint64_t kLarge = 64 << 20;
 constexpr uint64_t kSmall = 16 << 10;
 
 // Submits the large read, then the small one; checks the small one completed while the large
@@ -31,6 +34,15 @@ void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remot
   auto little = engine.AllocateBatch(1);
   ASSERT_TRUE(big.ok() && little.ok());
   ASSERT_TRUE(engine.Submit(*big, {{TransferOp::kRead, large.data(), seg, remote, kLarge}}).ok());
+  // The small read starts once the large one is moving (connected, its first round sent), so
+  // it cannot simply be queued alongside it.
+  for (;;) {
+    auto moving = engine.GetBatchStatus(*big);
+    ASSERT_TRUE(moving.ok());
+    ASSERT_FALSE(moving->finished()) << "the large read ended before it could be overtaken";
+    if (moving->bytes_done > 0) break;
+    std::this_thread::yield();
+  }
   const uint64_t small_off = kLarge - kSmall;  // The large read's last bytes, read again.
   ASSERT_TRUE(
       engine.Submit(*little, {{TransferOp::kRead, small.data(), seg, remote + small_off, kSmall}})
@@ -53,7 +65,9 @@ void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remot
   EXPECT_TRUE(engine.UnregisterMemory(small.data()).ok());
 }
 
-TEST(FairnessTest, TcpSmallReadIsNotQueuedBehindALargeOne) {
+class TcpFairnessTest : public ::testing::TestWithParam<uint32_t> {};  // slice_bytes
+
+TEST_P(TcpFairnessTest, SmallReadIsNotQueuedBehindALargeOne) {
   testing::TempDir dir;
   const std::string uri = "file:" + dir.path() + "/segments";
   auto owner = TransferEngine::Create(testing::TestEngineOptions("owner", uri, {"tcp"}));
@@ -63,12 +77,15 @@ TEST(FairnessTest, TcpSmallReadIsNotQueuedBehindALargeOne) {
   FillPattern(static_cast<uint8_t*>(*pool), kLarge, 27);
   auto o = testing::TestEngineOptions("client", uri, {"tcp"});
   o.tcp.connections_per_peer = 1;  // Both reads share one connection's queue.
+  o.tcp.slice_bytes = GetParam();
   auto client = TransferEngine::Create(std::move(o));
   ASSERT_TRUE(client.ok()) << client.status();
   auto seg = (*client)->OpenSegment("owner");
   ASSERT_TRUE(seg.ok()) << seg.status();
   ExpectSmallNotStarved(**client, *seg, reinterpret_cast<uint64_t>(*pool), 27);
 }
+
+INSTANTIATE_TEST_SUITE_P(SliceBytes, TcpFairnessTest, ::testing::Values(64u << 10, 1u << 20));
 
 TEST(FairnessTest, CopyWorkersRunASmallCopyBeforeALargeOneEnds) {
   testing::TempDir dir;

@@ -146,6 +146,7 @@ void TcpConnection::Fail(absl::Status why, bool retry) {
     for (Slice& s : flow) all.push_back(std::move(s));
   }
   inflight_.clear();
+  inflight_bytes_ = 0;
   queue_.clear();
   queued_ = 0;
   const auto now = Clock::now();
@@ -288,6 +289,7 @@ net::awaitable<void> TcpConnection::Run() {
       }
       // Into inflight_ before the write: the answer may be read before the write completes.
       // Deque elements do not move on push_back/pop_front, so the buffers stay valid.
+      inflight_bytes_ += s.length;
       inflight_.push_back(std::move(s));
       Slice& sent = inflight_.back();
       bufs.push_back(net::buffer(&sent.header, sizeof(sent.header)));
@@ -319,7 +321,7 @@ bool TcpConnection::FinishFront() {
   if (status == WireStatus::kOk && s.op == TransferOp::kRead && s.local_runtime != nullptr) {
     if (auto st = s.local_runtime->Copy(s.local, s.bounce.data(), s.length); !st.ok()) {
       FailSlice(s, *info_, absl::StatusCode::kInternal, st.message(), stats_);
-      inflight_.pop_front();
+      PopFront();
       return true;
     }
   }
@@ -350,7 +352,7 @@ bool TcpConnection::FinishFront() {
       Fail(Unavailable(*info_, "the owner refused the request"), true);
       return false;
   }
-  inflight_.pop_front();
+  PopFront();
   return true;
 }
 

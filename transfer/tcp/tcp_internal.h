@@ -144,14 +144,23 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   /// The front slice's response is complete: check and finish it. False when the stream can
   /// no longer be trusted (the connection was failed).
   bool FinishFront();
+  void PopFront() {
+    inflight_bytes_ -= inflight_.front().length;
+    inflight_.pop_front();
+  }
   /// Bulk queues are sent in rounds of half the window: each request write is one small packet
   /// through the whole TCP stack on both sides, so refilling one slot per answer would double
   /// the packet count. A queue that fits the free room goes at once (latency).
+  /// The window is bounded in bytes too: answers come in order, so a small request waits for
+  /// every byte in flight before it on its connection.
   bool ReadyToSend() const {
     const size_t window = std::max<uint32_t>(1, params_.max_inflight_slices_per_connection);
+    const uint64_t byte_window = std::max<uint32_t>(1, params_.max_inflight_bytes_per_connection);
     const size_t room = window - std::min(window, inflight_.size());
-    return connected_ && queued_ > 0 && room > 0 &&
-           (inflight_.size() <= window / 2 || queued_ <= room);
+    if (!connected_ || queued_ == 0 || room == 0) return false;
+    if (inflight_bytes_ >= byte_window && !inflight_.empty()) return false;
+    return (inflight_.size() <= window / 2 && inflight_bytes_ <= byte_window / 2) ||
+           queued_ <= room;
   }
   /// The next slice to send: round robin over the submissions queued, one slice each, so a
   /// small request waits for one slice of each other submission, not for all of a large one.
@@ -177,6 +186,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::deque<std::deque<Slice>> queue_;  // Not yet sent, one deque per Enqueue() (never empty).
   size_t queued_ = 0;                    // Slices in queue_.
   std::deque<Slice> inflight_;           // Sent, oldest first; answers come in this order.
+  uint64_t inflight_bytes_ = 0;          // Their lengths.
   uint64_t front_received_ = 0;          // Bytes of inflight_.front()'s response already read.
   ResponseHeader response_;              // The hello's.
 };
