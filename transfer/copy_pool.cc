@@ -1,5 +1,6 @@
 #include "transfer/copy_pool.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "transfer/gpu/gpu_runtime.h"
@@ -28,9 +29,15 @@ CopyPool::~CopyPool() {
   for (auto& t : threads_) t.join();
 }
 
-void CopyPool::Run(std::deque<Job> chunks) {
+void CopyPool::Run(uint64_t flow, std::deque<Job> chunks) {
   MutexLock lock(&mu_);
-  jobs_.push_back(std::move(chunks));
+  // Flows queued at once are few (one per caller): a scan finds this one's.
+  auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const Flow& f) { return f.id == flow; });
+  if (it == jobs_.end()) {
+    jobs_.push_back({flow, std::move(chunks)});
+  } else {
+    for (Job& j : chunks) it->chunks.push_back(std::move(j));
+  }
   cv_.SignalAll();  // Every worker may take a chunk of it.
 }
 
@@ -41,13 +48,13 @@ void CopyPool::Worker() {
       MutexLock lock(&mu_);
       while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // stop_ and drained.
-      std::deque<Job>& copy = jobs_.front();
-      job = std::move(copy.front());
-      copy.pop_front();
-      if (copy.empty()) {
+      Flow& flow = jobs_.front();
+      job = std::move(flow.chunks.front());
+      flow.chunks.pop_front();
+      if (flow.chunks.empty()) {
         jobs_.pop_front();
       } else if (jobs_.size() > 1) {
-        jobs_.push_back(std::move(copy));  // Its next chunk after one of every other copy's.
+        jobs_.push_back(std::move(flow));  // Its next chunk after one of every other flow's.
         jobs_.pop_front();
       }
     }
@@ -56,7 +63,7 @@ void CopyPool::Worker() {
 }
 
 void CopyPool::Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_t length,
-                    std::shared_ptr<const void> keep_alive, TransportStats* stats) {
+                    std::shared_ptr<const void> keep_alive, TransportStats* stats, uint64_t flow) {
   const auto finish = [task, op, stats](absl::Status st, uint64_t n) {
     if (st.ok()) {
       stats->CountBytes(op, n);
@@ -82,7 +89,7 @@ void CopyPool::Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_
     CopyEnd s{static_cast<uint8_t*>(src.ptr) + off, src.runtime};
     jobs.emplace_back([d, s, n, finish, keep_alive]() mutable { finish(CopyBytes(d, s, n), n); });
   }
-  Run(std::move(jobs));
+  Run(flow, std::move(jobs));
 }
 
 }  // namespace kvgate::transfer

@@ -112,12 +112,16 @@ void TcpConnection::Enqueue(SliceList slices) {
       }
       return;
     }
-    if (!list.items.empty()) {
-      self->queued_ += list.items.size();
-      self->queue_.emplace_back(std::make_move_iterator(list.items.begin()),
-                                std::make_move_iterator(list.items.end()));
-      list.items.clear();
+    for (Slice& s : list.items) {
+      // Flows queued at once are few (one per caller): a scan finds the slice's own.
+      auto flow =
+          std::find_if(self->queue_.begin(), self->queue_.end(),
+                       [&](const std::deque<Slice>& f) { return f.front().flow == s.flow; });
+      if (flow == self->queue_.end()) flow = self->queue_.emplace(self->queue_.end());
+      flow->push_back(std::move(s));
+      ++self->queued_;
     }
+    list.items.clear();
     self->Wake();
     self->watch_.cancel();  // Leaves idle waiting: deadlines matter again.
   });
@@ -689,6 +693,7 @@ absl::Status TcpTransport::Submit(const SegmentDescriptorPtr& peer,
       s.remote_addr = t.remote_addr + off;
       s.length = static_cast<uint32_t>(std::min(slice, t.length - off));
       s.deadline = t.deadline;
+      s.flow = t.flow;
       list.items.push_back(std::move(s));
     }
   }

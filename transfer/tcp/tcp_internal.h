@@ -74,6 +74,7 @@ struct Slice {
   uint64_t remote_addr = 0;
   uint32_t length = 0;
   uint32_t attempts = 0;
+  uint64_t flow = 0;  // TransferTask::flow.
   Clock::time_point deadline;
   RequestHeader header;      // Filled when sent.
   ResponseHeader response;   // Received straight into here (scatter read).
@@ -162,8 +163,8 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
     return (inflight_.size() <= window / 2 && inflight_bytes_ <= byte_window / 2) ||
            queued_ <= room;
   }
-  /// The next slice to send: round robin over the submissions queued, one slice each, so a
-  /// small request waits for one slice of each other submission, not for all of a large one.
+  /// The next slice to send: round robin over the flows queued, one slice each, so a small
+  /// request waits for one slice of each other flow, not for all of a large one.
   Slice TakeNext();
 
   Strand strand_;
@@ -183,7 +184,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   bool closed_ = false;
   Clock::time_point connect_deadline_;
   uint64_t next_seq_ = 1;
-  std::deque<std::deque<Slice>> queue_;  // Not yet sent, one deque per Enqueue() (never empty).
+  std::deque<std::deque<Slice>> queue_;  // Not yet sent, one deque per flow (never empty).
   size_t queued_ = 0;                    // Slices in queue_.
   std::deque<Slice> inflight_;           // Sent, oldest first; answers come in this order.
   uint64_t inflight_bytes_ = 0;          // Their lengths.
