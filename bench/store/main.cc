@@ -4,7 +4,7 @@
 //   kvgate-store-bench --store HOST:PORT [--credentials FILE] [--transport shm|tcp]  (or --redis /
 //   --memcached HOST:PORT)
 //       [--value-size 256K] [--batch 64] [--seconds 5] [--working-set 512M] [--warmup 0]
-//       [--exists-chain 2000] [--probe-size 16K] [--corrupt-for-test]
+//       [--exists-chain 2000] [--probe-size 16K [--probe-shared]] [--corrupt-for-test]
 //
 // Put: batches of new keys (a store never rewrites an immutable key, so every put is new data)
 // for --seconds; the store evicts as it fills, as a KV cache does. Get: batches drawn from the
@@ -18,6 +18,7 @@
 // --probe-size SIZE (store only): a second client (its own connections) gets one SIZE object in a
 // loop, quiet first and then while the put and get phases run; prints each phase's latency
 // (`probe quiet|put|get n=N p50_us= p99_us= max_us=`): does a large transfer starve small ones?
+// --probe-shared: the probe uses the bench's own StoreClient (as a gateway's requests share one).
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -56,6 +57,7 @@ struct Args {
   int64_t inline_copy = -1;      // -1: the store client's default
   uint32_t exists_chain = 0;
   uint64_t probe_size = 0;  // 0: no probe client.
+  bool probe_shared = false;
   bool corrupt = false;
 };
 
@@ -68,8 +70,8 @@ Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    if (f == "--corrupt-for-test") {
-      a.corrupt = true;
+    if (f == "--corrupt-for-test" || f == "--probe-shared") {
+      (f == "--corrupt-for-test" ? a.corrupt : a.probe_shared) = true;
       continue;
     }
     if (i + 1 >= argc) Die(f + ": missing value");
@@ -236,13 +238,17 @@ class PeerTarget final : public Target {
   std::unique_ptr<kvgate::store::bench::KvPeer> peer_;
 };
 
-// The small client of --probe-size: its own StoreClient (engine, connections), one object.
+// The small client of --probe-size: its own StoreClient (engine, connections) unless `shared`,
+// one object.
 class Probe {
  public:
-  explicit Probe(const Args& a) : size_(a.probe_size) {
-    auto c = kvgate::store::StoreClient::Create(StoreOptions(a));
-    if (!c.ok()) Die(std::string(c.status().message()));
-    client_ = std::move(*c);
+  Probe(const Args& a, kvgate::store::StoreClient* shared) : size_(a.probe_size), client_(shared) {
+    if (client_ == nullptr) {
+      auto c = kvgate::store::StoreClient::Create(StoreOptions(a));
+      if (!c.ok()) Die(std::string(c.status().message()));
+      own_ = std::move(*c);
+      client_ = own_.get();
+    }
     auto b = client_->AllocateBuffer(size_);
     if (!b.ok()) Die("probe: cannot allocate a registered buffer");
     buf_ = static_cast<uint8_t*>(*b);
@@ -281,7 +287,8 @@ class Probe {
  private:
   const uint64_t size_;
   const ObjectKey key_{"probe", 1};
-  std::unique_ptr<kvgate::store::StoreClient> client_;
+  kvgate::store::StoreClient* client_;
+  std::unique_ptr<kvgate::store::StoreClient> own_;
   uint8_t* buf_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -360,7 +367,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<Probe> probe;
   if (a.probe_size > 0) {
-    probe = std::make_unique<Probe>(a);
+    probe = std::make_unique<Probe>(a, a.probe_shared ? &store->client() : nullptr);
     probe->Start();
     std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
     probe->Stop("quiet");
