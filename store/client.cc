@@ -162,9 +162,14 @@ std::vector<absl::Status> StoreClient::Transfer(
   // One batch per group (key): a key's requests fail alone, and a finished key can be
   // processed (its checksum) while later keys are still being copied.
   std::vector<std::optional<transfer::BatchId>> batches(groups.size());
+  // One flow for the call: a large batch of keys shares the connections with other calls round
+  // robin, instead of queueing one flow per key ahead of them.
+  static std::atomic<uint64_t> next_flow{1};
+  const uint64_t flow = next_flow.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < groups.size(); ++i) {
     if (groups[i].empty()) continue;
-    auto batch = engine_->AllocateBatch(static_cast<uint32_t>(groups[i].size()), options_.timeout);
+    auto batch =
+        engine_->AllocateBatch(static_cast<uint32_t>(groups[i].size()), options_.timeout, flow);
     if (!batch.ok()) {
       out[i] = batch.status();
       continue;

@@ -1,7 +1,10 @@
 // File: transfer/copy_pool.h
 // Worker threads for the copying transports (local, shm): Submit() stays asynchronous for large
 // copies, which are cut into chunks spread over the workers. Small copies run inline, since a
-// thread hop costs more than the copy. Thread-safe; owned by the engine.
+// thread hop costs more than the copy. Workers take chunks round robin over the copies queued,
+// so a copy waits for one chunk of each other flow (TransferTask::flow), not for all of a large
+// one. Thread-safe;
+// owned by the engine.
 #pragma once
 
 #include <cstdint>
@@ -44,20 +47,26 @@ class CopyPool {
   CopyPool& operator=(const CopyPool&) = delete;
 
   /// Copies `length` bytes src -> dst for `task` (which this call Begin()s), inline or on the
-  /// workers; `keep_alive` is held until the last chunk is done (e.g. a peer's mapping).
+  /// workers; `keep_alive` is held until the last chunk is done (e.g. a peer's mapping). The
+  /// workers take chunks round robin between flows.
   void Copy(Task* task, TransferOp op, CopyEnd dst, CopyEnd src, uint64_t length,
-            std::shared_ptr<const void> keep_alive, TransportStats* stats);
+            std::shared_ptr<const void> keep_alive, TransportStats* stats, uint64_t flow = 0);
 
   const CopyPoolParams& params() const { return params_; }
 
  private:
-  void Run(absl::AnyInvocable<void() &&> job);
+  using Job = absl::AnyInvocable<void() &&>;
+  struct Flow {
+    uint64_t id = 0;
+    std::deque<Job> chunks;  // Never empty while queued.
+  };
+  void Run(uint64_t flow, std::deque<Job> chunks);
   void Worker();
 
   const CopyPoolParams params_;
   Mutex mu_;
   CondVar cv_;
-  std::deque<absl::AnyInvocable<void() &&>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<Flow> jobs_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

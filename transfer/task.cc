@@ -62,8 +62,13 @@ TaskStatus Task::Status() const {
   return s;
 }
 
-Batch::Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout)
-    : id_(id), capacity_(capacity), timeout_(timeout), tasks_(new Task[capacity]) {
+Batch::Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout, uint64_t flow)
+    : id_(id),
+      capacity_(capacity),
+      timeout_(timeout),
+      // Flows a caller names are below 2^63; a batch that names none is a flow of its own.
+      flow_(flow != 0 ? flow : (uint64_t{1} << 63) | static_cast<uint64_t>(id)),
+      tasks_(new Task[capacity]) {
   for (uint32_t i = 0; i < capacity; ++i) tasks_[i].batch_ = this;
 }
 

@@ -60,13 +60,15 @@ class Task {
 
 class Batch : public std::enable_shared_from_this<Batch> {
  public:
-  Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout);
+  Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout, uint64_t flow);
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
   BatchId id() const { return id_; }
   uint32_t capacity() const { return capacity_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// The caller's flow (AllocateBatch), or one of the batch's own when it named none.
+  uint64_t flow() const { return flow_; }
 
   /// Reserves the next `n` task slots, in kWaiting; returns the first index.
   /// @return kInvalidArgument past capacity; kNotFound once freed.
@@ -88,6 +90,7 @@ class Batch : public std::enable_shared_from_this<Batch> {
   const BatchId id_;
   const uint32_t capacity_;
   const std::chrono::milliseconds timeout_;
+  const uint64_t flow_;
   std::unique_ptr<Task[]> tasks_;
   std::atomic<uint32_t> reserved_{0};  // Mirrors reserved_locked_ for lock-free readers.
   mutable Mutex mu_;

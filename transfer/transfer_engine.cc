@@ -455,10 +455,13 @@ absl::StatusOr<std::vector<std::string>> TransferEngine::SegmentTransports(
 }
 
 absl::StatusOr<BatchId> TransferEngine::AllocateBatch(
-    uint32_t max_requests, std::optional<std::chrono::milliseconds> timeout) {
+    uint32_t max_requests, std::optional<std::chrono::milliseconds> timeout, uint64_t flow) {
   if (max_requests == 0 || max_requests > kMaxBatchRequests) {
     return absl::InvalidArgumentError(
         common::StrCat("a batch holds 1 to ", kMaxBatchRequests, " requests, not ", max_requests));
+  }
+  if (flow >= (uint64_t{1} << 63)) {
+    return absl::InvalidArgumentError(common::StrCat("batch flow ", flow, " is not below 2^63"));
   }
   const auto t = timeout.value_or(impl_->options.default_timeout);
   if (t.count() <= 0) {
@@ -466,7 +469,7 @@ absl::StatusOr<BatchId> TransferEngine::AllocateBatch(
   }
   MutexLock lock(&impl_->mu);
   const uint64_t id = impl_->next_batch++;
-  impl_->batches[id] = std::make_shared<Batch>(static_cast<BatchId>(id), max_requests, t);
+  impl_->batches[id] = std::make_shared<Batch>(static_cast<BatchId>(id), max_requests, t, flow);
   return static_cast<BatchId>(id);
 }
 
@@ -547,6 +550,7 @@ absl::Status TransferEngine::Submit(BatchId batch_id, absl::Span<const TransferR
       PendingTask p;
       p.task = resolved[j].task;
       p.task.deadline = deadline;
+      p.task.flow = (*batch)->flow();
       p.task.task = &(*batch)->task(*first + static_cast<uint32_t>(j));
       pending.push_back(p);
       ++j;

@@ -105,9 +105,13 @@ class TransferEngine {
   absl::StatusOr<std::vector<std::string>> SegmentTransports(SegmentId segment) const;
 
   /// A batch of up to `max_requests` tasks; tasks time out `timeout` (default: the engine's)
-  /// after their submission. @return kInvalidArgument for 0 or more than 1<<20 requests.
+  /// after their submission. Batches of one `flow` (1 .. 2^63-1; 0: the batch alone) are one
+  /// caller's work: transports share a connection or the copy workers round robin between flows,
+  /// so a large flow does not hold up a small one. @return kInvalidArgument for 0 or more than
+  /// 1<<20 requests, or a flow of 2^63 or more.
   absl::StatusOr<BatchId> AllocateBatch(uint32_t max_requests,
-                                        std::optional<std::chrono::milliseconds> timeout = {});
+                                        std::optional<std::chrono::milliseconds> timeout = {},
+                                        uint64_t flow = 0);
   /// Validates every request, then starts them all and returns without waiting for the network.
   /// Task indices continue from earlier Submit() calls on the batch. @return kInvalidArgument
   /// (local memory not registered, zero length, batch full) or kOutOfRange (remote range

@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "transfer/metrics.h"
-#include "transfer/segment.h"
 #include "transfer/peer_auth.h"
+#include "transfer/segment.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -66,6 +66,7 @@ struct TransferTask {
   const BufferDesc* remote_buffer = nullptr;  // The peer's buffer containing the range.
   Clock::time_point deadline;                 // The batch's time-out, from submission.
   Task* task = nullptr;
+  uint64_t flow = 0;  // Whose work (Batch::flow()): transports serve flows round robin.
 };
 
 using SegmentDescriptorPtr = std::shared_ptr<const SegmentDescriptor>;

@@ -20,7 +20,9 @@ struct TcpParams {
                                       // hostname when listening on 0.0.0.0.
   uint32_t slice_bytes = 64 << 10;    // Requests are cut into slices of this size...
   uint32_t connections_per_peer = 4;  // ...striped over this many connections.
-  uint32_t max_inflight_slices_per_connection = 64;  // Sent, not yet answered.
+  uint32_t max_inflight_slices_per_connection = 64;      // Sent, not yet answered...
+  uint32_t max_inflight_bytes_per_connection = 4 << 20;  // ...and their bytes: what a request
+                                                         // sent later waits behind.
   uint32_t io_threads = 1;
   uint32_t connect_timeout_ms = 2000;
   uint32_t max_retries_per_slice = 2;        // After a broken connection, on a new connection.

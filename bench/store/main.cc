@@ -4,7 +4,7 @@
 //   kvgate-store-bench --store HOST:PORT [--credentials FILE] [--transport shm|tcp]  (or --redis /
 //   --memcached HOST:PORT)
 //       [--value-size 256K] [--batch 64] [--seconds 5] [--working-set 512M] [--warmup 0]
-//       [--exists-chain 2000] [--corrupt-for-test]
+//       [--exists-chain 2000] [--probe-size 16K [--probe-shared]] [--corrupt-for-test]
 //
 // Put: batches of new keys (a store never rewrites an immutable key, so every put is new data)
 // for --seconds; the store evicts as it fills, as a KV cache does. Get: batches drawn from the
@@ -15,13 +15,19 @@
 // Prints `put ops/s=N GB/s=X` and `get ops/s=N GB/s=X`; exits 1 on a wrong byte.
 // --exists-chain N (store only): a chain of N small objects, then the p50/p99 of one batched
 // exists of the whole chain.
+// --probe-size SIZE (store only): a second client (its own connections) gets one SIZE object in a
+// loop, quiet first and then while the put and get phases run; prints each phase's latency
+// (`probe quiet|put|get n=N p50_us= p99_us= max_us=`): does a large transfer starve small ones?
+// --probe-shared: the probe uses the bench's own StoreClient (as a gateway's requests share one).
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/store/peer_clients.h"
@@ -50,6 +56,8 @@ struct Args {
   uint32_t tcp_connections = 0;  // 0: the default
   int64_t inline_copy = -1;      // -1: the store client's default
   uint32_t exists_chain = 0;
+  uint64_t probe_size = 0;  // 0: no probe client.
+  bool probe_shared = false;
   bool corrupt = false;
 };
 
@@ -62,8 +70,8 @@ Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
-    if (f == "--corrupt-for-test") {
-      a.corrupt = true;
+    if (f == "--corrupt-for-test" || f == "--probe-shared") {
+      (f == "--corrupt-for-test" ? a.corrupt : a.probe_shared) = true;
       continue;
     }
     if (i + 1 >= argc) Die(f + ": missing value");
@@ -106,6 +114,8 @@ Args Parse(int argc, char** argv) {
       a.inline_copy = static_cast<int64_t>(size());
     } else if (f == "--tcp-connections") {
       a.tcp_connections = static_cast<uint32_t>(number());
+    } else if (f == "--probe-size") {
+      a.probe_size = size();
     } else if (f == "--exists-chain") {
       a.exists_chain = static_cast<uint32_t>(number());
     } else {
@@ -115,7 +125,19 @@ Args Parse(int argc, char** argv) {
   if ((!a.store.empty()) + (!a.redis.empty()) + (!a.memcached.empty()) != 1)
     Die("name exactly one of --store, --redis, --memcached");
   if (a.batch == 0) Die("--batch must be > 0");
+  if (a.probe_size > 0 && a.store.empty()) Die("--probe-size needs --store");
   return a;
+}
+
+kvgate::store::StoreClientOptions StoreOptions(const Args& a) {
+  kvgate::store::StoreClientOptions o;
+  o.master = a.store;
+  o.credentials_file = a.credentials;
+  o.transports = {a.transport};
+  if (a.tcp_slice > 0) o.tcp.slice_bytes = static_cast<uint32_t>(a.tcp_slice);
+  if (a.tcp_connections > 0) o.tcp.connections_per_peer = a.tcp_connections;
+  if (a.inline_copy >= 0) o.copy.inline_max_bytes = static_cast<uint64_t>(a.inline_copy);
+  return o;
 }
 
 // What a bench drives: put / get one batch of key ids.
@@ -130,14 +152,7 @@ class Target {
 class StoreTarget final : public Target {
  public:
   StoreTarget(const Args& a, const uint8_t* patterns_src) : a_(a) {
-    kvgate::store::StoreClientOptions o;
-    o.master = a.store;
-    o.credentials_file = a.credentials;
-    o.transports = {a.transport};
-    if (a.tcp_slice > 0) o.tcp.slice_bytes = static_cast<uint32_t>(a.tcp_slice);
-    if (a.tcp_connections > 0) o.tcp.connections_per_peer = a.tcp_connections;
-    if (a.inline_copy >= 0) o.copy.inline_max_bytes = static_cast<uint64_t>(a.inline_copy);
-    auto c = kvgate::store::StoreClient::Create(o);
+    auto c = kvgate::store::StoreClient::Create(StoreOptions(a));
     if (!c.ok()) Die(std::string(c.status().message()));
     client_ = std::move(*c);
     auto p = client_->AllocateBuffer(kPatterns * a.value_size);
@@ -223,6 +238,63 @@ class PeerTarget final : public Target {
   std::unique_ptr<kvgate::store::bench::KvPeer> peer_;
 };
 
+// The small client of --probe-size: its own StoreClient (engine, connections) unless `shared`,
+// one object.
+class Probe {
+ public:
+  Probe(const Args& a, kvgate::store::StoreClient* shared) : size_(a.probe_size), client_(shared) {
+    if (client_ == nullptr) {
+      auto c = kvgate::store::StoreClient::Create(StoreOptions(a));
+      if (!c.ok()) Die(std::string(c.status().message()));
+      own_ = std::move(*c);
+      client_ = own_.get();
+    }
+    auto b = client_->AllocateBuffer(size_);
+    if (!b.ok()) Die("probe: cannot allocate a registered buffer");
+    buf_ = static_cast<uint8_t*>(*b);
+    std::memset(buf_, 0x5a, size_);
+    kvgate::store::PutEntry e{key_, {{buf_, size_}}, {}, {}};
+    for (const auto& r : client_->BatchPutFrom({&e, 1}))
+      if (r.code == kvgate::store::PutCode::kError)
+        Die("probe put: " + std::string(r.error.message()));
+  }
+  ~Probe() { Stop(nullptr); }
+  void Start() {
+    stop_ = false;
+    us_.clear();
+    thread_ = std::thread([this] {
+      kvgate::store::GetEntry e{key_, {{buf_, size_}}};
+      while (!stop_.load()) {
+        const auto t0 = Clock::now();
+        auto got = client_->BatchGetInto({&e, 1});
+        if (!got[0].ok()) Die("probe get: " + std::string(got[0].status().message()));
+        us_.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+    });
+  }
+  /// Stops the loop and prints its latencies as phase `what` (nothing when null).
+  void Stop(const char* what) {
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    thread_.join();
+    if (what == nullptr || us_.empty()) return;
+    std::sort(us_.begin(), us_.end());
+    std::printf("probe %s n=%zu p50_us=%.0f p99_us=%.0f max_us=%.0f\n", what, us_.size(),
+                us_[us_.size() / 2], us_[us_.size() * 99 / 100], us_.back());
+    std::fflush(stdout);
+  }
+
+ private:
+  const uint64_t size_;
+  const ObjectKey key_{"probe", 1};
+  kvgate::store::StoreClient* client_;
+  std::unique_ptr<kvgate::store::StoreClient> own_;
+  uint8_t* buf_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<double> us_;
+};
+
 void Report(const char* what, uint64_t ops, uint64_t bytes, double secs) {
   std::printf("%s ops/s=%.0f GB/s=%.3f\n", what, ops / secs, bytes / secs / 1e9);
   std::fflush(stdout);
@@ -293,6 +365,14 @@ int main(int argc, char** argv) {
     for (auto& id : ids) id = next++;
     target->Put(ids);
   }
+  std::unique_ptr<Probe> probe;
+  if (a.probe_size > 0) {
+    probe = std::make_unique<Probe>(a, a.probe_shared ? &store->client() : nullptr);
+    probe->Start();
+    std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+    probe->Stop("quiet");
+    probe->Start();
+  }
   // Put.
   const uint64_t first_timed = next;
   auto t0 = Clock::now();
@@ -302,7 +382,9 @@ int main(int argc, char** argv) {
     target->Put(ids);
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (probe) probe->Stop("put");
   Report("put", next - first_timed, (next - first_timed) * a.value_size, secs);
+  if (probe) probe->Start();
   // Get, from the most recent working set.
   const uint64_t window =
       std::max<uint64_t>(a.batch, std::min<uint64_t>(next, a.working_set / a.value_size));
@@ -333,6 +415,7 @@ int main(int argc, char** argv) {
     }
   }
   secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (probe) probe->Stop("get");
   Report("get", ops, ops * a.value_size, secs);  // Hits only.
   if (misses > 0)
     std::printf("get misses=%llu (evicted from the last --working-set)\n",

@@ -45,9 +45,9 @@ absl::Status LocalTransport::Submit(const SegmentDescriptorPtr& peer,
     CopyEnd local{t.local, context_.RuntimeFor(t.local_location)};
     CopyEnd other{reinterpret_cast<void*>(t.remote_addr), context_.RuntimeFor(remote->location)};
     if (t.op == TransferOp::kRead) {
-      context_.copy_pool->Copy(t.task, t.op, local, other, t.length, remote, &stats_);
+      context_.copy_pool->Copy(t.task, t.op, local, other, t.length, remote, &stats_, t.flow);
     } else {
-      context_.copy_pool->Copy(t.task, t.op, other, local, t.length, remote, &stats_);
+      context_.copy_pool->Copy(t.task, t.op, other, local, t.length, remote, &stats_, t.flow);
     }
   }
   return absl::OkStatus();

@@ -272,9 +272,9 @@ absl::Status ShmTransport::Submit(const SegmentDescriptorPtr& peer,
     CopyEnd local{t.local, context_.RuntimeFor(t.local_location)};
     CopyEnd remote{maps[i]->base + (t.remote_addr - maps[i]->remote_addr), nullptr};
     if (t.op == TransferOp::kRead) {
-      context_.copy_pool->Copy(t.task, t.op, local, remote, t.length, maps[i], &stats_);
+      context_.copy_pool->Copy(t.task, t.op, local, remote, t.length, maps[i], &stats_, t.flow);
     } else {
-      context_.copy_pool->Copy(t.task, t.op, remote, local, t.length, maps[i], &stats_);
+      context_.copy_pool->Copy(t.task, t.op, remote, local, t.length, maps[i], &stats_, t.flow);
     }
   }
   return absl::OkStatus();

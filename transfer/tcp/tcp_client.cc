@@ -65,11 +65,28 @@ TcpConnection::TcpConnection(net::io_context& io, std::shared_ptr<const PeerInfo
       hip_bounce_(hip_bounce) {}
 
 TcpConnection::~TcpConnection() {
-  for (auto* q : {&inflight_, &queue_}) {
-    for (Slice& s : *q) {
+  for (Slice& s : inflight_) {
+    FailSlice(s, *info_, absl::StatusCode::kUnavailable, "connection destroyed", stats_);
+  }
+  for (auto& flow : queue_) {
+    for (Slice& s : flow) {
       FailSlice(s, *info_, absl::StatusCode::kUnavailable, "connection destroyed", stats_);
     }
   }
+}
+
+Slice TcpConnection::TakeNext() {
+  std::deque<Slice>& flow = queue_.front();
+  Slice s = std::move(flow.front());
+  flow.pop_front();
+  --queued_;
+  if (flow.empty()) {
+    queue_.pop_front();
+  } else if (queue_.size() > 1) {
+    queue_.push_back(std::move(flow));  // Its next slice after one of every other's.
+    queue_.pop_front();
+  }
+  return s;
 }
 
 void TcpConnection::Start() {
@@ -95,7 +112,15 @@ void TcpConnection::Enqueue(SliceList slices) {
       }
       return;
     }
-    for (Slice& s : list.items) self->queue_.push_back(std::move(s));
+    for (Slice& s : list.items) {
+      // Flows queued at once are few (one per caller): a scan finds the slice's own.
+      auto flow =
+          std::find_if(self->queue_.begin(), self->queue_.end(),
+                       [&](const std::deque<Slice>& f) { return f.front().flow == s.flow; });
+      if (flow == self->queue_.end()) flow = self->queue_.emplace(self->queue_.end());
+      flow->push_back(std::move(s));
+      ++self->queued_;
+    }
     list.items.clear();
     self->Wake();
     self->watch_.cancel();  // Leaves idle waiting: deadlines matter again.
@@ -121,9 +146,13 @@ void TcpConnection::Fail(absl::Status why, bool retry) {
   rwake_.cancel();
   watch_.cancel();
   std::deque<Slice> all = std::move(inflight_);
-  for (Slice& s : queue_) all.push_back(std::move(s));
+  for (auto& flow : queue_) {
+    for (Slice& s : flow) all.push_back(std::move(s));
+  }
   inflight_.clear();
+  inflight_bytes_ = 0;
   queue_.clear();
+  queued_ = 0;
   const auto now = Clock::now();
   std::deque<Slice> again;
   for (Slice& s : all) {
@@ -158,9 +187,9 @@ net::awaitable<absl::Status> TcpConnection::Authenticate() {
   if (!ec) std::tie(ec, n) = co_await net::async_read(socket_, net::buffer(&verdict, 1), kNoThrow);
   if (ec) co_return Unavailable(*info_, common::StrCat("authentication: ", ec.message()));
   if (static_cast<uint8_t>(verdict) != kAuthAccepted)
-    co_return absl::UnauthenticatedError(common::StrCat(
-        "tcp: segment '", info_->segment, "' (", info_->endpoint, ") refused credential '",
-        info_->auth->self->name, "'"));
+    co_return absl::UnauthenticatedError(common::StrCat("tcp: segment '", info_->segment, "' (",
+                                                        info_->endpoint, ") refused credential '",
+                                                        info_->auth->self->name, "'"));
   co_return absl::OkStatus();
 }
 
@@ -240,8 +269,7 @@ net::awaitable<void> TcpConnection::Run() {
     bufs.clear();
     size_t bytes = 0;
     while (ReadyToSend() && bufs.size() + 2 <= kMaxBuffersPerWrite && bytes < kMaxBytesPerWrite) {
-      Slice s = std::move(queue_.front());
-      queue_.pop_front();
+      Slice s = TakeNext();
       const uint8_t* payload = s.local;
       if (s.op == TransferOp::kWrite && s.local_runtime != nullptr) {
         BouncePool* pool =
@@ -265,6 +293,7 @@ net::awaitable<void> TcpConnection::Run() {
       }
       // Into inflight_ before the write: the answer may be read before the write completes.
       // Deque elements do not move on push_back/pop_front, so the buffers stay valid.
+      inflight_bytes_ += s.length;
       inflight_.push_back(std::move(s));
       Slice& sent = inflight_.back();
       bufs.push_back(net::buffer(&sent.header, sizeof(sent.header)));
@@ -276,7 +305,7 @@ net::awaitable<void> TcpConnection::Run() {
     }
     if (bufs.empty()) continue;
     rwake_.cancel();  // The reader has something to wait for now.
-    auto [ec3, n3] = co_await net::async_write(socket_, bufs, kNoThrow);
+    auto [ec3, n3] = co_await net::async_write(socket_, bufs, OneTurn, kNoThrow);
     if (closed_) co_return;
     if (ec3) co_return Fail(Unavailable(*info_, common::StrCat("write: ", ec3.message())), true);
   }
@@ -296,7 +325,7 @@ bool TcpConnection::FinishFront() {
   if (status == WireStatus::kOk && s.op == TransferOp::kRead && s.local_runtime != nullptr) {
     if (auto st = s.local_runtime->Copy(s.local, s.bounce.data(), s.length); !st.ok()) {
       FailSlice(s, *info_, absl::StatusCode::kInternal, st.message(), stats_);
-      inflight_.pop_front();
+      PopFront();
       return true;
     }
   }
@@ -327,7 +356,7 @@ bool TcpConnection::FinishFront() {
       Fail(Unavailable(*info_, "the owner refused the request"), true);
       return false;
   }
-  inflight_.pop_front();
+  PopFront();
   return true;
 }
 
@@ -346,7 +375,9 @@ net::awaitable<void> TcpConnection::Reader() {
     bufs.clear();
     uint64_t skip = front_received_;
     size_t k = 0;
-    for (auto it = inflight_.begin(); it != inflight_.end() && k < kMaxSlicesPerRead; ++it, ++k) {
+    uint64_t bytes = 0;  // At most about a turn's worth per read (kTurnBytes).
+    for (auto it = inflight_.begin();
+         it != inflight_.end() && k < kMaxSlicesPerRead && bytes < kTurnBytes; ++it, ++k) {
       Slice& s = *it;
       if (s.op == TransferOp::kRead && s.local_runtime != nullptr && !s.bounce) {
         BouncePool* pool =
@@ -356,12 +387,14 @@ net::awaitable<void> TcpConnection::Reader() {
       if (skip < sizeof(ResponseHeader)) {
         bufs.push_back(net::buffer(reinterpret_cast<uint8_t*>(&s.response) + skip,
                                    sizeof(ResponseHeader) - skip));
+        bytes += bufs.back().size();
         skip = sizeof(ResponseHeader);
       }
       if (s.op == TransferOp::kRead) {
         uint8_t* dst = s.local_runtime != nullptr ? s.bounce.data() : s.local;
         const uint64_t done = skip - sizeof(ResponseHeader);
         bufs.push_back(net::buffer(dst + done, s.length - done));
+        bytes += bufs.back().size();
       }
       skip = 0;
     }
@@ -401,7 +434,7 @@ net::awaitable<void> TcpConnection::Watchdog() {
   const auto period =
       std::chrono::milliseconds(std::max<uint32_t>(1, params_.watchdog_interval_ms));
   while (!closed_) {
-    if (connected_ && queue_.empty() && inflight_.empty()) {
+    if (connected_ && queued_ == 0 && inflight_.empty()) {
       watch_.expires_at(Clock::time_point::max());  // Idle until Enqueue() cancels it.
     } else {
       watch_.expires_after(period);
@@ -413,13 +446,17 @@ net::awaitable<void> TcpConnection::Watchdog() {
       co_return Fail(Unavailable(*info_, "connect or hello timed out"), true);
     }
     // Unsent slices past their deadline simply fail; the connection is fine.
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->deadline <= now) {
-        FailSlice(*it, *info_, absl::StatusCode::kDeadlineExceeded, "deadline passed", stats_);
-        it = queue_.erase(it);
-      } else {
-        ++it;
+    for (auto flow = queue_.begin(); flow != queue_.end();) {
+      for (auto it = flow->begin(); it != flow->end();) {
+        if (it->deadline <= now) {
+          FailSlice(*it, *info_, absl::StatusCode::kDeadlineExceeded, "deadline passed", stats_);
+          it = flow->erase(it);
+          --queued_;
+        } else {
+          ++it;
+        }
       }
+      flow = flow->empty() ? queue_.erase(flow) : std::next(flow);
     }
     // A sent slice cannot be taken back from the stream: close the connection (the expired
     // ones fail, the others are resent elsewhere).
@@ -656,6 +693,7 @@ absl::Status TcpTransport::Submit(const SegmentDescriptorPtr& peer,
       s.remote_addr = t.remote_addr + off;
       s.length = static_cast<uint32_t>(std::min(slice, t.length - off));
       s.deadline = t.deadline;
+      s.flow = t.flow;
       list.items.push_back(std::move(s));
     }
   }

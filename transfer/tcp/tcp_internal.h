@@ -30,6 +30,13 @@ using tcp = net::ip::tcp;
 using Strand = net::strand<net::io_context::executor_type>;
 /// Completion token for coroutines: errors come back as values, Asio never throws.
 inline constexpr auto kNoThrow = net::as_tuple(net::use_awaitable);
+/// Bytes a connection moves per turn on an io thread: a large transfer hands the thread to the
+/// other connections at least this often, however much the kernel's socket buffers would take.
+inline constexpr size_t kTurnBytes = 1 << 20;
+/// Completion condition for async_read/async_write: each step moves at most kTurnBytes.
+inline size_t OneTurn(const boost::system::error_code& ec, size_t /*done*/) {
+  return ec ? 0 : kTurnBytes;
+}
 
 /// Owner side: accepts connections and serves one-sided READ/WRITE on registered buffers.
 class TcpServer {
@@ -67,6 +74,7 @@ struct Slice {
   uint64_t remote_addr = 0;
   uint32_t length = 0;
   uint32_t attempts = 0;
+  uint64_t flow = 0;  // TransferTask::flow.
   Clock::time_point deadline;
   RequestHeader header;      // Filled when sent.
   ResponseHeader response;   // Received straight into here (scatter read).
@@ -137,15 +145,27 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   /// The front slice's response is complete: check and finish it. False when the stream can
   /// no longer be trusted (the connection was failed).
   bool FinishFront();
+  void PopFront() {
+    inflight_bytes_ -= inflight_.front().length;
+    inflight_.pop_front();
+  }
   /// Bulk queues are sent in rounds of half the window: each request write is one small packet
   /// through the whole TCP stack on both sides, so refilling one slot per answer would double
   /// the packet count. A queue that fits the free room goes at once (latency).
+  /// The window is bounded in bytes too: answers come in order, so a small request waits for
+  /// every byte in flight before it on its connection.
   bool ReadyToSend() const {
     const size_t window = std::max<uint32_t>(1, params_.max_inflight_slices_per_connection);
+    const uint64_t byte_window = std::max<uint32_t>(1, params_.max_inflight_bytes_per_connection);
     const size_t room = window - std::min(window, inflight_.size());
-    return connected_ && !queue_.empty() && room > 0 &&
-           (inflight_.size() <= window / 2 || queue_.size() <= room);
+    if (!connected_ || queued_ == 0 || room == 0) return false;
+    if (inflight_bytes_ >= byte_window && !inflight_.empty()) return false;
+    return (inflight_.size() <= window / 2 && inflight_bytes_ <= byte_window / 2) ||
+           queued_ <= room;
   }
+  /// The next slice to send: round robin over the flows queued, one slice each, so a small
+  /// request waits for one slice of each other flow, not for all of a large one.
+  Slice TakeNext();
 
   Strand strand_;
   tcp::socket socket_;
@@ -164,10 +184,12 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   bool closed_ = false;
   Clock::time_point connect_deadline_;
   uint64_t next_seq_ = 1;
-  std::deque<Slice> queue_;      // Not yet sent.
-  std::deque<Slice> inflight_;   // Sent, oldest first; answers come in this order.
-  uint64_t front_received_ = 0;  // Bytes of inflight_.front()'s response already read.
-  ResponseHeader response_;      // The hello's.
+  std::deque<std::deque<Slice>> queue_;  // Not yet sent, one deque per flow (never empty).
+  size_t queued_ = 0;                    // Slices in queue_.
+  std::deque<Slice> inflight_;           // Sent, oldest first; answers come in this order.
+  uint64_t inflight_bytes_ = 0;          // Their lengths.
+  uint64_t front_received_ = 0;          // Bytes of inflight_.front()'s response already read.
+  ResponseHeader response_;              // The hello's.
 };
 
 /// The connections to one owner, striped slice by slice. Thread-safe.

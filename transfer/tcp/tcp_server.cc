@@ -184,7 +184,7 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
   auto flush = [&]() -> net::awaitable<bool> {
     if (out.empty()) co_return true;
     s->busy_since = Clock::now();
-    auto [ec, n] = co_await net::async_write(s->socket, out, kNoThrow);
+    auto [ec, n] = co_await net::async_write(s->socket, out, OneTurn, kNoThrow);
     out.clear();
     out_refs.clear();
     out_chunks.clear();
@@ -294,8 +294,8 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
         const uint64_t k = take(dst, req.length);
         if (k < req.length) {
           if (!co_await flush()) break;  // Do not hold finished answers while waiting.
-          auto [ec, n] =
-              co_await net::async_read(s->socket, net::buffer(dst + k, req.length - k), kNoThrow);
+          auto [ec, n] = co_await net::async_read(s->socket, net::buffer(dst + k, req.length - k),
+                                                  OneTurn, kNoThrow);
           if (ec) break;
         }
         if (crc_mode && Crc32c(0, dst, req.length) != req.crc) {

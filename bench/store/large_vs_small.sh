@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Does one large transfer starve small ones (issue 27, docs/benchmarks.md)? One kvgate-store;
+# kvgate-store-bench puts and gets batches of 64 x 4 MiB (256 MiB a batch) while its probe gets
+# one 16 KiB object in a loop, from its own client (own connections) and from the bench's client
+# (shared, as a gateway's requests share one). Prints the probe's latency quiet and during the
+# large gets, and the large gets' GB/s, ROUNDS times per transport and probe mode.
+# Usage: bench/store/large_vs_small.sh BIN_DIR [SECONDS] [ROUNDS]
+set -euo pipefail
+die() { echo "large_vs_small.sh: $*" >&2; exit 1; }
+[[ $# -ge 1 ]] || die "usage: $0 BIN_DIR [SECONDS] [ROUNDS]"
+BIN_DIR=$(cd "$1" && pwd) || die "no such directory: $1"
+DURATION=${2:-3}
+ROUNDS=${3:-1}
+for bin in kvgate-store kvgate-store-bench; do
+  [[ -x "$BIN_DIR/$bin" ]] || die "$BIN_DIR/$bin is missing (cmake --build ... --target $bin)"
+done
+WORK=$(mktemp -d)
+export KVGATE_STORE_CREDENTIALS="$WORK/credentials"
+pid=""
+cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
+HTTP=$(free_port)
+(cd "$WORK" && exec "$BIN_DIR/kvgate-store" --listen "127.0.0.1:$PORT" --http-listen \
+  "127.0.0.1:$HTTP" --memory 2GiB) >"$WORK/store.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do curl -sf "http://127.0.0.1:$HTTP/health" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$HTTP/health" >/dev/null || { cat "$WORK/store.log"; die "no store"; }
+printf "%-4s %-6s %-6s %8s %8s %8s %8s\n" tr probe phase n p50_us p99_us max_us
+for round in $(seq "$ROUNDS"); do
+  for transport in tcp shm; do
+    for mode in own shared; do
+      flag=()
+      [[ $mode == shared ]] && flag=(--probe-shared)
+      out=$("$BIN_DIR/kvgate-store-bench" --store "127.0.0.1:$PORT" --transport "$transport" \
+        --value-size 4M --batch 64 --seconds "$DURATION" --working-set 1G --probe-size 16K \
+        "${flag[@]}" 2>&1) || { echo "$out"; die "$transport/$mode failed"; }
+      echo "$out" | awk -v t="$transport" -v m="$mode" '
+        $1 == "probe" && ($2 == "quiet" || $2 == "get") {
+          for (i = 3; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          printf "%-4s %-6s %-6s %8s %8s %8s %8s\n", t, m, $2, v["n"], v["p50_us"], v["p99_us"], v["max_us"]
+        }
+        $1 == "get" && $2 ~ /^ops/ { split($3, kv, "="); printf "%-4s %-6s large get GB/s=%s\n", t, m, kv[2] }'
+    done
+  done
+done
