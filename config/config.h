@@ -86,7 +86,9 @@ struct LimitsConfig {
   uint32_t idle_timeout_ms = 60'000;              // keep-alive connection with no request
   uint32_t read_timeout_ms = 30'000;              // whole request once its first byte arrived
   uint32_t write_timeout_ms = 60'000;             // a client that stops reading for this long
-  uint32_t max_connections = 10'000;              // per gateway; see health_reserve
+  // From accept to the end of a client's TLS handshake: a half-open handshake holds a place.
+  uint32_t tls_handshake_timeout_ms = 10'000;
+  uint32_t max_connections = 10'000;  // per gateway; see health_reserve
   // One client address may hold at most this many (0 = no limit), so that no one client can
   // take every connection.
   uint32_t max_connections_per_client = 1'000;

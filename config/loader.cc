@@ -435,16 +435,18 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
     r.Uint(root, "", "models_refresh_interval_ms", &c.models_refresh_interval_ms, 100);
 
     if (const YAML::Node n = root["limits"]; n.IsDefined() && !n.IsNull()) {
-      if (r.ExpectMap(n, "limits",
-                      {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
-                       "write_timeout_ms", "max_connections", "max_connections_per_client",
-                       "health_reserve", "rate", "max_concurrent_requests", "queue_size",
-                       "queue_timeout_ms", "queue_share_per_client"})) {
+      if (r.ExpectMap(
+              n, "limits",
+              {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
+               "write_timeout_ms", "tls_handshake_timeout_ms", "max_connections",
+               "max_connections_per_client", "health_reserve", "rate", "max_concurrent_requests",
+               "queue_size", "queue_timeout_ms", "queue_share_per_client"})) {
         r.Uint(n, "limits", "max_header_bytes", &c.limits.max_header_bytes, 1024);
         r.Uint(n, "limits", "max_body_bytes", &c.limits.max_body_bytes, 1);
         r.Uint(n, "limits", "idle_timeout_ms", &c.limits.idle_timeout_ms, 1);
         r.Uint(n, "limits", "read_timeout_ms", &c.limits.read_timeout_ms, 1);
         r.Uint(n, "limits", "write_timeout_ms", &c.limits.write_timeout_ms, 1);
+        r.Uint(n, "limits", "tls_handshake_timeout_ms", &c.limits.tls_handshake_timeout_ms, 1);
         r.Uint(n, "limits", "max_connections", &c.limits.max_connections, 1);
         r.Uint(n, "limits", "max_connections_per_client", &c.limits.max_connections_per_client);
         r.Uint(n, "limits", "health_reserve", &c.limits.health_reserve, 0, 10'000);

@@ -3,10 +3,12 @@
 
 Opens --per-source idle connections (they connect and never send a byte) from each of
 --sources loopback addresses (127.0.0.2, 127.0.0.3, ...; no setup needed on Linux) and holds
-them. With --reopen, a connection the server closes is opened again at once (at most
+them. Against a TLS listener, --hello sends the start of a handshake and stops there (issue 27:
+half-open handshakes): `partial`, the first half of a real ClientHello; `big`, a handshake
+header announcing a 128 KiB ClientHello and nothing after it. With --reopen, a connection the server closes is opened again at once (at most
 --reopen-rate a second), so the flood keeps pressing. Meanwhile a prober opens a new connection
-every --probe-interval seconds and asks GET /health (timeout 2 s): a probe fails when it gets no
-200.
+every --probe-interval seconds (0: no probes) and asks GET /health over plain HTTP (timeout
+2 s): a probe fails when it gets no 200.
 
 Prints one status line every --report seconds, and a last line at the end:
   held=N opened=N closed_by_server=N refused=N probes=N probe_failures=N probe_p99_ms=X
@@ -15,8 +17,33 @@ Runs for --duration seconds (0: until killed). Raises its own open-file limit to
 import argparse
 import asyncio
 import resource
+import ssl
 import sys
 import time
+
+
+def client_hello():
+    """A ClientHello as Python's TLS client writes it (TLS record included)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    out = ssl.MemoryBIO()
+    tls = ctx.wrap_bio(ssl.MemoryBIO(), out, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def hello_bytes(kind):
+    if kind == "partial":
+        hello = client_hello()
+        return hello[:len(hello) // 2]
+    if kind == "big":
+        # Record header (handshake, 16 KiB), then a ClientHello header announcing 128 KiB.
+        return bytes([0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0x02, 0x00, 0x00])
+    return b""
 
 
 class Stats:
@@ -46,6 +73,8 @@ async def idle(host, port, source, args, stats, stop, bucket):
             continue
         stats.opened += 1
         stats.held += 1
+        if args.hello_bytes:
+            writer.write(args.hello_bytes)
         try:
             await reader.read(1)  # returns when the server closes (or resets) it
         except OSError:
@@ -102,14 +131,18 @@ async def main():
     ap.add_argument("--probe-interval", type=float, default=0.1)
     ap.add_argument("--report", type=float, default=5)
     ap.add_argument("--duration", type=float, default=0)
+    ap.add_argument("--hello", choices=["none", "partial", "big"], default="none")
     args = ap.parse_args()
+    args.hello_bytes = hello_bytes(args.hello)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     stats = Stats()
     stop = asyncio.Event()
     bucket = asyncio.Queue(maxsize=max(1, args.reopen_rate))
-    tasks = [asyncio.ensure_future(refill(bucket, args.reopen_rate, stop)),
-             asyncio.ensure_future(prober(args.host, args.port, args.probe_interval, stats, stop))]
+    tasks = [asyncio.ensure_future(refill(bucket, args.reopen_rate, stop))]
+    if args.probe_interval > 0:
+        tasks.append(asyncio.ensure_future(
+            prober(args.host, args.port, args.probe_interval, stats, stop)))
     for s in range(args.sources):
         source = f"127.0.0.{2 + s}"
         for _ in range(args.per_source):

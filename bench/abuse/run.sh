@@ -15,13 +15,19 @@
 #                       new connection) quiet, then while 11 addresses (127.0.0.2-12) hold PER
 #                       (default 1000) idle connections each (bench/abuse/idle_flood.py;
 #                       REOPEN=1: closed ones are opened again, up to 1,000 a second)
+#   halftls [N]         issue 27: a TLS listener's memory per half-open handshake: gateway RSS
+#                       before and while N (default 2000) connections from 4 addresses hold a
+#                       handshake open — HELLO=none: TCP only, nothing sent; HELLO=partial: half
+#                       a ClientHello; HELLO=big: a ClientHello header announcing 128 KiB
+#                       (PLAIN=1: a plain listener, for comparison) — whether an HTTPS request
+#                       is served meanwhile, and how long until the gateway closes them
 #   wrongkeys [SECS]    a wrong-API-key flood (wrk, 16 connections, SECS default 10, one
 #                       address): answers by status and the gateway's log lines a second
 # Usage: bench/abuse/run.sh SCENARIO [ARG]   (needs `make build`; BIN=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build}
-scenario=${1:?usage: run.sh slowloris|keepalive|bodies|soak|idleflood [ARG]}
+scenario=${1:?usage: run.sh slowloris|keepalive|bodies|soak|idleflood|halftls|wrongkeys [ARG]}
 arg=${2:-}
 tmp=$(mktemp -d)
 pids=()
@@ -34,7 +40,8 @@ done
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
-metric() { curl -s "127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+BASE=http://127.0.0.1  # https:// for halftls
+metric() { curl -sk "$BASE:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
 "$BIN/kvgate-fake-upstream" --threads 2 --chunks 8 ${FAKE_ARGS:-} >"$tmp/fake.out" 2>&1 &
 pids+=($!)
@@ -47,12 +54,20 @@ AUTH="{}"
 # One key (its SHA-256 below is of "right-key"): the flood presents others.
 [ "$scenario" = wrongkeys ] &&
   AUTH="{api_keys: [{name: a, sha256: $(printf %s right-key | sha256sum | cut -d' ' -f1)}]}"
+TLS="{}"
+if [ "$scenario" = halftls ] && [ -z "${PLAIN:-}" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+    -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+  TLS="{cert_file: $tmp/cert.pem, key_file: $tmp/key.pem}"
+  BASE=https://127.0.0.1
+fi
 cat >"$tmp/kvgate.yaml" <<EOF
 listen: "127.0.0.1:$PORT"
 threads: 1
 log_level: warn
 limits: $LIMITS
 auth: $AUTH
+tls: $TLS
 routing: {policy: kvaware}
 workers:
   - url: http://127.0.0.1:$UP
@@ -60,7 +75,7 @@ EOF
 "$BIN/kvgate" --config "$tmp/kvgate.yaml" >"$tmp/kvgate.log" 2>&1 &
 GW=$!
 pids+=($GW)
-for _ in $(seq 200); do curl -s -o /dev/null "127.0.0.1:$PORT/health" && break; sleep 0.05; done
+for _ in $(seq 200); do curl -sk -o /dev/null "$BASE:$PORT/health" && break; sleep 0.05; done
 
 # wrk_run SECONDS CONNS [env...] -> "req/s p50 p99 requests errors"
 wrk_run() {
@@ -158,6 +173,31 @@ PY
     echo "during the flood: chats $(wrk_run 20 16)"
     echo "flood at the end: $(tail -1 "$tmp/flood.out") (probe counts include the ramp-up above)"
     echo "gateway: $(metric kvgate_http_connections) connections open, $(metric kvgate_http_idle_connections_reaped_total) idle ones reaped, RSS $(rss_kib $GW) KiB"
+    ;;
+  halftls)
+    n=${arg:-2000}
+    hello=${HELLO:-none}
+    before=$(rss_kib $GW)
+    start=$(date +%s)
+    /usr/bin/python3 bench/abuse/idle_flood.py --port "$PORT" --sources 4 --per-source $((n / 4)) \
+      --probe-interval 0 --report 0.5 --hello "$hello" >"$tmp/flood.out" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 120); do  # until the gateway holds them all (or a minute passed)
+      open=$(metric kvgate_http_connections)
+      [ "${open%.*}" -gt "$n" ] 2>/dev/null && break
+      sleep 0.5
+    done
+    sleep 2  # let the gateway read what they sent
+    during=$(rss_kib $GW)
+    echo "HELLO=$hello${PLAIN:+ (plain listener)}: $(tail -1 "$tmp/flood.out")"
+    echo "gateway: $(metric kvgate_http_connections) connections open; RSS $before KiB before, $during KiB during: $(( (during - before) * 1024 / n )) bytes per connection"
+    echo "a request meanwhile (from 127.0.0.20): HTTP $(curl -sk -o /dev/null -w '%{http_code}' --interface 127.0.0.20 "$BASE:$PORT/health")"
+    for _ in $(seq 240); do  # until the gateway closed them (or two minutes passed)
+      closed=$(tail -1 "$tmp/flood.out" | sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p')
+      [ "${closed:-0}" -ge "$n" ] && break
+      sleep 0.5
+    done
+    echo "closed by the gateway: ${closed:-0} of $n, $(( $(date +%s) - start )) s after they opened"
     ;;
   wrongkeys)
     secs=${arg:-10}

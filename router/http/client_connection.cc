@@ -21,17 +21,66 @@ ClientConnection::ClientConnection(tcp::socket s, bool admin)
 
 ClientConnection::~ClientConnection() = default;
 
+namespace {
+
+// A TLS record's header: content type, version, length (RFC 8446 section 5.1).
+constexpr size_t kRecordHeaderBytes = 5;
+constexpr uint8_t kHandshakeRecord = 22;
+constexpr size_t kMaxRecordBytes = 16 * 1024;  // a longer one is OpenSSL's to refuse
+
+// Waits until the socket holds the client's first TLS record whole, looking without taking
+// (MSG_PEEK): until then the connection holds no TLS state and no buffer of ours. Returns at
+// once when the bytes are not a handshake record (plain HTTP, garbage), for OpenSSL to refuse
+// with its reason; eof when the client closed first.
+net::awaitable<error_code> WaitForFirstRecord(ClientConnection& conn) {
+  for (;;) {
+    if (conn.deadline_expired || conn.reaped) co_return net::error::operation_aborted;
+    uint8_t head[kRecordHeaderBytes];
+    const ssize_t n =
+        ::recv(conn.socket.native_handle(), head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) co_return net::error::eof;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      co_return error_code(errno, boost::system::system_category());
+    }
+    if (n > 0 && head[0] != kHandshakeRecord) co_return error_code{};
+    if (n == static_cast<ssize_t>(kRecordHeaderBytes)) {
+      const size_t need = kRecordHeaderBytes + (size_t{head[3]} << 8 | head[4]);
+      error_code ec;
+      const size_t available = conn.socket.available(ec);
+      if (ec) co_return ec;
+      if (need > kRecordHeaderBytes + kMaxRecordBytes || available >= need) co_return ec;
+    }
+    // Safe against lost edge-triggered wake-ups: the peek just now saw all the socket holds,
+    // and every arrival after it is a new edge.
+    auto [wec] = co_await conn.socket.async_wait(tcp::socket::wait_read, kNoThrow);
+    if (wec) co_return wec;
+  }
+}
+
+}  // namespace
+
 net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn) {
-  if (!conn.tls) co_return true;
+  if (!conn.tls_context) co_return true;
   conn.SetDeadline(DeadlineKind::kClientRead,
-                   std::chrono::milliseconds(tc.config().limits.read_timeout_ms));
-  const error_code ec = co_await conn.tls->Handshake();
+                   std::chrono::milliseconds(tc.config().limits.tls_handshake_timeout_ms));
+  error_code ec = co_await WaitForFirstRecord(conn);
+  std::string reason;
+  if (ec) {
+    reason = ec == net::error::eof ? "the peer closed during the handshake" : ec.message();
+  } else {
+    conn.tls =
+        std::make_unique<TlsSocket>(*conn.tls_context, conn.socket, TlsSocket::Role::kServer);
+    conn.tls_context.reset();  // the session holds its own reference
+    ec = co_await conn.tls->Handshake();
+    if (ec) reason = conn.tls->error();
+  }
   const bool expired = conn.deadline_expired;
   conn.ClearDeadline();
   if (!ec) co_return true;
   tc.state.metrics.TlsHandshakeErrors("client").Increment();
   spdlog::debug("TLS handshake with client {} failed: {}", conn.peer,
-                expired ? std::string("timed out") : conn.tls->error());
+                expired ? std::string("timed out") : reason);
   co_return false;
 }
 

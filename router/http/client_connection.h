@@ -19,6 +19,10 @@
 #include "router/internal/asio.h"
 #include "router/routing/routing_policy.h"  // SteadyClock
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace kvgate::router {
 
 class ThreadContext;
@@ -38,10 +42,14 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   ~ClientConnection();
 
   tcp::socket socket;
-  std::unique_ptr<TlsSocket> tls;  // on a TLS listener: the session over `socket`
-  const bool admin_listener;       // accepted on the separate admin listener
-  std::string peer;                // the client's address (per-client limits, logs)
-  bool reserve = false;            // accepted beyond max_connections: probes only, then closed
+  // On a TLS listener: the certificates it was accepted under, and the session over `socket`,
+  // made by Handshake() only once the client's first TLS record is there (issue 27: a
+  // half-open handshake held ~45 KB of OpenSSL state).
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
+  std::unique_ptr<TlsSocket> tls;
+  const bool admin_listener;  // accepted on the separate admin listener
+  std::string peer;           // the client's address (per-client limits, logs)
+  bool reserve = false;       // accepted beyond max_connections: probes only, then closed
   InputBuffer in;
   bool idle = true;  // between requests (closed at once on drain)
   // Its place in the thread's idle list (ThreadContext::MarkIdle), oldest first, from which a
@@ -75,8 +83,10 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
 
 using ClientConnectionPtr = std::shared_ptr<ClientConnection>;
 
-/// On a TLS connection, the handshake, under the read timeout; false (counted, logged at debug)
-/// when it failed. True at once on a plain one.
+/// On a TLS listener, waits (holding no TLS state) until the client's first record has arrived
+/// whole, then makes the session and runs the handshake, all under
+/// limits.tls_handshake_timeout_ms from accept; false (counted, logged at debug) when it failed.
+/// True at once on a plain one.
 net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn);
 
 /// Ends the connection: close_notify on TLS, then the socket closed.

@@ -260,10 +260,7 @@ struct Gateway::Impl {
           // TLS on the API listener; the admin listener stays plain (loopback or pod-local).
           if (!admin) {
             const SnapshotLease lease = tc.Lease();
-            if (lease->tls && lease->tls->server) {
-              conn->tls = std::make_unique<TlsSocket>(*lease->tls->server, conn->socket,
-                                                      TlsSocket::Role::kServer);
-            }
+            if (lease->tls && lease->tls->server) conn->tls_context = lease->tls->server;
           }
           conn->peer = std::move(peer);
           conn->reserve = reserve;

@@ -598,5 +598,17 @@ TEST(LoaderTest, FailedKeyThrottleAndQueueShare) {
               HasSubstr("limits.queue_share_per_client"));
 }
 
+// Issue 27: a half-open TLS handshake may hold a place only so long.
+TEST(LoaderTest, TlsHandshakeTimeout) {
+  auto c = LoadConfigFromString("limits: {tls_handshake_timeout_ms: 2500}\n", "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.tls_handshake_timeout_ms, 2500u);
+  auto d = LoadConfigFromString("listen: \"127.0.0.1:1\"\n", "d.yaml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->limits.tls_handshake_timeout_ms, 10000u);
+  EXPECT_THAT(Error("limits: {tls_handshake_timeout_ms: 0}"),
+              HasSubstr("limits.tls_handshake_timeout_ms"));
+}
+
 }  // namespace
 }  // namespace kvgate::config
