@@ -26,8 +26,8 @@ const std::string& TestCredentialsFile() {
           << "client   tenant-a  " << std::string(64, '3') << " a|*\n"
           << "client   tenant-b  " << std::string(64, '4') << " b|*\n";
     }
-    std::filesystem::permissions(file, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write);
+    std::filesystem::permissions(
+        file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     ::setenv("KVGATE_STORE_CREDENTIALS", file.c_str(), 1);
     // Each test process leaves no directory behind (ctest runs every test in its own process).
     static const std::string owned_dir = dir.string();
