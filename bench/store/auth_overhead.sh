@@ -5,36 +5,14 @@
 # are compared. Alternating rounds keep a busy machine from favouring one side.
 # Usage: bench/store/auth_overhead.sh BIN_DIR [SECONDS] [ROUNDS]
 set -euo pipefail
-die() { echo "auth_overhead.sh: $*" >&2; exit 1; }
-[[ $# -ge 1 ]] || die "usage: $0 BIN_DIR [SECONDS] [ROUNDS]"
-BIN_DIR=$(cd "$1" && pwd) || die "no such directory: $1"
+SCRIPT=auth_overhead.sh
+# shellcheck source=bench/store/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 DURATION=${2:-3}
 ROUNDS=${3:-3}
-for bin in kvgate-store kvgate-store-bench; do
-  [[ -x "$BIN_DIR/$bin" ]] || die "$BIN_DIR/$bin is missing (cmake --build ... --target $bin)"
-done
-WORK=$(mktemp -d)
-export KVGATE_STORE_CREDENTIALS="$WORK/credentials"  # This run's own secrets.
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start_store() {  # name, extra flags...
-  local name=$1 port http
-  shift
-  port=$(free_port)
-  http=$(free_port)
-  mkdir -p "$WORK/$name"
-  (cd "$WORK/$name" && exec "$BIN_DIR/kvgate-store" --listen "127.0.0.1:$port" \
-    --http-listen "127.0.0.1:$http" --memory 1GiB --node-name "$name" "$@") \
-    >"$WORK/$name.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$http/health" >/dev/null && break; sleep 0.1; done
-  curl -sf "http://127.0.0.1:$http/health" >/dev/null || { cat "$WORK/$name.log"; die "$name did not start"; }
-  echo "$port"
-}
-AUTH_PORT=$(start_store auth)
-OPEN_PORT=$(start_store open --auth none)
+AUTH_PORT=$(start_store auth 1GiB)
+OPEN_PORT=$(start_store open 1GiB --auth none)
+track_stores
 : >"$WORK/results"
 for transport in tcp shm; do
   for round in $(seq "$ROUNDS"); do

@@ -6,27 +6,13 @@
 # large gets, and the large gets' GB/s, ROUNDS times per transport and probe mode.
 # Usage: bench/store/large_vs_small.sh BIN_DIR [SECONDS] [ROUNDS]
 set -euo pipefail
-die() { echo "large_vs_small.sh: $*" >&2; exit 1; }
-[[ $# -ge 1 ]] || die "usage: $0 BIN_DIR [SECONDS] [ROUNDS]"
-BIN_DIR=$(cd "$1" && pwd) || die "no such directory: $1"
+SCRIPT=large_vs_small.sh
+# shellcheck source=bench/store/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 DURATION=${2:-3}
 ROUNDS=${3:-1}
-for bin in kvgate-store kvgate-store-bench; do
-  [[ -x "$BIN_DIR/$bin" ]] || die "$BIN_DIR/$bin is missing (cmake --build ... --target $bin)"
-done
-WORK=$(mktemp -d)
-export KVGATE_STORE_CREDENTIALS="$WORK/credentials"
-pid=""
-cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-HTTP=$(free_port)
-(cd "$WORK" && exec "$BIN_DIR/kvgate-store" --listen "127.0.0.1:$PORT" --http-listen \
-  "127.0.0.1:$HTTP" --memory 2GiB) >"$WORK/store.log" 2>&1 &
-pid=$!
-for _ in $(seq 200); do curl -sf "http://127.0.0.1:$HTTP/health" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$HTTP/health" >/dev/null || { cat "$WORK/store.log"; die "no store"; }
+PORT=$(start_store store 2GiB)
+track_stores
 printf "%-4s %-6s %-6s %8s %8s %8s %8s\n" tr probe phase n p50_us p99_us max_us
 for round in $(seq "$ROUNDS"); do
   for transport in tcp shm; do

@@ -25,14 +25,20 @@
 #include "store/wire.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 #include "transfer/shm/unix_socket.h"
 
 namespace kvgate::store {
 namespace {
 
+using kvgate::testing::StartTestMaster;
+using kvgate::testing::StartTestNode;
 using kvgate::testing::TestAuth;
+using kvgate::testing::TestClientOptions;
 using kvgate::testing::TestCredentialsFile;
+using kvgate::testing::TestMasterOptions;
+using kvgate::testing::TestNodeOptions;
 using kvgate::testing::WaitFor;
 using transfer::PeerRole;
 
@@ -61,26 +67,16 @@ size_t DrainUntilClosed(int fd) {
 class StoreAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MasterServiceOptions mo;
-    mo.master.heartbeat_interval = std::chrono::milliseconds(50);
-    mo.verifier = TestAuth(PeerRole::kNode)->verifier;
+    MasterServiceOptions mo = TestMasterOptions();
     mo.limits.handshake_timeout = std::chrono::milliseconds(300);
     mo.limits.max_handshakes = 4;
     mo.limits.max_body_bytes_in_flight = 1 << 20;
-    auto svc = MasterService::Start(mo);
+    auto svc = StartTestMaster(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
-    DataNodeOptions d;
-    d.name = "node-a";
-    d.master = svc_->address();
-    d.memory = 8 << 20;
-    d.transports = {"tcp"};
-    d.tcp.listen_address = "127.0.0.1";
-    d.auth = TestAuth(PeerRole::kNode);
-    auto n = DataNode::Start(d);
+    auto n = StartTestNode(TestNodeOptions("node-a", svc_->address()));
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = std::move(*n);
-    ASSERT_TRUE(WaitFor([&] { return node_->registered(); }));
     tenant_a_ = Client("tenant-a");
     ASSERT_NE(tenant_a_, nullptr);
     buf_ = static_cast<uint8_t*>(*tenant_a_->AllocateBuffer(8 * kSize));
@@ -97,13 +93,9 @@ class StoreAuthTest : public ::testing::Test {
   static ObjectKey AKey(uint64_t h) { return {MakeNamespace("a", "", "", 0), h}; }
 
   std::unique_ptr<StoreClient> Client(const std::string& credential, const std::string& file = "") {
-    StoreClientOptions o;
-    o.master = svc_->address();
-    o.transports = {"tcp"};
-    o.tcp.listen_address = "127.0.0.1";
+    StoreClientOptions o = TestClientOptions(svc_->address(), credential);
     o.timeout = std::chrono::seconds(3);
-    o.credentials_file = file.empty() ? TestCredentialsFile() : file;
-    o.credential = credential;
+    if (!file.empty()) o.credentials_file = file;
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
@@ -334,17 +326,9 @@ TEST_F(StoreAuthTest, LongNamespacesAndSegmentNamesCostBoundedMemory) {
 // served peer gets a read-write mapping of the pool, so only the store's own user may be one.
 TEST(StoreShmTest, AnotherUserCannotMapThePool) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user (nobody)";
-  MasterServiceOptions mo;
-  mo.verifier = TestAuth(PeerRole::kNode)->verifier;
-  auto svc = MasterService::Start(mo);
+  auto svc = StartTestMaster();
   ASSERT_TRUE(svc.ok()) << svc.status();
-  DataNodeOptions d;
-  d.name = "node-shm";
-  d.master = (*svc)->address();
-  d.memory = 4 << 20;
-  d.transports = {"shm"};
-  d.auth = TestAuth(PeerRole::kNode);
-  auto node = DataNode::Start(d);
+  auto node = StartTestNode(TestNodeOptions("node-shm", (*svc)->address(), {"shm"}, 4 << 20));
   ASSERT_TRUE(node.ok()) << node.status();
   auto desc = (*svc)->master()->LookupSegment({"node-shm"});
   ASSERT_TRUE(desc.ok()) << desc.status();

@@ -13,6 +13,7 @@
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 
 namespace kvgate::store {
@@ -27,27 +28,17 @@ constexpr uint32_t kBlock = 16;
 class RouterStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MasterServiceOptions mo;
+    MasterServiceOptions mo = kvgate::testing::TestMasterOptions();
     mo.events_endpoint = "tcp://127.0.0.1:*";
     mo.replay_endpoint = "tcp://127.0.0.1:*";
-    mo.verifier = kvgate::testing::TestAuth(transfer::PeerRole::kNode)->verifier;
     auto svc = MasterService::Start(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
-    DataNodeOptions d;
-    d.name = "node-a";
-    d.master = svc_->address();
-    d.memory = 8 << 20;
-    d.transports = {"shm"};
-    d.auth = kvgate::testing::TestAuth(transfer::PeerRole::kNode);
-    auto n = DataNode::Start(d);
+    auto n = kvgate::testing::StartTestNode(
+        kvgate::testing::TestNodeOptions("node-a", svc_->address(), {"shm"}));
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = std::move(*n);
-    ASSERT_TRUE(WaitFor([&] { return node_->registered(); }));
-    StoreClientOptions co;
-    co.master = svc_->address();
-    co.transports = {"shm"};
-    auto c = StoreClient::Create(co);
+    auto c = StoreClient::Create(kvgate::testing::TestClientOptions(svc_->address(), "", {"shm"}));
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(*c);
 

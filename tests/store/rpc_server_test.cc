@@ -19,13 +19,18 @@
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 
 namespace kvgate::store {
 namespace {
 
+using kvgate::testing::StartTestMaster;
+using kvgate::testing::StartTestNode;
 using kvgate::testing::TestAuth;
+using kvgate::testing::TestClientOptions;
 using kvgate::testing::TestCredentialsFile;
+using kvgate::testing::TestNodeOptions;
 using kvgate::testing::WaitFor;
 using transfer::PeerRole;
 
@@ -102,29 +107,11 @@ TEST(RpcServerTest, HundredsOfIdleConnectionsCostNoThreads) {
     fds.rlim_cur = fds.rlim_max;
     ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &fds), 0);
   }
-  MasterServiceOptions mo;
-  mo.master.heartbeat_interval = std::chrono::milliseconds(50);
-  mo.verifier = TestAuth(PeerRole::kNode)->verifier;
-  auto svc = MasterService::Start(mo);
+  auto svc = StartTestMaster();
   ASSERT_TRUE(svc.ok()) << svc.status();
-  DataNodeOptions d;
-  d.name = "node-a";
-  d.master = (*svc)->address();
-  d.memory = 4 << 20;
-  d.transports = {"tcp"};
-  d.tcp.listen_address = "127.0.0.1";
-  d.auth = TestAuth(PeerRole::kNode);
-  auto node = DataNode::Start(d);
+  auto node = StartTestNode(TestNodeOptions("node-a", (*svc)->address(), {"tcp"}, 4 << 20));
   ASSERT_TRUE(node.ok()) << node.status();
-  ASSERT_TRUE(WaitFor([&] { return (*node)->registered(); }));
-  StoreClientOptions o;
-  o.master = (*svc)->address();
-  o.transports = {"tcp"};
-  o.tcp.listen_address = "127.0.0.1";
-  o.timeout = std::chrono::seconds(5);
-  o.credentials_file = TestCredentialsFile();
-  o.credential = "tenant-a";
-  auto client = StoreClient::Create(o);
+  auto client = StoreClient::Create(TestClientOptions((*svc)->address(), "tenant-a"));
   ASSERT_TRUE(client.ok()) << client.status();
   constexpr uint64_t kSize = 8 << 10;
   auto* buf = static_cast<uint8_t*>(*(*client)->AllocateBuffer(2 * kSize));

@@ -21,6 +21,7 @@
 #include "store/master_service.h"
 #include "store/store_metrics.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 
 namespace kvgate::store {
@@ -43,11 +44,9 @@ ObjectKey K(uint64_t h) { return {MakeNamespace("llama", "", "", 0), h}; }
 class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    MasterServiceOptions mo;
+    MasterServiceOptions mo = kvgate::testing::TestMasterOptions();
     mo.events_endpoint = "tcp://127.0.0.1:*";
     mo.replay_endpoint = "tcp://127.0.0.1:*";
-    mo.master.heartbeat_interval = std::chrono::milliseconds(50);
-    mo.verifier = kvgate::testing::TestAuth(transfer::PeerRole::kNode)->verifier;
     auto svc = MasterService::Start(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
@@ -55,18 +54,11 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
   }
 
   DataNode* AddNode(const std::string& name, uint64_t bytes) {
-    DataNodeOptions d;
-    d.name = name;
-    d.master = svc_->address();
-    d.memory = bytes;
-    d.transports = {"shm", "tcp"};
-    d.tcp.listen_address = "127.0.0.1";
-    d.auth = kvgate::testing::TestAuth(transfer::PeerRole::kNode);
-    auto n = DataNode::Start(d);
+    auto n = kvgate::testing::StartTestNode(
+        kvgate::testing::TestNodeOptions(name, svc_->address(), {"shm", "tcp"}, bytes));
     EXPECT_TRUE(n.ok()) << n.status();
     if (!n.ok()) return nullptr;
     nodes_.push_back(std::move(*n));
-    WaitUntil([&] { return nodes_.back()->registered(); });
     return nodes_.back().get();
   }
 
@@ -362,9 +354,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, StoreTest, ::testing::Values("shm", "tcp"),
 // Raw bytes at the master's socket: a bad frame closes that connection only; a good frame with
 // a bad body gets an error reply on a connection that stays usable.
 TEST(StoreMasterSocketTest, BadInputIsRefusedAndTheMasterServesOn) {
-  MasterServiceOptions mo;
-  mo.verifier = kvgate::testing::TestAuth(transfer::PeerRole::kNode)->verifier;
-  auto svc = MasterService::Start(mo);
+  auto svc = kvgate::testing::StartTestMaster();
   ASSERT_TRUE(svc.ok());
   auto connect = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
