@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Idle-connection flood (issue 27, finding D5), with probes watching.
+"""Idle-connection flood (issue 27, finding D5) and slowloris, with probes watching.
 
 Opens --per-source idle connections (they connect and never send a byte) from each of
 --sources loopback addresses (127.0.0.2, 127.0.0.3, ...; no setup needed on Linux) and holds
-them. Against a TLS listener, --hello sends the start of a handshake and stops there (issue 27:
+them. With --trickle SECONDS they are slowloris instead (issue 18): each sends
+"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n..." a byte every SECONDS and never
+finishes the head. Against a TLS listener, --hello sends the start of a handshake and stops there (issue 27:
 half-open handshakes): `partial`, the first half of a real ClientHello; `big`, a handshake
 header announcing a 128 KiB ClientHello and nothing after it. With --reopen, a connection the server closes is opened again at once (at most
 --reopen-rate a second), so the flood keeps pressing. Meanwhile a prober opens a new connection
@@ -20,6 +22,8 @@ import resource
 import ssl
 import sys
 import time
+
+HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
 def client_hello():
@@ -76,7 +80,10 @@ async def idle(host, port, source, args, stats, stop, bucket):
         if args.hello_bytes:
             writer.write(args.hello_bytes)
         try:
-            await reader.read(1)  # returns when the server closes (or resets) it
+            if args.trickle > 0:
+                await trickle(reader, writer, args.trickle, stop)
+            else:
+                await reader.read(1)  # returns when the server closes (or resets) it
         except OSError:
             pass
         stats.held -= 1
@@ -85,6 +92,20 @@ async def idle(host, port, source, args, stats, stop, bucket):
         if not args.reopen:
             return
         await bucket.get()  # --reopen-rate
+
+
+async def trickle(reader, writer, interval, stop):
+    """One byte of the head, then a filler header forever, until the server answers or closes."""
+    i = 0
+    while not stop.is_set():
+        writer.write(HEAD[i:i + 1] if i < len(HEAD) else b"a")
+        await writer.drain()
+        i += 1
+        try:
+            await asyncio.wait_for(reader.read(4096), timeout=interval)
+            return
+        except asyncio.TimeoutError:
+            pass
 
 
 async def refill(bucket, rate, stop):
@@ -132,6 +153,8 @@ async def main():
     ap.add_argument("--report", type=float, default=5)
     ap.add_argument("--duration", type=float, default=0)
     ap.add_argument("--hello", choices=["none", "partial", "big"], default="none")
+    ap.add_argument("--trickle", type=float, default=0,
+                    help="slowloris: send the head a byte every this many seconds")
     args = ap.parse_args()
     args.hello_bytes = hello_bytes(args.hello)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -145,9 +168,11 @@ async def main():
             prober(args.host, args.port, args.probe_interval, stats, stop)))
     for s in range(args.sources):
         source = f"127.0.0.{2 + s}"
-        for _ in range(args.per_source):
+        for i in range(args.per_source):
             tasks.append(asyncio.ensure_future(
                 idle(args.host, args.port, source, args, stats, stop, bucket)))
+            if i % 200 == 199:
+                await asyncio.sleep(0.05)  # ramp up rather than a SYN flood
     start = time.monotonic()
     while args.duration == 0 or time.monotonic() - start < args.duration:
         await asyncio.sleep(args.report)

@@ -3,7 +3,7 @@
 # front of kvgate-fake-upstream, on loopback. One scenario per call:
 #   slowloris [CONNS]   normal traffic's p50/p99 (wrk, 16 connections, 4 KiB chats) before and
 #                       while CONNS (default 5000) connections trickle a head a byte a second
-#                       (bench/abuse/slowloris.py, spread over 10 source addresses)
+#                       (bench/abuse/idle_flood.py --trickle 1, over 10 source addresses)
 #   keepalive [N]       N (default 1,000,000) small requests on 32 keep-alive connections:
 #                       errors, req/s, gateway RSS before and after
 #   bodies              a body at limits.max_body_bytes (relayed) and one byte over (413), timed
@@ -92,7 +92,8 @@ case $scenario in
   slowloris)
     conns=${arg:-5000}
     echo "normal traffic alone (wrk 16 connections, 4 KiB chats, 20 s): $(wrk_run 20 16)"
-    /usr/bin/python3 bench/abuse/slowloris.py --port "$PORT" --conns "$conns" --report 5 \
+    /usr/bin/python3 bench/abuse/idle_flood.py --port "$PORT" --trickle 1 --sources 10 \
+      --per-source $((conns / 10)) --reopen --probe-interval 0 --report 5 \
       >"$tmp/slow.out" 2>&1 &
     pids+=($!)
     for _ in $(seq 120); do

@@ -8,6 +8,7 @@
 #include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
@@ -66,9 +67,7 @@ TEST(GatewayConcurrency, ThousandConcurrentStreamsOnOneThread) {
   c.threads = 1;
   c.health_check.enabled = false;
   c.upstream.max_idle_per_worker = 1000;
-  config::WorkerConfig w;
-  w.url = *common::ParseHttpUrl(fake.url());
-  c.workers.push_back(w);
+  AddTestWorker(c, fake.url());
   auto gw = router::Gateway::Create(c);
   ASSERT_TRUE(gw.ok());
   ASSERT_TRUE((*gw)->Start().ok());

@@ -39,9 +39,7 @@ class ExhaustionTest : public ::testing::Test {
     if (gateway_) gateway_->Stop();
   }
   void Start(config::Config c) {
-    config::WorkerConfig w;
-    w.url = *common::ParseHttpUrl(fake_->url());
-    c.workers.push_back(w);
+    AddTestWorker(c, fake_->url());
     gateway_ = StartTestGateway(std::move(c));
     ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
@@ -96,8 +94,7 @@ TEST_F(ExhaustionTest, AnIdleFloodFromElevenAddressesLeavesProbesAndChatsServed)
     }
   }
   // 221 connections for 200 places: at least 21 idle ones made room (a scrape adds one).
-  ASSERT_TRUE(
-      WaitFor([&] { return Metric("kvgate_http_idle_connections_reaped_total") >= 21; }));
+  ASSERT_TRUE(WaitFor([&] { return Metric("kvgate_http_idle_connections_reaped_total") >= 21; }));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
     EXPECT_EQ(Fetch(port_, "GET", "/ready").status, 200);
@@ -128,8 +125,7 @@ TEST_F(ExhaustionTest, AnIdleFloodOnTwoThreadsLeavesProbesAndChatsServed) {
       ASSERT_TRUE(flood.back()->ok()) << from;
     }
   }
-  ASSERT_TRUE(
-      WaitFor([&] { return Metric("kvgate_http_idle_connections_reaped_total") >= 10; }));
+  ASSERT_TRUE(WaitFor([&] { return Metric("kvgate_http_idle_connections_reaped_total") >= 10; }));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(Fetch(port_, "GET", "/health").status, 200);
     EXPECT_EQ(Chat().status, 200);

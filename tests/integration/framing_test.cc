@@ -30,9 +30,7 @@ class FramingTest : public ::testing::Test {
   void Start(config::Config c = Base()) {
     fake_ = std::make_unique<FakeUpstream>(FakeUpstream::Options{});
     fake_->Start();
-    config::WorkerConfig w;
-    w.url = *common::ParseHttpUrl(fake_->url());
-    c.workers.push_back(w);
+    AddTestWorker(c, fake_->url());
     gateway_ = StartTestGateway(std::move(c));
     ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();

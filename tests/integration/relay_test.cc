@@ -9,6 +9,7 @@
 #include "router/server/gateway.h"
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
@@ -40,9 +41,7 @@ class RelayTest : public ::testing::Test {
     c.routing.engine_metrics_interval_ms = 0;
     c.routing.policy = "round_robin";
     c.retry.max_attempts = 1;
-    config::WorkerConfig w;
-    w.url = *common::ParseHttpUrl(upstream_->url());
-    c.workers.push_back(w);
+    AddTestWorker(c, upstream_->url());
     auto gw = router::Gateway::Create(std::move(c));
     ASSERT_TRUE(gw.ok()) << gw.status();
     gateway_ = std::move(*gw);

@@ -43,17 +43,11 @@ class SecurityTest : public ::testing::Test {
   static config::Config Base() { return TestGatewayConfig(); }
   // `c` with the fake as its worker, for a config reloaded later (Start adds it to its copy).
   config::Config WithWorker(config::Config c) {
-    config::WorkerConfig w;
-    w.url = *common::ParseHttpUrl(fake_->url());
-    c.workers.push_back(w);
+    AddTestWorker(c, fake_->url());
     return c;
   }
   void Start(config::Config c) {
-    if (c.workers.empty()) {
-      config::WorkerConfig w;
-      w.url = *common::ParseHttpUrl(fake_->url());
-      c.workers.push_back(w);
-    }
+    if (c.workers.empty()) AddTestWorker(c, fake_->url());
     gateway_ = StartTestGateway(std::move(c));
     ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
@@ -466,9 +460,7 @@ TEST_F(SecurityTest, AWorkerThatAnswersGarbageIsA502) {
       return Script{{reply}, 0ms, /*close_after=*/true};
     });
     auto c = Base();
-    config::WorkerConfig w;
-    w.url = *common::ParseHttpUrl(garbage.url());
-    c.workers.push_back(w);
+    AddTestWorker(c, garbage.url());
     Start(c);
     const HttpResponse r = Chat();
     ExpectOpenAiError(r, 502, "bad_upstream_response");

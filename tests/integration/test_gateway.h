@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "common/url.h"
 #include "config/config.h"
 #include "gtest/gtest.h"
 #include "router/server/gateway.h"
@@ -24,6 +26,13 @@ inline config::Config TestGatewayConfig(bool health_checks = false) {
   c.health_check.interval_ms = 50;
   c.health_check.healthy_threshold = 1;
   return c;
+}
+
+/// Adds a static worker at `url` (http://host:port) to `c`.
+inline void AddTestWorker(config::Config& c, const std::string& url) {
+  config::WorkerConfig w;
+  w.url = *common::ParseHttpUrl(url);
+  c.workers.push_back(w);
 }
 
 /// Creates and starts a gateway from `c`; fails the test and returns null when it cannot.

@@ -1,0 +1,189 @@
+// The gateway in-process with kvaware and the other policies (explain, session stickiness,
+// admin pages), and a client that stops reading a gigabyte stream.
+#include <unistd.h>
+
+#include <map>
+#include <set>
+
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/server/gateway.h"
+#include "tests/fakes/fake_upstream.h"
+#include "tests/fakes/test_client.h"
+#include "tests/integration/gateway_fixture.h"
+#include "tests/integration/test_util.h"
+
+namespace kvgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+
+class KvAwareGatewayTest : public GatewayTest {
+ protected:
+  static config::AdminConfig Admin(std::string listen, std::string token) {
+    config::AdminConfig a;
+    a.listen = std::move(listen);
+    a.token = std::move(token);
+    return a;
+  }
+  void StartFleet(int n, const std::string& policy,
+                  config::AdminConfig admin = Admin("", kAdminToken)) {
+    auto c = BaseConfig();
+    c.routing.policy = policy;
+    c.admin = admin;
+    for (int i = 0; i < n; ++i) AddTestWorker(c, AddFake().url());
+    StartGateway(c);
+  }
+
+  static std::string Body(int session, int turn) {
+    std::string content = common::StrCat("session ", session, " ");
+    content.append(4000, static_cast<char>('a' + session % 26));
+    for (int t = 0; t < turn; ++t) content += common::StrCat(" turn ", t, std::string(800, 'x'));
+    return common::StrCat(R"({"model":"fake-model","messages":[{"role":"user","content":")",
+                          content, R"("}]})");
+  }
+};
+
+std::string JsonString(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":\"";
+  const size_t p = json.find(k);
+  if (p == std::string::npos) return "";
+  return json.substr(p + k.size(), json.find('"', p + k.size()) - p - k.size());
+}
+
+TEST_F(KvAwareGatewayTest, ExplainMatchesTheProxyDecision) {
+  StartFleet(4, "kvaware");
+  for (int i = 0; i < 24; ++i) {
+    const std::string body = Body(i % 5, i / 5);
+    const HttpResponse e = AdminFetch(port_, "POST", "/admin/explain", body);
+    ASSERT_EQ(e.status, 200) << e.body;
+    EXPECT_THAT(e.body, HasSubstr(R"("candidates":[)"));
+    EXPECT_THAT(e.body, HasSubstr(R"("predicted_ttft_s":)"));
+    const std::string chosen = JsonString(e.body, "chosen");
+    const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.Header("x-kvgate-worker"), chosen) << "request " << i << ": " << e.body;
+  }
+}
+
+TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
+  StartFleet(4, "kvaware");
+  std::map<int, std::string> home;
+  for (int turn = 0; turn < 3; ++turn) {
+    for (int s = 0; s < 8; ++s) {
+      const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", Body(s, turn));
+      ASSERT_EQ(r.status, 200);
+      if (turn == 0) {
+        home[s] = r.Header("x-kvgate-worker");
+      } else {
+        EXPECT_EQ(r.Header("x-kvgate-worker"), home[s]) << "session " << s << " turn " << turn;
+      }
+    }
+  }
+  std::set<std::string> used;
+  for (const auto& [s, w] : home) used.insert(w);
+  EXPECT_GE(used.size(), 3u);  // sessions spread
+}
+
+TEST_F(KvAwareGatewayTest, AdminWorkersShowsIndexAndLoad) {
+  StartFleet(2, "kvaware");
+  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(1, 0)).status, 200);
+  const HttpResponse w = AdminFetch(port_, "GET", "/admin/workers");
+  ASSERT_EQ(w.status, 200);
+  EXPECT_THAT(w.body, HasSubstr(R"("healthy":true)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("load":{"in_flight":0)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("blocks":{"gpu":)"));
+  EXPECT_THAT(w.body, HasSubstr(R"("distinct_blocks":)"));
+}
+
+TEST_F(KvAwareGatewayTest, ExplainRejectsBadInput) {
+  StartFleet(1, "kvaware");
+  ExpectOpenAiError(AdminFetch(port_, "POST", "/admin/explain", "{nope"), 400);
+  ExpectOpenAiError(AdminFetch(port_, "GET", "/admin/explain"), 405);
+}
+
+TEST_F(KvAwareGatewayTest, SeparateAdminListenerWithToken) {
+  StartFleet(1, "kvaware", Admin("127.0.0.1:0", "s3cret"));
+  const uint16_t admin = gateway_->admin_port();
+  ASSERT_NE(admin, 0);
+  ExpectOpenAiError(Fetch(port_, "GET", "/admin/workers"), 404);  // not on the main listener
+  ExpectOpenAiError(Fetch(admin, "GET", "/admin/workers"), 401);
+  EXPECT_EQ(Fetch(admin, "GET", "/admin/workers", "", {{"Authorization", "Bearer s3cret"}}).status,
+            200);
+  ExpectOpenAiError(Fetch(admin, "POST", "/v1/chat/completions", Body(0, 0)), 404);
+  EXPECT_EQ(Fetch(admin, "GET", "/metrics").status, 200);
+}
+
+TEST_F(KvAwareGatewayTest, EveryPolicyServesTraffic) {
+  for (const char* p : {"round_robin", "random", "least_request", "power_of_two", "consistent_hash",
+                        "cache_aware", "cost", "weighted", "kvaware"}) {
+    fakes_.clear();
+    if (gateway_) gateway_->Stop();
+    StartFleet(3, p);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", Body(i, 0)).status, 200) << p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+// A client that stops reading a 1 GiB stream: the relay reads from the worker only as fast as
+// the client drains, so the gateway's memory stays bounded while others keep being served.
+TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
+  FakeUpstream& f = StartWithOneFake(FakeUpstream::Options{.threads = 2});
+  const uint64_t rss_before = ProcessRssBytes(::getpid());
+  const uint64_t heap_before = HeapInUseBytes();
+  StreamingRequest slow(port_, "/v1/chat/completions", ChatBody(true),
+                        {{"x-fake-chunks", "131072"}, {"x-fake-chunk-bytes", "8192"}});  // 1 GiB
+  ASSERT_TRUE(slow.ReadHeader());
+  // Let the stream run into backpressure: the worker's bytes stop growing once the socket
+  // buffers on both sides are full.
+  uint64_t last = 0;
+  int stable = 0;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (stable < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(100ms);
+    const uint64_t now = f.streamed_bytes();
+    stable = now == last && now > 0 ? stable + 1 : 0;
+    last = now;
+  }
+  ASSERT_EQ(stable, 3) << "the worker never stopped: " << f.streamed_bytes() << " bytes";
+  const uint64_t rss_stalled = ProcessRssBytes(::getpid());
+  const uint64_t heap_stalled = HeapInUseBytes();
+  // What left the worker is what the kernel's socket buffers hold, not the stream.
+  EXPECT_LT(f.streamed_bytes(), 64ull << 20) << f.streamed_bytes();
+  // Live heap, not RSS: a sanitizer's quarantine keeps every freed chunk resident for a while.
+  EXPECT_LT(heap_stalled, heap_before + (16ull << 20))
+      << "live heap grew from " << heap_before << " to " << heap_stalled;
+  if (!UnderSanitizerAllocator()) {
+    EXPECT_LT(rss_stalled, rss_before + (48ull << 20))
+        << "RSS grew from " << rss_before << " to " << rss_stalled;
+  }
+  std::printf(
+      "1 GiB stream, client not reading: worker stopped after %llu MiB; live heap %+lld KiB, "
+      "RSS %+lld KiB\n",
+      static_cast<unsigned long long>(f.streamed_bytes() >> 20),
+      (static_cast<long long>(heap_stalled) - static_cast<long long>(heap_before)) / 1024,
+      (static_cast<long long>(rss_stalled) - static_cast<long long>(rss_before)) / 1024);
+  // Other clients on the same gateway thread keep flowing.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false), {}, 5s).status, 200);
+    StreamingRequest s(port_, "/v1/chat/completions", ChatBody(true), {{"x-fake-chunks", "3"}});
+    ASSERT_TRUE(s.ReadHeader(5s));
+    EXPECT_THAT(s.ReadAll(5s), HasSubstr("[DONE]"));
+  }
+  slow.Close();
+  EXPECT_TRUE(WaitFor([&] { return f.cancelled() >= 1; }, 10s));
+}
+
+}  // namespace
+}  // namespace kvgate::testing
