@@ -6,20 +6,12 @@
 #include <set>
 
 #include "common/strings.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
-#include "router/server/gateway.h"
-#include "tests/fakes/fake_upstream.h"
-#include "tests/fakes/test_client.h"
 #include "tests/integration/gateway_fixture.h"
-#include "tests/integration/test_util.h"
 
 namespace kvgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
-using ::testing::StartsWith;
 using namespace std::chrono_literals;
 
 class KvAwareGatewayTest : public GatewayTest {
