@@ -98,9 +98,11 @@ struct Conversation {
     return owned.back();
   }
   /// The type an opaque part carries in the chat body: its own, unless chat gives that name a
-  /// meaning of its own (text, image_url, ...), which the part does not have.
+  /// meaning of its own (text, image_url, ...), which the part does not have. "type" too: its
+  /// payload key would repeat the "type" key.
   std::string_view OtherType(std::string_view type) {
-    for (std::string_view chat : {"text", "input_text", "image_url", "input_audio", "video_url"}) {
+    for (std::string_view chat :
+         {"type", "text", "input_text", "image_url", "input_audio", "video_url"}) {
       if (type == chat) return Own("kvgate-other-" + std::string(type));
     }
     return type;

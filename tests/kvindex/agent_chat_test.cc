@@ -94,6 +94,20 @@ TEST(AgentChatTest, ConvertedChatBodyCanonicalisesToTheSameBytes) {
             Canonical(kResponses, ApiKind::kResponses));
 }
 
+// Blocks of types chat gives a meaning to (or "type" itself, which would repeat the key in
+// {"type": T, T: payload}) stay opaque parts through the converter (a fuzzer found "type").
+TEST(AgentChatTest, OpaqueBlocksNamedLikeChatFieldsConvertToTheSameBytes) {
+  for (const std::string type :
+       {"type", "input_text", "image_url", "input_audio", "video_url", "document"}) {
+    const std::string messages =
+        R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":")" + type +
+        R"(","text":"t"},{"type":"text","text":"go"}]}]})";
+    const std::string direct = Canonical(messages, ApiKind::kMessages);
+    ASSERT_FALSE(direct.empty()) << type;
+    EXPECT_EQ(ViaChatBody(messages, ApiKind::kMessages), direct) << type;
+  }
+}
+
 TEST(AgentChatTest, BillingHeaderCacheControlAndMetadataNeverReachTheChain) {
   std::string other = kMessages;
   auto replace = [&other](std::string_view from, std::string_view to) {
