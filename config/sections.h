@@ -34,6 +34,12 @@ void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c);
 /// `admin`: its listener, and its token inline or from a file or environment variable.
 void ReadAdmin(YamlReader& r, const YAML::Node& n, AdminConfig* c);
 
+/// `routing`: the policy, its settings and precise mode (routing_section.cc).
+void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c);
+
+/// `pd`: disaggregated prefill and decode (routing_section.cc).
+void ReadPd(YamlReader& r, const YAML::Node& n, PdConfig* c);
+
 /// `discovery`: DNS names and Kubernetes EndpointSlice sources.
 void ReadDiscovery(YamlReader& r, const YAML::Node& n, DiscoveryConfig* c);
 

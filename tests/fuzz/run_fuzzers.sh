@@ -33,7 +33,7 @@ POLICY_SRCS="router/routing/policy_registry.cc router/routing/policies/load_bala
 POLICY_SRCS+=" router/routing/policies/consistent_hash_policy.cc router/routing/policies/cache_aware_policy.cc"
 POLICY_SRCS+=" router/routing/policies/cost_policy.cc router/routing/policies/weighted_policy.cc"
 POLICY_SRCS+=" router/routing/policies/kvaware_policy.cc"
-CONFIG_SRCS="config/loader.cc config/auth_section.cc config/discovery_section.cc config/secret.cc common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
+CONFIG_SRCS="config/loader.cc config/auth_section.cc config/discovery_section.cc config/routing_section.cc config/secret.cc common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
