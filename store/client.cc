@@ -255,8 +255,8 @@ std::vector<PutResult> StoreClient::BatchPutFrom(absl::Span<const PutEntry> entr
         }
         uint64_t offset = 0;
         for (const Slice& s : entries[i].slices) {
-          groups[i].push_back(
-              {transfer::TransferOp::kWrite, s.addr, *seg, rep.addr + offset, s.length});
+          groups[i].push_back({transfer::TransferOp::kWrite, s.addr, *seg, rep.addr + offset,
+                               s.length, rep.capability});
           offset += s.length;
         }
       }
@@ -382,7 +382,8 @@ std::vector<absl::StatusOr<uint64_t>> StoreClient::BatchGetInto(
       uint64_t offset = 0;
       for (size_t s = 0; s < it.slices.size(); ++s) {
         groups[i].push_back({transfer::TransferOp::kRead, entries[i].slices[s].addr, *seg,
-                             it.replicas[replica].addr + offset, it.slices[s]});
+                             it.replicas[replica].addr + offset, it.slices[s],
+                             it.replicas[replica].capability});
         offset += it.slices[s];
       }
       any = true;

@@ -10,9 +10,8 @@ namespace kvgate::store {
 
 absl::StatusOr<std::unique_ptr<DataNode>> DataNode::Start(DataNodeOptions options) {
   if (options.name.empty()) return absl::InvalidArgumentError("store: a data node needs a name");
-  auto master = MasterClient::Create(
-      options.master, options.name, std::chrono::seconds(10),
-      options.auth != nullptr ? options.auth->self : std::nullopt);
+  auto master = MasterClient::Create(options.master, options.name, std::chrono::seconds(10),
+                                     options.auth != nullptr ? options.auth->self : std::nullopt);
   if (!master.ok()) return master.status();
   std::shared_ptr<MasterClient> shared = std::move(*master);
   auto metadata = std::make_unique<MasterMetadata>(shared, /*publish=*/true);
@@ -22,6 +21,9 @@ absl::StatusOr<std::unique_ptr<DataNode>> DataNode::Start(DataNodeOptions option
   eo.metadata = std::move(metadata);
   eo.transports = options.transports;
   eo.tcp = options.tcp;
+  // With authentication, the master signs each range it hands out for the client it hands it to,
+  // and the transfer port serves nothing else (docs/store.md, "Authentication").
+  eo.tcp.require_capabilities = options.auth != nullptr;
   eo.load_gpu_runtimes = false;
   eo.auth = options.auth;
   auto engine = transfer::TransferEngine::Create(std::move(eo));

@@ -12,9 +12,9 @@ absl::Status KeysInScope(const transfer::Principal& peer, Op op,
                          const std::vector<ObjectKey>& keys) {
   for (const ObjectKey& k : keys) {
     if (!peer.InScope(k.ns))
-      return absl::PermissionDeniedError(common::StrCat(
-          "store: ", OpName(op), ": credential '", peer.name, "' may not use namespace '",
-          absl::CHexEscape(k.ns.substr(0, 128)), "'"));
+      return absl::PermissionDeniedError(
+          common::StrCat("store: ", OpName(op), ": credential '", peer.name,
+                         "' may not use namespace '", absl::CHexEscape(k.ns.substr(0, 128)), "'"));
   }
   return absl::OkStatus();
 }
@@ -145,8 +145,30 @@ void MasterService::Tick() {
   }
 }
 
-std::string MasterService::Handle(const transfer::Principal& peer, Op op,
-                                  std::string_view body) {
+void MasterService::RememberNodeKey(const transfer::Principal& peer, const std::string& node) {
+  if (peer.unrestricted || options_.verifier == nullptr) return;
+  const transfer::Credential* cred = options_.verifier->Find(peer.name);
+  if (cred == nullptr) return;
+  auto signer =
+      std::make_unique<transfer::CapabilitySigner>(transfer::CapabilityKey(cred->secret), node);
+  transfer::MutexLock lock(&keys_mu_);
+  signers_[node] = std::move(signer);
+}
+
+void MasterService::Sign(const transfer::Principal& peer, std::vector<Replica>& replicas,
+                         uint64_t length, uint8_t modes, uint64_t expires) const {
+  if (peer.unrestricted || length == 0) return;
+  transfer::MutexLock lock(&keys_mu_);
+  for (Replica& r : replicas) {
+    auto it = signers_.find(r.segment);
+    // A node this master never saw register cannot check one either: nothing to sign.
+    if (it == signers_.end()) continue;
+    r.capability =
+        transfer::EncodeCapability(it->second->Sign(peer.name, modes, r.addr, length, expires));
+  }
+}
+
+std::string MasterService::Handle(const transfer::Principal& peer, Op op, std::string_view body) {
   requests_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
   auto decoded = DecodeRequest(op, body);
   if (!decoded.ok()) {
@@ -171,8 +193,12 @@ std::string MasterService::Handle(const transfer::Principal& peer, Op op,
   auto ok_or = [&](const auto& r) { return r.ok() ? ok(*r) : EncodeStatus(r.status()); };
   Request& req = *decoded;
   switch (op) {
-    case Op::kRegisterNode:
-      return ok_or(m->RegisterNode(std::get<RegisterNodeRequest>(req)));
+    case Op::kRegisterNode: {
+      const auto& reg = std::get<RegisterNodeRequest>(req);
+      auto r = m->RegisterNode(reg);
+      if (r.ok()) RememberNodeKey(peer, reg.node);
+      return ok_or(r);
+    }
     case Op::kHeartbeat:
       return ok_or(m->Heartbeat(std::get<HeartbeatRequest>(req)));
     case Op::kPublishSegment:
@@ -183,14 +209,44 @@ std::string MasterService::Handle(const transfer::Principal& peer, Op op,
       return ok_or(m->LookupSegment(std::get<LookupSegmentRequest>(req)));
     case Op::kExists:
       return ok(m->Exists(std::get<ExistsRequest>(req)));
-    case Op::kPutStart:
-      return ok(m->PutStart(std::get<PutStartRequest>(req)));
+    case Op::kPutStart: {
+      const auto& start = std::get<PutStartRequest>(req);
+      PutStartResponse r = m->PutStart(start);
+      // Write access until the put times out (then its range may go to another object).
+      const uint64_t expires =
+          transfer::UnixSeconds() +
+          std::chrono::ceil<std::chrono::seconds>(options_.master.put_timeout + kCapabilitySkew)
+              .count();
+      for (size_t i = 0; i < r.items.size() && i < start.items.size(); ++i) {
+        uint64_t length = 0;
+        for (uint64_t s : start.items[i].slices) length += s;  // Checked by PutStart.
+        Sign(peer, r.items[i].replicas, length, transfer::kCapabilityWrite, expires);
+      }
+      return ok(r);
+    }
     case Op::kPutEnd:
       return ok(m->PutEnd(std::get<PutEndRequest>(req)));
     case Op::kWaitKeys:
       return ok(m->WaitKeys(std::get<WaitKeysRequest>(req)));
-    case Op::kGet:
-      return ok(m->Get(std::get<GetRequest>(req)));
+    case Op::kGet: {
+      const auto& get = std::get<GetRequest>(req);
+      GetResponse r = m->Get(get);
+      // Read access while the lease protects the object from eviction (as Master::Get grants).
+      const auto& mo = options_.master;
+      const auto lease = get.lease_ms > 0
+                             ? std::min<std::chrono::milliseconds>(
+                                   std::chrono::milliseconds(get.lease_ms), mo.max_lease)
+                             : mo.default_get_lease;
+      const uint64_t expires =
+          transfer::UnixSeconds() +
+          std::chrono::ceil<std::chrono::seconds>(lease + kCapabilitySkew).count();
+      for (GetItemResult& it : r.items) {
+        uint64_t length = 0;
+        for (uint64_t s : it.slices) length += s;
+        Sign(peer, it.replicas, length, transfer::kCapabilityRead, expires);
+      }
+      return ok(r);
+    }
     case Op::kRemove:
       return ok(m->Remove(std::get<RemoveRequest>(req)));
     case Op::kPin:

@@ -12,14 +12,20 @@
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "store/event_stream.h"
 #include "store/leader_election.h"
 #include "store/master.h"
 #include "store/rpc.h"
+#include "transfer/capability.h"
 #include "transfer/sync.h"
 
 namespace kvgate::store {
+
+/// How long past its lease (get) or the put time-out (put_start) a capability stays valid:
+/// room for clock skew between master and data nodes, counted in whole seconds.
+inline constexpr std::chrono::seconds kCapabilitySkew{5};
 
 struct MasterServiceOptions {
   std::string listen_host = "127.0.0.1";
@@ -58,6 +64,11 @@ class MasterService {
  private:
   explicit MasterService(MasterServiceOptions options) : options_(std::move(options)) {}
   std::string Handle(const transfer::Principal& peer, Op op, std::string_view body);
+  /// Remembers the capability key of the credential `node` registered with.
+  void RememberNodeKey(const transfer::Principal& peer, const std::string& node);
+  /// Signs each replica for `peer`: [addr, addr + length) in `modes` until `expires`.
+  void Sign(const transfer::Principal& peer, std::vector<Replica>& replicas, uint64_t length,
+            uint8_t modes, uint64_t expires) const;
   void SetLeader(bool leader);
   void Tick();
 
@@ -72,6 +83,10 @@ class MasterService {
   std::array<std::atomic<uint64_t>, 16> requests_{};
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<uint64_t> denied_{0};
+  // Node name -> a signer keyed by the node credential it registered with.
+  mutable transfer::Mutex keys_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<transfer::CapabilitySigner>> signers_
+      ABSL_GUARDED_BY(keys_mu_);
   std::unique_ptr<RpcServer> server_;
   std::unique_ptr<LeaderElection> election_;
   std::thread ticker_;

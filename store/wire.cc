@@ -40,6 +40,8 @@ class Writer {
     for (const auto& r : v) {
       Str(r.segment);
       U64(r.addr);
+      U8(r.capability.present ? transfer::kCapabilityBytes : 0);
+      if (r.capability.present) Raw(r.capability.record.data(), r.capability.record.size());
     }
   }
   void Object(const NodeObject& o) {
@@ -137,10 +139,14 @@ class Reader {
     return v;
   }
   std::vector<Replica> Replicas(const char* field) {
-    std::vector<Replica> v(Count(field, 12));
+    std::vector<Replica> v(Count(field, 13));
     for (auto& r : v) {
       r.segment = Str(field, 1024);
       r.addr = U64(field);
+      const uint8_t cap = U8(field);  // 0 (none) or a whole record.
+      if (cap != 0 && cap != transfer::kCapabilityBytes) Fail(field, "bad capability length");
+      r.capability.present = ok() && cap != 0;
+      if (r.capability.present) Raw(r.capability.record.data(), cap, field);
     }
     return v;
   }

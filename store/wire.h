@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "store/object_key.h"
+#include "transfer/types.h"
 
 namespace kvgate::store {
 
@@ -61,9 +62,12 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t in[kFrameHeaderSize]
 
 /// Where one copy of an object lives: a data node's transfer segment and the address (in the
 /// node's address space, as its segment descriptor publishes) of the object's first byte.
+/// With authentication on, `capability` lets the requesting client (only) read, or for a put
+/// write, the object's range there until it expires (transfer/capability.h).
 struct Replica {
   std::string segment;
   uint64_t addr = 0;
+  transfer::RangeCapability capability{};
   friend bool operator==(const Replica&, const Replica&) = default;
 };
 

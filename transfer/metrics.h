@@ -18,9 +18,10 @@ struct TransportStats {
   std::atomic<uint64_t> write_bytes{0};
   std::atomic<uint64_t> reads{0};  // Requests taken, by op.
   std::atomic<uint64_t> writes{0};
-  std::atomic<uint64_t> failures{0};  // Requests or slices that ended failed or timed out.
-  std::atomic<uint64_t> retries{0};   // Slices sent again after a broken connection.
+  std::atomic<uint64_t> failures{0};       // Requests or slices that ended failed or timed out.
+  std::atomic<uint64_t> retries{0};        // Slices sent again after a broken connection.
   std::atomic<uint64_t> auth_failures{0};  // Peers that did not prove a credential (owner side).
+  std::atomic<uint64_t> capability_denied{0};  // Requests refused for their capability (owner).
 
   void CountRequest(TransferOp op) {
     (op == TransferOp::kRead ? reads : writes).fetch_add(1, std::memory_order_relaxed);
@@ -36,6 +37,7 @@ struct TransportStats {
 ///   kvgate_transfer_failures_total{transport}      failed or timed-out requests/slices
 ///   kvgate_transfer_retries_total{transport}       slices retried on a new connection
 ///   kvgate_transfer_auth_failures_total{transport} peers refused at the keyed challenge
+///   kvgate_transfer_capability_denied_total{transport} requests refused: no valid capability
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;

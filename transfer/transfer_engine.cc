@@ -535,6 +535,7 @@ absl::Status TransferEngine::Submit(BatchId batch_id, absl::Span<const TransferR
     out.task.local_location = local->location;
     out.task.remote_addr = r.remote_offset;
     out.task.length = r.length;
+    out.task.capability = r.capability;
   }
   auto first = (*batch)->Reserve(static_cast<uint32_t>(requests.size()));
   if (!first.ok()) return first.status();
@@ -617,6 +618,9 @@ void TransferEngine::CollectMetrics(MetricsSink& sink) const {
     sink.Counter("kvgate_transfer_auth_failures_total",
                  "Peers refused for not proving a store credential", t->Name(), "",
                  s.auth_failures.load(kRelaxed));
+    sink.Counter("kvgate_transfer_capability_denied_total",
+                 "Requests refused for a missing, forged, expired or too narrow capability",
+                 t->Name(), "", s.capability_denied.load(kRelaxed));
   }
 }
 

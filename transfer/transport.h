@@ -66,7 +66,8 @@ struct TransferTask {
   const BufferDesc* remote_buffer = nullptr;  // The peer's buffer containing the range.
   Clock::time_point deadline;                 // The batch's time-out, from submission.
   Task* task = nullptr;
-  uint64_t flow = 0;  // Whose work (Batch::flow()): transports serve flows round robin.
+  uint64_t flow = 0;             // Whose work (Batch::flow()): transports serve flows round robin.
+  RangeCapability capability{};  // TransferRequest::capability.
 };
 
 using SegmentDescriptorPtr = std::shared_ptr<const SegmentDescriptor>;

@@ -30,6 +30,10 @@ struct TcpParams {
   uint32_t socket_buffer_bytes = 0;          // SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning.
   uint32_t server_stall_timeout_ms = 30000;  // Owner side: a peer that stops reading or sending
                                              // mid-slice for this long is disconnected.
+  /// Owner side: every READ/WRITE must carry a capability (transfer/capability.h) signed for
+  /// this segment and the peer's credential, from this engine's own secret. The store's data
+  /// nodes set it when authentication is on; plain engines (P/D between workers) leave it off.
+  bool require_capabilities = false;
 };
 
 struct RdmaParams {

@@ -3,6 +3,7 @@
 // READ/WRITE requests, task states and memory locations. Value types; thread-compatible.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,15 @@ using Clock = std::chrono::steady_clock;
 enum class TransferOp : uint8_t { kRead = 1, kWrite = 2 };
 std::string_view OpName(TransferOp op);
 
+/// A data node's signed permission for one range (transfer/capability.h), carried with a request
+/// to its owner unread. Fixed size, so requests stay cheap to copy.
+inline constexpr size_t kCapabilityBytes = 48;
+struct RangeCapability {
+  bool present = false;
+  std::array<uint8_t, kCapabilityBytes> record{};
+  friend bool operator==(const RangeCapability&, const RangeCapability&) = default;
+};
+
 /// One one-sided transfer. `local` must lie in memory this engine registered; the remote range
 /// [remote_offset, remote_offset + length) must lie in one buffer the segment's owner registered.
 /// `remote_offset` is the owner's virtual address, as published in its segment descriptor
@@ -34,6 +44,9 @@ struct TransferRequest {
   SegmentId segment{};
   uint64_t remote_offset = 0;
   uint64_t length = 0;
+  /// Sent with the request where the transport supports it (tcp); an owner that requires
+  /// capabilities refuses requests without a valid one (kPermissionDenied).
+  RangeCapability capability{};
 };
 
 /// kWaiting: reserved, not yet handed to a transport; kPending: in flight. The other three are

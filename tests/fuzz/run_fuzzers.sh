@@ -42,7 +42,7 @@ TARGETS=(
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
   "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
   "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"
-  "store_auth|tests/fuzz/store_auth_fuzzer.cc|transfer/peer_auth.cc common/strings.cc|libcrypto absl_status absl_statusor absl_strings|10"
+  "store_auth|tests/fuzz/store_auth_fuzzer.cc|transfer/peer_auth.cc transfer/capability.cc transfer/types.cc common/strings.cc|libcrypto absl_status absl_statusor absl_strings|10"
   "pd_bodies|tests/fuzz/pd_bodies_fuzzer.cc|${PD_SRCS}|simdjson absl_status absl_statusor absl_strings|20"
   "request_path|tests/fuzz/request_path_fuzzer.cc|${HTTP1_SRCS} ${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
   "relay_framing|tests/fuzz/relay_framing_fuzzer.cc|${HTTP1_SRCS}|absl_strings|20"

@@ -1,13 +1,18 @@
 // libFuzzer target: the store's keyed challenge (transfer/peer_auth.h), what the master, data
 // nodes and transfer ports run on the first bytes of every connection, and the credentials-file
-// parser. Input: [selector byte][bytes]. Whatever arrives, the server side never accepts a peer
-// that did not compute the proof with a secret of the set.
+// parser, and the per-range capability records a data node's tcp port checks on every request
+// (transfer/capability.h). Input: [selector byte][bytes]. Whatever arrives, the server side never
+// accepts a peer that did not compute the proof with a secret of the set, nor a record not signed
+// with the node's key.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "transfer/capability.h"
 #include "transfer/peer_auth.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data + 1), size - 1);
   static const auto set = std::make_shared<const CredentialSet>(*CredentialSet::Parse(
       "node n " + std::string(64, 'a') + " *\nclient c " + std::string(64, 'b') + " x|*\n", "f"));
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: {  // A credentials file.
       auto parsed = CredentialSet::Parse(in, "fuzz");
       if (parsed.ok() && parsed->size() == 0) std::abort();
@@ -34,6 +39,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (challenge->size() != kAuthChallengeBytes) std::abort();
       // The proof is fuzzer bytes chosen before the server's nonce existed: it must not pass.
       if (hs.Verify(after.substr(*rest)).ok()) std::abort();
+      break;
+    }
+    case 3: {  // A capability record, then the request it comes with.
+      RangeCapability rec;
+      rec.present = true;
+      const size_t n = std::min(in.size(), rec.record.size());
+      std::memcpy(rec.record.data(), in.data(), n);
+      uint64_t req[2] = {};  // addr, length
+      if (in.size() > n) std::memcpy(req, in.data() + n, std::min(in.size() - n, sizeof(req)));
+      auto decoded = DecodeCapability(rec);
+      if (decoded.ok() && EncodeCapability(*decoded) != rec) std::abort();
+      static const AuthSecret key = CapabilityKey(set->Find("n")->secret);
+      CapabilityVerifier v(key, "node");
+      const auto op = (data[0] & 4) ? TransferOp::kWrite : TransferOp::kRead;
+      if (v.Verify(rec, "c", op, req[0], req[1], 0).ok()) std::abort();  // Forged: never.
       break;
     }
     default: {  // A server's challenge, as the client reads it.

@@ -268,7 +268,7 @@ net::awaitable<void> TcpConnection::Run() {
     // Gather as many requests as fit into one writev.
     bufs.clear();
     size_t bytes = 0;
-    while (ReadyToSend() && bufs.size() + 2 <= kMaxBuffersPerWrite && bytes < kMaxBytesPerWrite) {
+    while (ReadyToSend() && bufs.size() + 3 <= kMaxBuffersPerWrite && bytes < kMaxBytesPerWrite) {
       Slice s = TakeNext();
       const uint8_t* payload = s.local;
       if (s.op == TransferOp::kWrite && s.local_runtime != nullptr) {
@@ -286,8 +286,9 @@ net::awaitable<void> TcpConnection::Run() {
       s.header.length = s.length;
       s.header.addr = s.remote_addr;
       s.header.seq = next_seq_++;
+      if (s.capability.present) s.header.flags |= kFlagCapability;
       if (info_->crc32c) {
-        s.header.flags = kFlagCrc32c;
+        s.header.flags |= kFlagCrc32c;
         if (s.op == TransferOp::kWrite) s.header.crc = Crc32c(0, payload, s.length);
         s.header.header_crc = HeaderCrc(s.header);
       }
@@ -298,6 +299,10 @@ net::awaitable<void> TcpConnection::Run() {
       Slice& sent = inflight_.back();
       bufs.push_back(net::buffer(&sent.header, sizeof(sent.header)));
       bytes += sizeof(sent.header);
+      if (sent.capability.present) {
+        bufs.push_back(net::buffer(sent.capability.record));
+        bytes += kCapabilityBytes;
+      }
       if (sent.op == TransferOp::kWrite) {
         bufs.push_back(net::buffer(payload, sent.length));
         bytes += sent.length;
@@ -349,6 +354,13 @@ bool TcpConnection::FinishFront() {
       }
       break;
     }
+    case WireStatus::kDenied:
+      // Final: the same capability would be refused again.
+      FailSlice(s, *info_, absl::StatusCode::kPermissionDenied,
+                "the owner denied access: no valid capability for this range (another "
+                "tenant's, expired or forged)",
+                stats_);
+      break;
     case WireStatus::kDeviceError:
       FailSlice(s, *info_, absl::StatusCode::kInternal, "the owner's GPU copy failed", stats_);
       break;
@@ -588,6 +600,12 @@ class TcpTransport final : public Transport {
       return absl::InvalidArgumentError(common::StrCat(
           "tcp: slice_bytes must be 1..", kMaxWirePayload, ", not ", params_.slice_bytes));
     }
+    if (params_.require_capabilities &&
+        (context.auth == nullptr || !context.auth->self.has_value())) {
+      return absl::InvalidArgumentError(
+          "tcp: require_capabilities needs authentication and this engine's own credential "
+          "(its secret keys the capabilities)");
+    }
     context_ = context;
     if (context_.cuda != nullptr) {
       cuda_bounce_ = std::make_unique<BouncePool>(context_.cuda, params_.slice_bytes, 64);
@@ -694,6 +712,7 @@ absl::Status TcpTransport::Submit(const SegmentDescriptorPtr& peer,
       s.length = static_cast<uint32_t>(std::min(slice, t.length - off));
       s.deadline = t.deadline;
       s.flow = t.flow;
+      s.capability = t.capability;
       list.items.push_back(std::move(s));
     }
   }

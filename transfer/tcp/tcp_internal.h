@@ -52,7 +52,11 @@ class TcpServer {
  private:
   net::awaitable<void> Accept();
   net::awaitable<void> Serve(tcp::socket socket);
-  net::awaitable<bool> Authenticate(tcp::socket& socket, Clock::time_point* busy_since);
+  /// @return whether the peer proved a credential; its name in `principal`.
+  net::awaitable<bool> Authenticate(tcp::socket& socket, Clock::time_point* busy_since,
+                                    std::string* principal);
+  /// Counts and (at most once a second) logs a request refused for its capability.
+  void Denied(const RequestHeader& req, const std::string& principal, const absl::Status& why);
 
   net::io_context& io_;
   const TransportContext& context_;
@@ -63,6 +67,7 @@ class TcpServer {
   BouncePool* const cuda_bounce_;  // For buffers in device memory.
   BouncePool* const hip_bounce_;
   std::atomic<Clock::time_point> last_refusal_log_{};
+  std::atomic<Clock::time_point> last_denial_log_{};
 };
 
 /// One slice of a request on its way: at most TcpParams::slice_bytes.
@@ -74,7 +79,8 @@ struct Slice {
   uint64_t remote_addr = 0;
   uint32_t length = 0;
   uint32_t attempts = 0;
-  uint64_t flow = 0;  // TransferTask::flow.
+  uint64_t flow = 0;             // TransferTask::flow.
+  RangeCapability capability{};  // Sent after the header when present.
   Clock::time_point deadline;
   RequestHeader header;      // Filled when sent.
   ResponseHeader response;   // Received straight into here (scatter read).

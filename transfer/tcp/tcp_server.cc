@@ -9,6 +9,7 @@
 
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
+#include "transfer/capability.h"
 #include "transfer/crc32c.h"
 #include "transfer/gpu/gpu_runtime.h"
 #include "transfer/memory_registry.h"
@@ -103,7 +104,8 @@ net::awaitable<void> TcpServer::Accept() {
 
 // The keyed challenge (transfer/peer_auth.h) before anything else; the session watchdog ends a
 // peer that stalls in it. @return whether the peer proved a credential of the verifier's set.
-net::awaitable<bool> TcpServer::Authenticate(tcp::socket& socket, Clock::time_point* busy_since) {
+net::awaitable<bool> TcpServer::Authenticate(tcp::socket& socket, Clock::time_point* busy_since,
+                                             std::string* principal) {
   *busy_since = Clock::now();
   AuthServerHandshake hs(context_.auth->verifier, context_.segment_name);
   std::string fixed(kAuthHelloFixed, '\0'), rest, proof(kAuthMacBytes, '\0');
@@ -139,7 +141,21 @@ net::awaitable<bool> TcpServer::Authenticate(tcp::socket& socket, Clock::time_po
     }
     co_return false;
   }
+  *principal = std::move(who->name);
   co_return true;
+}
+
+void TcpServer::Denied(const RequestHeader& req, const std::string& principal,
+                       const absl::Status& why) {
+  stats_->capability_denied.fetch_add(1, std::memory_order_relaxed);
+  // At most once a second, as for refused handshakes: a flood must not become a log flood.
+  const auto now = Clock::now();
+  if (now - last_denial_log_.load() > std::chrono::seconds(1)) {
+    last_denial_log_ = now;
+    spdlog::warn("tcp: segment '{}': denied {} of {} bytes at {:#x} to '{}': {}",
+                 context_.segment_name, req.op == WireOp::kRead ? "READ" : "WRITE", req.length,
+                 req.addr, principal, why.message());
+  }
 }
 
 // Requests come through a small staging buffer, so one read takes many headers; responses are
@@ -167,11 +183,18 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
   std::vector<uint8_t> scratch;
   bool greeted = false;
   bool crc_mode = false;  // Set by the kHello: every header checked, every response sealed.
-  if (context_.auth != nullptr && !co_await Authenticate(s->socket, &s->busy_since)) {
+  std::string principal;  // The credential the peer proved.
+  if (context_.auth != nullptr && !co_await Authenticate(s->socket, &s->busy_since, &principal)) {
     s->done = true;
     s->timer.cancel();
     s->socket.close(ignored);
     co_return;
+  }
+  // Checked per request when required; keyed from this node's own secret (Start() checked it).
+  std::unique_ptr<CapabilityVerifier> capabilities;
+  if (params_.require_capabilities) {
+    capabilities = std::make_unique<CapabilityVerifier>(CapabilityKey(context_.auth->self->secret),
+                                                        context_.segment_name);
   }
 
   // Moves n bytes to dst: staged ones first, the rest straight from the socket.
@@ -216,6 +239,7 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
     const bool known_op =
         req.op == WireOp::kHello || req.op == WireOp::kRead || req.op == WireOp::kWrite;
     const bool flagged = (req.flags & kFlagCrc32c) != 0;
+    const bool has_capability = (req.flags & kFlagCapability) != 0;
     if (req.op == WireOp::kHello && !greeted) crc_mode = flagged;
     // A header that fails a check cannot be trusted for anything, its length included: the
     // stream cannot be resynchronised, so the connection ends after the refusal.
@@ -224,6 +248,8 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
     bool flush_now = false;
     if (req.magic != kWireMagic || !known_op || req.length > kMaxWirePayload ||
         greeted == (req.op == WireOp::kHello) ||
+        (req.flags & ~(kFlagCrc32c | kFlagCapability)) != 0 ||
+        (req.op == WireOp::kHello && has_capability) ||
         (req.op == WireOp::kHello && req.length > kMaxHelloBytes) || flagged != crc_mode ||
         (crc_mode && HeaderCrc(req) != req.header_crc)) {
       resp.status = WireStatus::kBadRequest;
@@ -241,7 +267,29 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
       resp.status = greeted ? WireStatus::kOk : WireStatus::kWrongPeer;
       close_after = !greeted;
     } else {
-      LocalBufferPtr buf = context_.registry->Find(req.addr, req.length);
+      RangeCapability capability;
+      if (has_capability) {
+        capability.present = true;
+        const uint64_t k = take(capability.record.data(), kCapabilityBytes);
+        if (k < kCapabilityBytes) {
+          auto [ec, n] = co_await net::async_read(
+              s->socket, net::buffer(capability.record.data() + k, kCapabilityBytes - k), kNoThrow);
+          if (ec) break;
+        }
+      }
+      // A denied request touches no memory: a READ is answered with padding, a WRITE's payload
+      // is drained (below) like one outside every buffer.
+      bool denied = false;
+      if (capabilities != nullptr) {
+        const TransferOp op = req.op == WireOp::kRead ? TransferOp::kRead : TransferOp::kWrite;
+        absl::Status ok =
+            capabilities->Verify(capability, principal, op, req.addr, req.length, UnixSeconds());
+        if (!ok.ok()) {
+          Denied(req, principal, ok);
+          denied = true;
+        }
+      }
+      LocalBufferPtr buf = denied ? nullptr : context_.registry->Find(req.addr, req.length);
       GpuRuntime* rt = buf != nullptr ? context_.RuntimeFor(buf->location) : nullptr;
       auto* mem = reinterpret_cast<uint8_t*>(req.addr);
       if (req.op == WireOp::kRead) {
@@ -266,7 +314,7 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
             resp.status = WireStatus::kDeviceError;
           }
         } else {
-          resp.status = WireStatus::kOutOfRange;
+          resp.status = denied ? WireStatus::kDenied : WireStatus::kOutOfRange;
         }
         if (payload != nullptr && crc_mode) resp.crc = Crc32c(0, payload, req.length);
         if (payload != nullptr && buf != nullptr) out_refs.push_back(std::move(buf));
@@ -284,7 +332,7 @@ net::awaitable<void> TcpServer::Serve(tcp::socket socket) {
           left -= k;
         }
         if (broken) break;
-        resp.status = WireStatus::kOutOfRange;
+        resp.status = denied ? WireStatus::kDenied : WireStatus::kOutOfRange;
       } else {
         uint8_t* dst = mem;
         if (rt != nullptr) {

@@ -1,9 +1,10 @@
 // File: transfer/tcp/wire.h
 // The tcp transport's frames. Every connection starts with a kHello naming the owner instance it
 // expects (a restarted owner on the same port is refused, never read from); then each request
-// is a 40-byte header, followed for kWrite by `length` payload bytes; each response is a 32-byte
-// header, followed for a successful kRead by `length` payload bytes. The owner answers requests
-// in order, so responses match the oldest unanswered request (`seq` double-checks it).
+// is a 40-byte header, followed by a capability record when flagged and for kWrite by `length`
+// payload bytes; each response is a 32-byte header, followed for a successful kRead by `length`
+// payload bytes. The owner answers requests in order, so responses match the oldest unanswered
+// request (`seq` double-checks it).
 // Little-endian hosts only (x86-64, arm64): headers are sent as they lie in memory.
 #pragma once
 
@@ -21,6 +22,9 @@ inline constexpr uint32_t kWireMagic = 0x5254564B;  // "KVTR"
 // and payloads carry crc. The kHello's flag sets the connection's mode; a later header whose flag
 // differs is refused, so a flipped flag bit cannot switch verification off.
 inline constexpr uint8_t kFlagCrc32c = 1;
+// A READ/WRITE header with kFlagCapability is followed by kCapabilityBytes of capability record
+// (transfer/capability.h), before a WRITE's payload.
+inline constexpr uint8_t kFlagCapability = 2;
 inline constexpr uint32_t kMaxWirePayload = 64u << 20;
 inline constexpr uint32_t kMaxHelloBytes = 256;
 
@@ -32,6 +36,7 @@ enum class WireStatus : uint8_t {
   kBadRequest = 3,   // Unknown op, oversized length, bad header CRC; the owner closes.
   kWrongPeer = 4,    // kHello named another instance.
   kDeviceError = 5,  // The owner's GPU runtime failed a bounce copy.
+  kDenied = 6,       // No valid capability for the range (memory untouched; the owner stays).
 };
 
 struct RequestHeader {
