@@ -15,14 +15,13 @@
 #include "store/rpc.h"
 #include "store/wire.h"
 #include "tests/integration/test_util.h"
+#include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 
 namespace kvgate::store {
 namespace {
 
 using kvgate::testing::TestAuth;
-using kvgate::testing::TestCredentialsFile;
-using kvgate::testing::WaitFor;
 using transfer::PeerRole;
 using transfer::TransferOp;
 
@@ -44,33 +43,22 @@ class StoreCapabilityTest : public ::testing::Test {
   // A master and one data node, with authentication on (`auth`) or off.
   void Start(bool auth) {
     auth_ = auth;
-    MasterServiceOptions mo;
-    mo.master.heartbeat_interval = std::chrono::milliseconds(50);
-    if (auth) mo.verifier = TestAuth(PeerRole::kNode)->verifier;
+    MasterServiceOptions mo = testing::TestMasterOptions();
+    if (!auth) mo.verifier = nullptr;
     auto svc = MasterService::Start(mo);
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
-    DataNodeOptions d;
-    d.name = "node-a";
-    d.master = svc_->address();
-    d.memory = 8 << 20;
-    d.transports = {"tcp"};
-    d.tcp.listen_address = "127.0.0.1";
-    if (auth) d.auth = TestAuth(PeerRole::kNode);
-    auto n = DataNode::Start(d);
+    DataNodeOptions d = testing::TestNodeOptions("node-a", svc_->address());
+    if (!auth) d.auth = nullptr;
+    auto n = testing::StartTestNode(d);
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = std::move(*n);
-    ASSERT_TRUE(WaitFor([&] { return node_->registered(); }));
   }
 
   std::unique_ptr<StoreClient> Client(const std::string& credential) {
-    StoreClientOptions o;
-    o.master = svc_->address();
-    o.transports = {"tcp"};
-    o.tcp.listen_address = "127.0.0.1";
+    StoreClientOptions o = testing::TestClientOptions(svc_->address(), auth_ ? credential : "");
     o.timeout = std::chrono::seconds(3);
-    o.credentials_file = auth_ ? TestCredentialsFile() : "none";
-    o.credential = auth_ ? credential : "";
+    if (!auth_) o.credentials_file = "none";
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
