@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -91,6 +92,8 @@ StoreClient::StoreClient(StoreClientOptions options, std::shared_ptr<MasterClien
                          std::unique_ptr<transfer::TransferEngine> engine)
     : options_(std::move(options)),
       host_id_(transfer::LocalHostId()),
+      want_capabilities_(std::find(options_.transports.begin(), options_.transports.end(), "tcp") !=
+                         options_.transports.end()),
       master_(std::move(master)),
       engine_(std::move(engine)),
       impl_(std::make_unique<Impl>()) {
@@ -220,6 +223,7 @@ std::vector<PutResult> StoreClient::BatchPutFrom(absl::Span<const PutEntry> entr
   PutStartRequest start;
   start.preferred_node = host_id_;
   start.replicas = options_.replicas;
+  start.want_capabilities = want_capabilities_;
   for (const PutEntry& e : entries) {
     PutItem& item = start.items.emplace_back();
     item.key = e.key;
@@ -336,6 +340,7 @@ std::vector<absl::StatusOr<uint64_t>> StoreClient::BatchGetInto(
   GetRequest req;
   req.lease_ms = options_.get_lease_ms;
   req.preferred_node = host_id_;
+  req.want_capabilities = want_capabilities_;
   for (const GetEntry& e : entries) req.keys.push_back(e.key);
   auto got = master_->Call<GetResponse>(req);
   if (!got.ok() || got->items.size() != entries.size()) {

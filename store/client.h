@@ -65,7 +65,7 @@ struct StoreClientOptions {
   /// kvgate-store made), "none" when the store runs with --auth none.
   std::string credentials_file;
   std::string credential;  // Which client credential; default the file's first.
-  std::string name;    // Transfer segment name, unique; default "client-<host>-<pid>-<n>".
+  std::string name;        // Transfer segment name, unique; default "client-<host>-<pid>-<n>".
   std::vector<std::string> transports = {"shm", "rdma", "tcp"};
   uint32_t replicas = 1;
   uint32_t get_lease_ms = 5000;  // Protects an object from eviction while it is read.
@@ -146,6 +146,9 @@ class StoreClient {
 
   const StoreClientOptions options_;
   const std::string host_id_;
+  // Whether this client has the one transport that checks capabilities (tcp); shm-only and
+  // RDMA-only clients do not ask the master to sign.
+  const bool want_capabilities_;
   std::shared_ptr<MasterClient> master_;
   std::unique_ptr<transfer::TransferEngine> engine_;
   std::unique_ptr<Impl> impl_;

@@ -220,7 +220,8 @@ std::string MasterService::Handle(const transfer::Principal& peer, Op op, std::s
       for (size_t i = 0; i < r.items.size() && i < start.items.size(); ++i) {
         uint64_t length = 0;
         for (uint64_t s : start.items[i].slices) length += s;  // Checked by PutStart.
-        Sign(peer, r.items[i].replicas, length, transfer::kCapabilityWrite, expires);
+        if (start.want_capabilities)
+          Sign(peer, r.items[i].replicas, length, transfer::kCapabilityWrite, expires);
       }
       return ok(r);
     }
@@ -243,7 +244,8 @@ std::string MasterService::Handle(const transfer::Principal& peer, Op op, std::s
       for (GetItemResult& it : r.items) {
         uint64_t length = 0;
         for (uint64_t s : it.slices) length += s;
-        Sign(peer, it.replicas, length, transfer::kCapabilityRead, expires);
+        if (get.want_capabilities)
+          Sign(peer, it.replicas, length, transfer::kCapabilityRead, expires);
       }
       return ok(r);
     }

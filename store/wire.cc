@@ -335,6 +335,7 @@ std::string EncodeRequest(const Request& req) {
           }
           w.Str(r.preferred_node);
           w.U32(r.replicas);
+          w.Bool(r.want_capabilities);
         } else if constexpr (std::is_same_v<T, PutEndRequest>) {
           w.U32(static_cast<uint32_t>(r.items.size()));
           for (const auto& it : r.items) {
@@ -350,6 +351,7 @@ std::string EncodeRequest(const Request& req) {
           w.Keys(r.keys);
           w.U32(r.lease_ms);
           w.Str(r.preferred_node);
+          w.Bool(r.want_capabilities);
         } else if constexpr (std::is_same_v<T, RemoveRequest>) {
           w.Keys(r.keys);
         } else if constexpr (std::is_same_v<T, PinRequest>) {
@@ -421,6 +423,7 @@ absl::StatusOr<Request> DecodeRequest(Op op, std::string_view body) {
       }
       v.preferred_node = r.Str("preferred_node", 256);
       v.replicas = r.U32("replicas");
+      v.want_capabilities = r.Bool("want_capabilities");
       return Finish(r, std::move(v));
     }
     case Op::kPutEnd: {
@@ -446,6 +449,7 @@ absl::StatusOr<Request> DecodeRequest(Op op, std::string_view body) {
       v.keys = r.Keys("keys");
       v.lease_ms = r.U32("lease_ms");
       v.preferred_node = r.Str("preferred_node", 256);
+      v.want_capabilities = r.Bool("want_capabilities");
       return Finish(r, std::move(v));
     }
     case Op::kRemove: {

@@ -121,6 +121,9 @@ struct PutStartRequest {
   std::vector<PutItem> items;
   std::string preferred_node;  // A node name or a host id (the client's own host); may be empty.
   uint32_t replicas = 1;
+  // Whether the client reads or writes through a transport that checks capabilities (tcp):
+  // signing costs the master ~0.5 us a replica, which shm-only clients need not pay.
+  bool want_capabilities = true;
 };
 struct PutEndItem {
   ObjectKey key;
@@ -139,6 +142,7 @@ struct GetRequest {
   std::vector<ObjectKey> keys;
   uint32_t lease_ms = 0;
   std::string preferred_node;
+  bool want_capabilities = true;  // As in PutStartRequest.
 };
 struct RemoveRequest {
   std::vector<ObjectKey> keys;

@@ -16,7 +16,9 @@ track_stores
 : >"$WORK/results"
 for transport in tcp shm; do
   for round in $(seq "$ROUNDS"); do
-    for side in auth open; do
+    sides="auth open"
+    ((round % 2 == 0)) && sides="open auth"  # Neither side always runs first.
+    for side in $sides; do
       port=$AUTH_PORT; creds=""
       [[ $side == open ]] && { port=$OPEN_PORT; creds=none; }
       out=$("$BIN_DIR/kvgate-store-bench" --store "127.0.0.1:$port" --credentials "$creds" \

@@ -204,6 +204,24 @@ TEST_F(StoreCapabilityTest, WithAuthenticationOffNothingIsSignedOrRequired) {
   EXPECT_EQ(DeniedAtNode(), 0u);
 }
 
+// Only clients with the tcp transport ask for (and make the master sign) capabilities.
+TEST_F(StoreCapabilityTest, CapabilitiesAreSignedOnlyWhenAsked) {
+  Start(/*auth=*/true);
+  auto c = Client("tenant-a");
+  ASSERT_NE(c, nullptr);
+  auto* buf = static_cast<uint8_t*>(*c->AllocateBuffer(kSize));
+  Put(*c, Key("a", 1), buf, 0x22);
+  GetRequest asked{{Key("a", 1)}, 0, ""};
+  auto got = CallAs<GetResponse>("tenant-a", asked);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->items[0].replicas[0].capability.present);
+  GetRequest not_asked = asked;
+  not_asked.want_capabilities = false;
+  got = CallAs<GetResponse>("tenant-a", not_asked);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->items[0].replicas[0].capability.present);
+}
+
 TEST(StoreCapabilityWireTest, RepliesCarryCapabilitiesAndCheckTheirLength) {
   GetResponse r;
   GetItemResult& it = r.items.emplace_back();
