@@ -66,6 +66,11 @@ build() {
 
 # The next target builds while this one runs: a fuzzer uses one core, the compiler the other.
 status=0
+if [[ -n "${FUZZ_ONLY:-}" ]]; then  # FUZZ_ONLY="a b": just those targets (a quick check).
+  kept=()
+  for t in "${TARGETS[@]}"; do [[ " ${FUZZ_ONLY} " == *" ${t%%|*} "* ]] && kept+=("$t"); done
+  TARGETS=("${kept[@]}")
+fi
 build 0 &
 pending=$!
 for ((i = 0; i < ${#TARGETS[@]}; i++)); do
