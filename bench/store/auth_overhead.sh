@@ -19,27 +19,13 @@ for transport in tcp shm; do
     sides="auth open"
     ((round % 2 == 0)) && sides="open auth"  # Neither side always runs first.
     for side in $sides; do
-      port=$AUTH_PORT; creds=""
-      [[ $side == open ]] && { port=$OPEN_PORT; creds=none; }
-      out=$("$BIN_DIR/kvgate-store-bench" --store "127.0.0.1:$port" --credentials "$creds" \
-        --transport "$transport" --value-size 256K --batch 64 --seconds "$DURATION" \
-        --warmup 512M --working-set 256M 2>&1) || { echo "$out"; die "$side/$transport failed"; }
-      echo "$out" | awk -v s="$side" -v t="$transport" '
-        ($1 == "put" || $1 == "get") && $2 ~ /^ops\/s=/ {
-          for (i = 2; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == "GB/s") print s, t, $1, kv[2] }
-        }' >>"$WORK/results"
+      if [[ $side == auth ]]; then
+        run_side "$BIN_DIR" "$AUTH_PORT" auth "$transport"
+      else
+        run_side "$BIN_DIR" "$OPEN_PORT" open "$transport" --credentials none
+      fi
     done
   done
 done
 echo "# $(nproc) cores; ${ROUNDS} alternating rounds of ${DURATION}s per side and transport; GB/s medians"
-sort -k1,3 -k4n "$WORK/results" | awk '
-  { k = $1 " " $2 " " $3; v[k, ++n[k]] = $4 }
-  END {
-    for (k in n) med[k] = v[k, int((n[k] + 1) / 2)]
-    printf "%-4s %-4s %10s %10s %8s\n", "tr", "op", "auth", "none", "auth/none"
-    split("tcp shm", ts, " "); split("put get", os, " ")
-    for (i = 1; i <= 2; ++i) for (j = 1; j <= 2; ++j) {
-      a = med["auth " ts[i] " " os[j]]; b = med["open " ts[i] " " os[j]]
-      printf "%-4s %-4s %10s %10s %8.3f\n", ts[i], os[j], a, b, (b > 0 ? a / b : 0)
-    }
-  }'
+median_table auth open auth none auth/none

@@ -24,27 +24,13 @@ for transport in tcp shm; do
     sides="old new"
     ((round % 2 == 0)) && sides="new old"  # Neither side always runs first.
     for side in $sides; do
-      port=$NEW_PORT; bin=$BIN_DIR
-      [[ $side == old ]] && { port=$OLD_PORT; bin=$OLD_BIN; }
-      out=$("$bin/kvgate-store-bench" --store "127.0.0.1:$port" --transport "$transport" \
-        --value-size 256K --batch 64 --seconds "$DURATION" --warmup 512M --working-set 256M \
-        2>&1) || { echo "$out"; die "$side/$transport failed"; }
-      echo "$out" | awk -v s="$side" -v t="$transport" '
-        ($1 == "put" || $1 == "get") && $2 ~ /^ops\/s=/ {
-          for (i = 2; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == "GB/s") print s, t, $1, kv[2] }
-        }' >>"$WORK/results"
+      if [[ $side == old ]]; then
+        run_side "$OLD_BIN" "$OLD_PORT" old "$transport"
+      else
+        run_side "$BIN_DIR" "$NEW_PORT" new "$transport"
+      fi
     done
   done
 done
 echo "# $(nproc) cores; ${ROUNDS} alternating rounds of ${DURATION}s per build and transport; GB/s medians"
-sort -k1,3 -k4n "$WORK/results" | awk '
-  { k = $1 " " $2 " " $3; v[k, ++n[k]] = $4 }
-  END {
-    for (k in n) med[k] = v[k, int((n[k] + 1) / 2)]
-    printf "%-4s %-4s %10s %10s %10s\n", "tr", "op", "before", "after", "after/before"
-    split("tcp shm", ts, " "); split("put get", os, " ")
-    for (i = 1; i <= 2; ++i) for (j = 1; j <= 2; ++j) {
-      a = med["old " ts[i] " " os[j]]; b = med["new " ts[i] " " os[j]]
-      printf "%-4s %-4s %10s %10s %10.3f\n", ts[i], os[j], a, b, (a > 0 ? b / a : 0)
-    }
-  }'
+median_table new old after before after/before
