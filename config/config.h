@@ -1,5 +1,5 @@
 // File: config/config.h
-// The gateway's configuration: plain immutable values built by config/loader.h. A Config is
+// The gateway's configuration: plain immutable values built by router/config/loader.h. A Config is
 // never modified after loading; a reload builds a new one and publishes it as
 // std::shared_ptr<const Config>. Thread-compatible (and immutable once shared).
 #pragma once

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "config/config.h"
-#include "router/server/admission.h"
+#include "router/runtime/admission.h"
 
 namespace kvgate::router {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "router/discovery/endpoint_state.h"
-#include "router/internal/asio.h"
+#include "router/fleet/endpoint_state.h"
+#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -17,7 +17,7 @@
 
 #include "config/config.h"
 #include "router/discovery/discovery_source.h"
-#include "router/internal/asio.h"
+#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "common/strings.h"
-#include "router/http/body_framing.h"
-#include "router/http/http1.h"
-#include "router/internal/tls.h"
+#include "router/net/body_framing.h"
+#include "router/net/http1.h"
+#include "router/net/tls.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "router/http/exchange.h"
-#include "router/internal/asio.h"
+#include "router/net/asio.h"
 #include "router/routing/route_planner.h"
 
 namespace kvgate::router {

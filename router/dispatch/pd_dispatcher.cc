@@ -6,8 +6,8 @@
 #include "absl/cleanup/cleanup.h"
 #include "common/strings.h"
 #include "router/http/response_writer.h"
+#include "router/http/thread_context.h"
 #include "router/pd/transfer_params.h"
-#include "router/server/thread_context.h"
 #include "router/upstream/usage_scanner.h"
 #include "spdlog/spdlog.h"
 

@@ -6,7 +6,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "common/strings.h"
 #include "router/http/response_writer.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

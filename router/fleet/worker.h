@@ -18,9 +18,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "config/config.h"
-#include "router/discovery/endpoint_state.h"
-#include "router/fleet/engine_stats.h"
-#include "router/routing/routing_policy.h"
+#include "router/fleet/endpoint_state.h"
+#include "router/policies/engine_stats.h"
+#include "router/policies/routing_policy.h"
 
 namespace kvgate::router {
 

@@ -16,8 +16,8 @@
 
 #include "absl/types/span.h"
 #include "router/http/input_buffer.h"
-#include "router/internal/asio.h"
-#include "router/routing/routing_policy.h"  // SteadyClock
+#include "router/net/asio.h"
+#include "router/policies/routing_policy.h"  // SteadyClock
 
 namespace boost::asio::ssl {
 class context;

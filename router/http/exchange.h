@@ -14,9 +14,9 @@
 #include <string_view>
 
 #include "router/http/client_connection.h"
-#include "router/http/http1.h"
-#include "router/server/admission.h"
-#include "router/server/snapshot_lease.h"
+#include "router/net/http1.h"
+#include "router/runtime/admission.h"
+#include "router/runtime/snapshot_lease.h"
 
 namespace kvgate::router {
 

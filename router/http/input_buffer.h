@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "common/assert.h"
-#include "router/server/buffer_pool.h"
+#include "router/runtime/buffer_pool.h"
 
 namespace kvgate::router {
 

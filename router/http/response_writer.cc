@@ -2,7 +2,7 @@
 
 #include "common/json_util.h"
 #include "common/strings.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -119,8 +119,7 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
 
 net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
                                 std::string_view message, std::string_view type,
-                                std::string_view code, std::string_view extra_headers,
-                                bool log) {
+                                std::string_view code, std::string_view extra_headers, bool log) {
   if (log) spdlog::info("request {}: {} {}", ex.request_id, status, message);
   // Each API's clients expect its own error shape: Anthropic's for /v1/messages*. (Named
   // first: GCC 12 destroys a conditional's temporary twice inside a co_await.)

@@ -2,7 +2,7 @@
 
 #include "common/strings.h"
 #include "router/http/response_writer.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
 
 namespace kvgate::router {
 namespace {

@@ -3,10 +3,10 @@
 #include <random>
 
 #include "common/strings.h"
-#include "router/http/body_framing.h"
 #include "router/http/response_writer.h"
 #include "router/http/route_table.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
+#include "router/net/body_framing.h"
 
 namespace kvgate::router {
 namespace {
@@ -276,10 +276,10 @@ net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
       // A connection on the probe reserve is there for one probe, which comes at once: it
       // may not sit on the reserve for the idle timeout.
       const config::LimitsConfig& limits = tc.config().limits;
-      conn->SetDeadline(DeadlineKind::kIdle,
-                        milliseconds(conn->reserve
-                                         ? std::min(limits.idle_timeout_ms, limits.read_timeout_ms)
-                                         : limits.idle_timeout_ms));
+      conn->SetDeadline(
+          DeadlineKind::kIdle,
+          milliseconds(conn->reserve ? std::min(limits.idle_timeout_ms, limits.read_timeout_ms)
+                                     : limits.idle_timeout_ms));
       // EOF, reset, idle timeout, drain, reaped for a new connection
       if (co_await ReadMore(tc, *conn, 16 * 1024)) break;
     }

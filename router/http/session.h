@@ -8,7 +8,7 @@
 
 #include "router/http/client_connection.h"
 #include "router/http/exchange.h"
-#include "router/internal/asio.h"
+#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -8,7 +8,7 @@
 #include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "kvindex/block_hash.h"
-#include "router/routing/policies/policy_util.h"
+#include "router/policies/policy_util.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

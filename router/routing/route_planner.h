@@ -27,11 +27,11 @@
 #include "config/config.h"
 #include "kvindex/prefix_index.h"
 #include "router/fleet/worker.h"
+#include "router/policies/policy_registry.h"
+#include "router/policies/routing_policy.h"
 #include "router/precise/precise_mode.h"
 #include "router/routing/parsed_request.h"
-#include "router/routing/policy_registry.h"
 #include "router/routing/response_pins.h"
-#include "router/routing/routing_policy.h"
 #include "router/routing/store_load_rate.h"
 
 namespace kvgate::router {

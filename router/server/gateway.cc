@@ -12,18 +12,20 @@
 
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "router/control/health_checker.h"
+#include "router/control/precise_prober.h"
 #include "router/discovery/discovery_source.h"
-#include "router/dispatch/proxy_handler.h"
-#include "router/fleet/health_checker.h"
-#include "router/http/admin.h"
-#include "router/http/admission_control.h"
-#include "router/http/auth.h"
-#include "router/http/local_endpoints.h"
+#include "router/dispatch/pd_dispatcher.h"
+#include "router/handlers/admin.h"
+#include "router/handlers/admission_control.h"
+#include "router/handlers/auth.h"
+#include "router/handlers/local_endpoints.h"
+#include "router/handlers/proxy_handler.h"
 #include "router/http/route_table.h"
 #include "router/http/session.h"
-#include "router/internal/tls_socket.h"
-#include "router/precise/precise_prober.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
+#include "router/net/tls_socket.h"
+#include "router/upstream/http1_upstream.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -308,6 +310,14 @@ struct Gateway::Impl {
   config::ConfigConstSharedPtr base;  // the config file's (or the flags') latest
   std::vector<std::vector<DiscoveredWorker>> discovered;  // per discovery source
   std::vector<std::unique_ptr<DiscoverySource>> discovery;
+  // Each thread's stages: HTTP/1.1 to the workers, and the dispatcher over it. Declared
+  // before the threads, so destroyed after them: a request suspended when an io_context goes
+  // may still reach its dispatcher.
+  struct ThreadStages {
+    Http1Upstream upstream;
+    PdDispatcher dispatcher{upstream};
+  };
+  std::vector<std::unique_ptr<ThreadStages>> stages;
   std::vector<std::unique_ptr<ThreadContext>> threads;
   std::vector<std::thread> os_threads;
   net::io_context control{1};
@@ -359,7 +369,9 @@ absl::Status Gateway::Start() {
   const auto cfg = s.state.snapshot()->config;
   const uint32_t n = static_cast<uint32_t>(s.state.threads);
   for (uint32_t i = 0; i < n; ++i) {
+    s.stages.push_back(std::make_unique<Impl::ThreadStages>());
     s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
+    s.threads.back()->dispatcher = &s.stages.back()->dispatcher;
   }
   s.routes = MakeRoutes(!cfg->admin.listen.empty());
   // One acceptor per thread on the same port (SO_REUSEPORT): the kernel spreads connections

@@ -4,11 +4,11 @@
 
 #include "common/strings.h"
 #include "router/fleet/worker.h"
-#include "router/http/body_framing.h"
-#include "router/http/http1.h"
 #include "router/http/response_writer.h"
-#include "router/internal/tls_socket.h"
-#include "router/server/thread_context.h"
+#include "router/http/thread_context.h"
+#include "router/net/body_framing.h"
+#include "router/net/http1.h"
+#include "router/net/tls_socket.h"
 #include "router/upstream/relay.h"
 #include "spdlog/spdlog.h"
 

@@ -15,9 +15,9 @@
 #include <string_view>
 
 #include "router/http/exchange.h"
-#include "router/http/http1.h"
-#include "router/internal/asio.h"
-#include "router/upstream/upstream_pool.h"
+#include "router/net/asio.h"
+#include "router/net/http1.h"
+#include "router/net/upstream_pool.h"
 #include "router/upstream/usage_scanner.h"
 
 namespace kvgate::router {

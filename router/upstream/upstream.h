@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "router/http/exchange.h"
-#include "router/internal/asio.h"
+#include "router/net/asio.h"
 
 namespace kvgate::router {
 

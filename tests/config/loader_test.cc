@@ -1,4 +1,4 @@
-#include "config/loader.h"
+#include "router/config/loader.h"
 
 #include <sys/stat.h>
 
@@ -498,7 +498,7 @@ TEST(ConfigLoader, AdminTokenFromAFileOrTheEnvironment) {
               HasSubstr("set one of token, token_file and token_env"));
 }
 
-// SIGHUP loads the config file again (router/main.cc), and with it the secret files: a
+// SIGHUP loads the config file again (router/server/main.cc), and with it the secret files: a
 // rotated Secret is the new token after the reload.
 TEST(ConfigLoader, SecretFilesAreReadAgainOnEachLoad) {
   SecretDir d;

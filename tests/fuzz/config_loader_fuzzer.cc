@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "config/loader.h"
+#include "router/config/loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view yaml(reinterpret_cast<const char*>(data), size);

@@ -10,7 +10,7 @@
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/http/auth.h"
+#include "router/handlers/auth.h"
 #include "router/server/gateway.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "common/strings.h"
-#include "config/loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/http/auth.h"
+#include "router/config/loader.h"
+#include "router/handlers/auth.h"
 #include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/scripted_upstream.h"

@@ -40,7 +40,8 @@ inline std::string BinDir() {
 /// Writes `content` to a new file in a fresh temp dir; returns its path.
 std::string WriteTempFile(const std::string& name, const std::string& content);
 
-/// WriteTempFile, readable by its owner only, as kvgate wants a secret file (config/secret.h).
+/// WriteTempFile, readable by its owner only, as kvgate wants a secret file
+/// (router/config/secret.h).
 std::string WriteSecretFile(const std::string& name, const std::string& content);
 
 }  // namespace kvgate::testing

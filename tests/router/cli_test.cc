@@ -1,4 +1,4 @@
-#include "router/cli.h"
+#include "router/server/cli.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "config/loader.h"
+#include "router/config/loader.h"
 #include "router/server/gateway.h"
 #include "store/client.h"
 #include "store/data_node.h"

@@ -1,4 +1,4 @@
-#include "router/fleet/engine_stats.h"
+#include "router/policies/engine_stats.h"
 
 #include "gtest/gtest.h"
 

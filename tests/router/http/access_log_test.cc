@@ -1,4 +1,4 @@
-#include "router/http/access_log.h"
+#include "router/runtime/access_log.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

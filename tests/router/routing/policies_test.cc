@@ -4,13 +4,13 @@
 #include <set>
 
 #include "gtest/gtest.h"
-#include "router/routing/policies/cache_aware_policy.h"
-#include "router/routing/policies/consistent_hash_policy.h"
-#include "router/routing/policies/cost_policy.h"
-#include "router/routing/policies/kvaware_policy.h"
-#include "router/routing/policies/load_balancing_policies.h"
-#include "router/routing/policies/weighted_policy.h"
-#include "router/routing/policy_registry.h"
+#include "router/policies/cache_aware_policy.h"
+#include "router/policies/consistent_hash_policy.h"
+#include "router/policies/cost_policy.h"
+#include "router/policies/kvaware_policy.h"
+#include "router/policies/load_balancing_policies.h"
+#include "router/policies/policy_registry.h"
+#include "router/policies/weighted_policy.h"
 #include "router/routing/store_load_rate.h"
 
 namespace kvgate::router {

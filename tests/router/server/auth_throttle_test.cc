@@ -1,5 +1,5 @@
 // Failed API keys per address and the log limiter (issue 27).
-#include "router/server/auth_throttle.h"
+#include "router/runtime/auth_throttle.h"
 
 #include "gtest/gtest.h"
 
@@ -17,7 +17,7 @@ TEST(AuthFailureThrottleTest, AnAddressIsRefusedAfterItsFailuresUntilItsWindowEn
     t.RecordFailure("10.0.0.1", limit, t0 + std::chrono::seconds(i));
   }
   EXPECT_DOUBLE_EQ(t.RetryAfterSeconds("10.0.0.1", limit, t0 + 10s), 50);  // from its first
-  EXPECT_EQ(t.RetryAfterSeconds("10.0.0.2", limit, t0 + 10s), 0);         // others unaffected
+  EXPECT_EQ(t.RetryAfterSeconds("10.0.0.2", limit, t0 + 10s), 0);          // others unaffected
   EXPECT_EQ(t.RetryAfterSeconds("10.0.0.1", limit, t0 + 60s), 0);
   // A new window starts with the next failure.
   t.RecordFailure("10.0.0.1", limit, t0 + 61s);

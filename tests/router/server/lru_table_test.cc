@@ -1,13 +1,13 @@
 // LruTable and the rate limiter's table on it (issue 27): a hard cap on entries, the least
 // recently used one dropped for a new key, no scan however many keys come.
-#include "router/server/lru_table.h"
+#include "router/runtime/lru_table.h"
 
 #include <chrono>
 #include <string>
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
-#include "router/server/admission.h"
+#include "router/runtime/admission.h"
 
 namespace kvgate::router {
 namespace {

@@ -4,7 +4,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/fleet/worker.h"
-#include "router/http/http1.h"
+#include "router/net/http1.h"
 #include "router/upstream/http1_upstream.h"
 
 namespace kvgate::router {

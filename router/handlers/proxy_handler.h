@@ -1,0 +1,23 @@
+// File: router/handlers/proxy_handler.h
+// The route handlers for the inference APIs: POST /v1/* (OpenAI chat and completions, Anthropic
+// /v1/messages and count_tokens, OpenAI /v1/responses; anything else passes through) and the
+// stored-response endpoints (GET/DELETE /v1/responses/{id}, .../cancel, .../input_items).
+// Parse the body once (the routed APIs are validated — a 400 in the API's own error shape — and
+// canonicalised when a policy in force uses the prefix cache), plan (404 for an unknown model,
+// 503 when no worker is available; a Responses continuation goes to the worker that stored its
+// previous response, or is a 404 naming the id), and hand the plan to the thread's dispatcher.
+#pragma once
+
+#include "router/http/exchange.h"
+#include "router/net/asio.h"
+
+namespace kvgate::router {
+
+class ThreadContext;
+
+net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex);
+
+/// /v1/responses/{id}[/cancel|/input_items]: to the worker that stored the response.
+net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex);
+
+}  // namespace kvgate::router

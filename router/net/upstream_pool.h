@@ -1,0 +1,85 @@
+// File: router/net/upstream_pool.h
+// Keep-alive connections from one gateway thread to the workers. An idle connection stays
+// watched (an async_wait on its socket): when the worker closes it — vLLM drops idle
+// keep-alives after 5 s — or sends stray bytes, it leaves the pool at once, so taking one
+// costs no syscall and a request rarely meets a dead connection. Thread-compatible: each
+// gateway thread owns one pool, used only from its own io_context.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/url.h"
+#include "router/net/asio.h"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace kvgate::router {
+
+class TlsSocket;
+
+/// One connection to a worker: plain, or TLS for an https:// worker.
+struct UpstreamConnection {
+  explicit UpstreamConnection(net::io_context& ioc);
+  ~UpstreamConnection();
+
+  /// Reads what has arrived (decrypted over TLS); `would_block` when nothing has: then wait
+  /// on `socket` for read_wait().
+  size_t ReadSome(net::mutable_buffer buffer, error_code& ec);
+  tcp::socket::wait_type read_wait() const;
+
+  tcp::socket socket;
+  std::unique_ptr<TlsSocket> tls;
+  std::string authority;           // the pool key
+  uint64_t pooled_generation = 0;  // bumped on every pool entry and exit (stale watch guard)
+  bool pooled = false;
+};
+using UpstreamConnectionPtr = std::shared_ptr<UpstreamConnection>;
+
+/// Connects `socket` (of `ioc`, not open) to `url`: its address literal, else each address the
+/// resolver returns (asynchronously), in order, until one accepts. Cancelling or closing the
+/// socket meanwhile ends it. @return kUnavailable naming the stage that failed.
+net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpUrl& url,
+                                       tcp::socket& socket);
+
+class UpstreamPool {
+ public:
+  explicit UpstreamPool(net::io_context& ioc) : ioc_(ioc) {}
+  ~UpstreamPool();
+
+  /// An idle connection to `authority`, most recently used first; null when none.
+  UpstreamConnectionPtr TakeIdle(const std::string& authority);
+
+  /// Returns a connection whose last response was fully read; kept (and watched) when fewer
+  /// than `max_idle` are idle for that worker, closed otherwise.
+  void PutIdle(UpstreamConnectionPtr conn, uint32_t max_idle);
+
+  /// Opens a new connection (async DNS unless the host is an address literal) with
+  /// TCP_NODELAY and a non-blocking socket; for an https:// URL it then handshakes with
+  /// `tls` (the snapshot's upstream context). `*socket_out`, when given, points to the socket
+  /// while it connects (so a deadline can cancel it).
+  /// @return kUnavailable on refusal, unreachable or cancellation; kFailedPrecondition when
+  /// the TLS handshake failed (a certificate the gateway does not trust, say).
+  net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> Connect(const common::HttpUrl& url,
+                                                                boost::asio::ssl::context* tls,
+                                                                tcp::socket** socket_out = nullptr);
+
+  /// Closes every idle connection (drain, worker removal).
+  void Clear();
+  size_t idle_count() const;
+
+ private:
+  void Watch(const UpstreamConnectionPtr& conn);
+  void Drop(UpstreamConnection* conn);
+
+  net::io_context& ioc_;
+  absl::flat_hash_map<std::string, std::vector<UpstreamConnectionPtr>> idle_;
+};
+
+}  // namespace kvgate::router

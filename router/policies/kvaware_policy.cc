@@ -1,0 +1,144 @@
+#include "router/policies/kvaware_policy.h"
+
+#include <algorithm>
+
+#include "router/policies/policy_util.h"
+
+namespace kvgate::router {
+
+double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c) const {
+  return PredictTtft(r, c, c.prefill_rate > 0 ? c.prefill_rate : config_.prefill_tokens_per_second);
+}
+
+double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, double rate) const {
+  const TtftParts p = PredictParts(r, c, rate);
+  return p.queue + p.prefill + p.host_load + p.store_load + p.decode_interference + p.kv_wait;
+}
+
+TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
+                                      double rate) const {
+  const double bt = r.block_tokens;
+  const double prompt = r.prompt_tokens;
+  double gpu = c.cached_blocks[0] * bt;
+  double host = std::max(0.0, (static_cast<double>(c.cached_blocks[1]) - c.cached_blocks[0]) * bt);
+  double store = std::max(0.0, (static_cast<double>(c.cached_blocks[2]) -
+                                std::max(c.cached_blocks[0], c.cached_blocks[1])) *
+                                   bt);
+  if (gpu + host + store < config_.min_match_tokens) gpu = host = store = 0;
+  gpu = std::min(gpu, prompt);
+  host = std::min(host, prompt - gpu);
+  store = std::min(store, prompt - gpu - host);
+  const double uncached = prompt - gpu - host - store;
+  const double store_rate =
+      r.store_tokens_per_second > 0 ? r.store_tokens_per_second : config_.store_tokens_per_second;
+  TtftParts p;
+  p.queue = static_cast<double>(c.load.pending_prefill_tokens) / rate;
+  p.prefill = uncached / rate;
+  p.host_load = host / config_.host_tokens_per_second;
+  p.store_load = store / store_rate;
+  p.decode_interference =
+      config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
+  // KV pressure: the engine admits a prompt only when its new blocks fit beside those of the
+  // requests it is still running; until then it waits for decodes to finish (or preempts one).
+  // Long agentic contexts make this the main source of tail latency.
+  const double capacity = static_cast<double>(c.engine.num_gpu_blocks) *
+                          (c.engine.block_size > 0 ? c.engine.block_size : bt);
+  if (capacity > 0 && prompt > 0) {
+    const double resident = static_cast<double>(c.load.active_kv_blocks) * bt;
+    const double overflow = resident + (prompt - gpu) - capacity;
+    if (overflow > 0) p.kv_wait = config_.kv_full_wait_seconds * std::min(1.0, overflow / prompt);
+  }
+  return p;
+}
+
+size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
+                             std::vector<CandidateScore>* scores) {
+  double mean_recent = 0;
+  for (const Candidate& x : c) mean_recent += x.recent_work / static_cast<double>(c.size());
+  const int64_t bound = policy_util::LoadBound(c, 1.0, config_.spill_bound);
+  std::vector<bool> eligible(c.size());
+  bool any = false;
+  for (size_t i = 0; i < c.size(); ++i) {
+    eligible[i] = c[i].load.in_flight < bound;
+    any |= eligible[i];
+  }
+  if (!any) eligible.assign(c.size(), true);
+
+  // A worker whose rate was never observed is assumed as fast as the observed ones on average:
+  // with the configured guess instead, one fast observation would make every unobserved worker
+  // look slow and never get the traffic that would correct it.
+  double observed_sum = 0;
+  int observed = 0;
+  for (const auto& x : c) {
+    if (x.prefill_rate > 0) {
+      observed_sum += x.prefill_rate;
+      ++observed;
+    }
+  }
+  const double fleet_rate =
+      observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
+  std::vector<double> score(c.size());
+  std::vector<double> ttft(c.size());
+  std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
+    ttft[i] = PredictTtft(request, c[i], rate);
+    if (scores != nullptr) parts[i] = PredictParts(request, c[i], rate);
+    score[i] = ttft[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
+  }
+
+  // Session affinity: one worker alone holds this prompt's deepest match and that match is the
+  // session's own history (not a shared prefix). It keeps the request unless it is at its load
+  // bound or its queue makes it slower than recomputing elsewhere (then the prompt spills, and
+  // the index holds it on both).
+  size_t owner = c.size();
+  std::string owner_note;
+  if (!request.match_is_shared_prefix) {
+    size_t best = 0;
+    uint32_t second = 0;
+    for (size_t i = 1; i < c.size(); ++i) {
+      if (c[i].cached_any_blocks > c[best].cached_any_blocks) {
+        second = c[best].cached_any_blocks;
+        best = i;
+      } else {
+        second = std::max(second, c[i].cached_any_blocks);
+      }
+    }
+    const double matched = static_cast<double>(c[best].cached_any_blocks) * request.block_tokens;
+    if (c[best].cached_any_blocks > second && matched >= config_.min_match_tokens) {
+      double best_other = -1;
+      for (size_t j = 0; j < c.size(); ++j) {
+        if (j != best && eligible[j] && (best_other < 0 || ttft[j] < best_other)) {
+          best_other = ttft[j];
+        }
+      }
+      if (!eligible[best]) {
+        owner_note = "session owner at load bound: spill";
+      } else if (best_other >= 0 && ttft[best] > best_other + config_.affinity_margin_seconds) {
+        owner_note = "session owner slower than recomputing elsewhere: spill";
+      } else {
+        owner = best;
+        owner_note = "session owner";
+      }
+      if (scores == nullptr && owner < c.size()) return owner;
+      if (owner == c.size()) owner = best;  // for the note only
+    }
+  }
+  if (scores != nullptr) {
+    scores->assign(c.size(), {});
+    for (size_t i = 0; i < c.size(); ++i) {
+      (*scores)[i].score = score[i];
+      (*scores)[i].predicted_ttft_s = ttft[i];
+      (*scores)[i].ttft_parts = parts[i];
+      (*scores)[i].eligible = eligible[i];
+      if (!eligible[i]) (*scores)[i].note = "at load bound (fair share + spill_bound)";
+    }
+    if (owner < c.size()) {
+      (*scores)[owner].note = owner_note;
+      if (owner_note == "session owner") return owner;
+    }
+  }
+  return policy_util::ArgMinWithTies(score, request.tie_seed, 1e-9, &eligible);
+}
+
+}  // namespace kvgate::router

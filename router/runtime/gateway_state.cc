@@ -1,0 +1,45 @@
+#include "router/runtime/gateway_state.h"
+
+#include "common/process_metrics.h"
+
+namespace kvgate::router {
+
+GatewayState::GatewayState(config::ConfigConstSharedPtr initial, size_t threads)
+    : threads(threads),
+      metrics(registry, threads),
+      precise(registry, initial->routing),
+      planner(initial->routing, &precise),
+      response_pins(initial->routing.responses.max_pins,
+                    std::chrono::seconds(initial->routing.responses.pin_ttl_s)),
+      snapshot_(std::make_shared<const Snapshot>(Snapshot{initial, {}, nullptr, nullptr})),
+      models_json_(std::make_shared<const std::string>(R"({"object":"list","data":[]})")) {}
+
+void GatewayState::Publish(SnapshotConstSharedPtr snapshot) {
+  const config::ResponsesConfig& responses = snapshot->config->routing.responses;
+  response_pins.Configure(responses.max_pins, std::chrono::seconds(responses.pin_ttl_s));
+  snapshot_.Store(std::move(snapshot));
+  version_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void GatewayState::SetModelsJson(std::string json) {
+  models_json_.Store(std::make_shared<const std::string>(std::move(json)));
+}
+
+bool GatewayState::AnyWorkerAvailable() const {
+  const auto now = SteadyClock::now();
+  for (const auto& w : snapshot()->workers) {
+    if (w->IsAvailable(now)) return true;
+  }
+  return false;
+}
+
+std::string GatewayState::MetricsText() {
+  ProcessGauges p;
+  p.open_connections = open_connections.load(std::memory_order_relaxed);
+  p.index_errors = planner.index_errors();
+  p.admission_running = admission.running();
+  p.admission_queued = static_cast<int64_t>(admission.queued());
+  return metrics.Render(registry, snapshot()->workers, p) + common::ProcessMetricsText("kvgate");
+}
+
+}  // namespace kvgate::router

@@ -1,0 +1,99 @@
+// kvgate: the gateway binary. Wires the CLI, signals and the Gateway together.
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "common/build_info.h"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "router/net/asio.h"
+#include "router/server/cli.h"
+#include "router/server/gateway.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using namespace kvgate;
+  common::InitLogging();
+  auto options = router::ParseCli(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "kvgate: " << options.status().message() << "\n";
+    return 2;
+  }
+  if (options->help) {
+    std::cout << router::CliUsage();
+    return 0;
+  }
+  if (options->version) {
+    std::cout << common::VersionLine("kvgate") << "\n";
+    return 0;
+  }
+  auto cfg = router::BuildConfig(*options);
+  if (!cfg.ok()) {
+    std::cerr << "kvgate: invalid configuration:\n" << cfg.status().message() << "\n";
+    return 1;
+  }
+  if (options->check) {
+    std::cout << "configuration OK: " << cfg->workers.size() << " workers, policy "
+              << cfg->routing.policy << "\n";
+    return 0;
+  }
+  (void)common::SetLogLevel(cfg->log_level);
+  if (cfg->workers.empty()) spdlog::warn("no workers configured: every request will get 503");
+
+  const auto drain_timeout = std::chrono::milliseconds(cfg->drain_timeout_ms);
+  const auto drain_delay = std::chrono::milliseconds(cfg->drain_delay_ms);
+  auto gateway = router::Gateway::Create(*cfg);
+  if (!gateway.ok()) {
+    std::cerr << "kvgate: " << gateway.status().message() << "\n";
+    return 1;
+  }
+  if (auto s = (*gateway)->Start(); !s.ok()) {
+    std::cerr << "kvgate: " << s.message() << "\n";
+    return 1;
+  }
+  // Signals are handled on the main thread, away from the gateway's event loops.
+  router::net::io_context signals_ctx;
+  router::net::signal_set signals(signals_ctx, SIGHUP, SIGTERM, SIGINT);
+  std::signal(SIGPIPE, SIG_IGN);
+  int exit_code = 0;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGHUP) {
+          spdlog::info("SIGHUP: reloading configuration");
+          auto next = router::BuildConfig(*options);
+          if (!next.ok()) {
+            spdlog::error("reload rejected, keeping the running configuration:\n{}",
+                          next.status().message());
+          } else {
+            const std::string level = next->log_level;
+            if (auto s = (*gateway)->Reload(*std::move(next)); !s.ok()) {
+              spdlog::error("reload rejected: {}", s.message());
+            } else {
+              (void)common::SetLogLevel(level);
+            }
+          }
+          signals.async_wait(on_signal);
+          return;
+        }
+        const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+        if (drain_delay.count() > 0) {
+          // Not ready first, still serving: the endpoints controller takes the pod out of
+          // Services while clients can still connect.
+          spdlog::info("{}: not ready; serving {} ms more before draining", name,
+                       drain_delay.count());
+          (*gateway)->StopReadiness();
+          std::this_thread::sleep_for(drain_delay);
+        }
+        spdlog::info("{}: draining", name);
+        const bool clean = (*gateway)->Drain(drain_timeout);
+        spdlog::info("drained {}; exiting", clean ? "cleanly" : "at the deadline");
+        exit_code = 0;
+      };
+  signals.async_wait(on_signal);
+  signals_ctx.run();
+  spdlog::default_logger()->flush();
+  return exit_code;
+}
