@@ -6,7 +6,7 @@
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "router/net/asio.h"
-#include "router/net/control_http.h"
+#include "router/net/http_client.h"
 #include "router/net/tls_socket.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"

@@ -9,7 +9,7 @@
 #include "kvindex/agent_chat.h"
 #include "kvindex/canonicalize.h"
 #include "kvindex/hf_tokenizer.h"
-#include "router/net/control_http.h"
+#include "router/net/http_client.h"
 #include "router/net/tls_socket.h"
 #include "spdlog/spdlog.h"
 

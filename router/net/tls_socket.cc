@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "common/strings.h"
-#include "router/net/tls.h"
 
 namespace kvgate::router {
 std::string TakeOpenSslError(std::string_view fallback) {
@@ -38,7 +37,47 @@ int SelectHttp11(SSL*, const unsigned char** out, unsigned char* out_len, const 
   return SSL_TLSEXT_ERR_NOACK;  // a client without http/1.1 in its list gets no ALPN answer
 }
 
+// OpenSSL's reason for the last failure, or the error code's message.
+std::string OpenSslError(const error_code& ec) { return TakeOpenSslError(ec.message()); }
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsClientContext(const std::string& ca_file,
+                                                                   const std::string& cert_file,
+                                                                   const std::string& key_file) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  error_code ec;
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1,
+                   ec);
+  if (ca_file.empty()) {
+    ctx->set_default_verify_paths(ec);
+  } else {
+    ctx->load_verify_file(ca_file, ec);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(common::StrCat("cannot load CA bundle '",
+                                                     ca_file.empty() ? "(system)" : ca_file,
+                                                     "': ", OpenSslError(ec)));
+  }
+  if (!cert_file.empty() && !key_file.empty()) {
+    ctx->use_certificate_chain_file(cert_file, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          common::StrCat("cannot load certificate '", cert_file, "': ", OpenSslError(ec)));
+    }
+    ctx->use_private_key_file(key_file, ssl::context::pem, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          common::StrCat("cannot load key '", key_file, "': ", OpenSslError(ec)));
+    }
+  }
+  ctx->set_verify_mode(ssl::verify_peer);
+  // A peer that closes without close_notify ends the stream like EOF; HTTP framing still
+  // tells a complete message from a cut one.
+  SSL_CTX_set_options(ctx->native_handle(), SSL_OP_IGNORE_UNEXPECTED_EOF);
+  return ctx;
+}
 
 absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsServerContext(
     const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file) {

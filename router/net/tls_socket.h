@@ -38,6 +38,13 @@ struct TlsContexts {
 /// and would otherwise confuse the next connection's SSL_get_error.
 std::string TakeOpenSslError(std::string_view fallback);
 
+/// A TLS 1.2+ client context that verifies servers against the PEM bundle `ca_file` (empty: the
+/// system's default store) and presents `cert_file`/`key_file` when both are set.
+/// @return kInvalidArgument naming the file OpenSSL could not load.
+absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsClientContext(const std::string& ca_file,
+                                                                   const std::string& cert_file,
+                                                                   const std::string& key_file);
+
 /// The contexts `config` asks for: the listener's when tls.cert_file is set, and always one
 /// for https:// workers from upstream.tls. @return kInvalidArgument naming a file that failed.
 absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const config::Config& config);

@@ -1,5 +1,7 @@
 #include "router/net/upstream_pool.h"
 
+#include <array>
+
 #include "common/strings.h"
 #include "router/net/tls_socket.h"
 
@@ -14,6 +16,27 @@ size_t UpstreamConnection::ReadSome(net::mutable_buffer buffer, error_code& ec) 
 
 tcp::socket::wait_type UpstreamConnection::read_wait() const {
   return tls ? tls->wait_type() : tcp::socket::wait_read;
+}
+
+net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::ReadAsync(
+    net::mutable_buffer buffer) {
+  for (;;) {
+    error_code ec;
+    const size_t n = ReadSome(buffer, ec);
+    if (ec != net::error::would_block && ec != net::error::try_again) {
+      co_return std::make_tuple(ec, n);
+    }
+    auto [wec] = co_await socket.async_wait(read_wait(), kNoThrow);
+    if (wec) co_return std::make_tuple(wec, size_t{0});
+  }
+}
+
+net::awaitable<error_code> UpstreamConnection::WriteAll(std::string_view head,
+                                                        std::string_view body) {
+  const std::array<net::const_buffer, 2> both = {net::buffer(head), net::buffer(body)};
+  if (tls) co_return co_await TlsWriteAll(*tls, socket, both);
+  auto [ec, n] = co_await net::async_write(socket, both, kNoThrow);
+  co_return ec;
 }
 
 UpstreamPool::~UpstreamPool() { Clear(); }
@@ -101,28 +124,33 @@ net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpU
   co_return absl::OkStatus();
 }
 
+net::awaitable<absl::Status> ConnectUpstream(net::io_context& ioc, const common::HttpUrl& url,
+                                             boost::asio::ssl::context* tls,
+                                             UpstreamConnection& conn) {
+  conn.authority = url.Authority();
+  if (absl::Status connected = co_await ConnectTo(ioc, url, conn.socket); !connected.ok()) {
+    co_return connected;
+  }
+  error_code ec;
+  conn.socket.set_option(tcp::no_delay(true), ec);
+  conn.socket.non_blocking(true, ec);
+  if (url.scheme != "https") co_return absl::OkStatus();
+  if (tls == nullptr) co_return absl::FailedPreconditionError("no TLS context for https");
+  conn.tls = std::make_unique<TlsSocket>(*tls, conn.socket, TlsSocket::Role::kClient, url.host);
+  if (const error_code hec = co_await conn.tls->Handshake(); hec) {
+    co_return absl::FailedPreconditionError(
+        common::StrCat("TLS handshake with ", url.Authority(), ": ", conn.tls->error()));
+  }
+  co_return absl::OkStatus();
+}
+
 net::awaitable<absl::StatusOr<UpstreamConnectionPtr>> UpstreamPool::Connect(
     const common::HttpUrl& url, boost::asio::ssl::context* tls, tcp::socket** socket_out) {
   auto conn = std::make_shared<UpstreamConnection>(ioc_);
-  conn->authority = url.Authority();
   if (socket_out != nullptr) *socket_out = &conn->socket;
-  const absl::Status connected = co_await ConnectTo(ioc_, url, conn->socket);
+  const absl::Status connected = co_await ConnectUpstream(ioc_, url, tls, *conn);
   if (socket_out != nullptr) *socket_out = nullptr;
   if (!connected.ok()) co_return connected;
-  error_code ec;
-  conn->socket.set_option(tcp::no_delay(true), ec);
-  conn->socket.non_blocking(true, ec);
-  if (url.scheme == "https") {
-    if (tls == nullptr) co_return absl::FailedPreconditionError("no TLS context for https");
-    if (socket_out != nullptr) *socket_out = &conn->socket;
-    conn->tls = std::make_unique<TlsSocket>(*tls, conn->socket, TlsSocket::Role::kClient, url.host);
-    const error_code hec = co_await conn->tls->Handshake();
-    if (socket_out != nullptr) *socket_out = nullptr;
-    if (hec) {
-      co_return absl::FailedPreconditionError(
-          common::StrCat("TLS handshake with ", url.Authority(), ": ", conn->tls->error()));
-    }
-  }
   co_return conn;
 }
 

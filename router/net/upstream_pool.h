@@ -9,6 +9,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,6 +35,10 @@ struct UpstreamConnection {
   /// on `socket` for read_wait().
   size_t ReadSome(net::mutable_buffer buffer, error_code& ec);
   tcp::socket::wait_type read_wait() const;
+  /// Some bytes, waiting for them as long as it takes (a caller's timer closes the socket).
+  net::awaitable<std::tuple<error_code, size_t>> ReadAsync(net::mutable_buffer buffer);
+  /// Writes `head` then `body` (over TLS when the connection has it), waiting as needed.
+  net::awaitable<error_code> WriteAll(std::string_view head, std::string_view body);
 
   tcp::socket socket;
   std::unique_ptr<TlsSocket> tls;
@@ -47,6 +53,15 @@ using UpstreamConnectionPtr = std::shared_ptr<UpstreamConnection>;
 /// socket meanwhile ends it. @return kUnavailable naming the stage that failed.
 net::awaitable<absl::Status> ConnectTo(net::io_context& ioc, const common::HttpUrl& url,
                                        tcp::socket& socket);
+
+/// Connects `conn` (new) to `url` like ConnectTo, with TCP_NODELAY and a non-blocking socket;
+/// for an https:// URL it then handshakes with `tls` (SNI for a name, and the certificate must
+/// name the host). Closing `conn.socket` meanwhile ends it.
+/// @return kUnavailable on refusal, unreachable or cancellation; kFailedPrecondition when the
+/// TLS handshake failed (a certificate the gateway does not trust, say) or `tls` is null.
+net::awaitable<absl::Status> ConnectUpstream(net::io_context& ioc, const common::HttpUrl& url,
+                                             boost::asio::ssl::context* tls,
+                                             UpstreamConnection& conn);
 
 class UpstreamPool {
  public:
