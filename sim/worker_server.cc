@@ -361,12 +361,32 @@ net::awaitable<bool> SimServer::Generate(beast::tcp_stream& stream, const Reques
                                          const Admission& a, ErrorStyle style,
                                          ParsedRequest& parsed, bool pd_fields, AnswerWriter& w) {
   const std::string& request_id = a.request_id;
+  Generation g;
+  if (auto ended = co_await Reject(stream, req, request_id, style, parsed, pd_fields, &g.pd)) {
+    co_return *ended;
+  }
+  absl::Status rank_status;
+  EngineRunner& runner = PickRunner(req, &rank_status);
+  if (!rank_status.ok()) {
+    co_return co_await SendError(stream, req, http::status::bad_request,
+                                 std::string(rank_status.message()), "BadRequestError", request_id,
+                                 style);
+  }
+  g.pending = std::make_shared<Pending>(stream.get_executor());
+  co_await Submit(runner, a.n, parsed, &g);
+  if (!parsed.stream) co_return co_await AnswerWhole(stream, req, a, g, w);
+  co_return co_await AnswerStream(stream, req, a, parsed.max_tokens, g, w);
+}
+
+net::awaitable<std::optional<bool>> SimServer::Reject(beast::tcp_stream& stream, const Request& req,
+                                                      const std::string& request_id,
+                                                      ErrorStyle style, ParsedRequest& parsed,
+                                                      bool pd_fields, PdRequest* pd) {
   if (!parsed.model.empty() && parsed.model != o_.model) {
     co_return co_await SendError(stream, req, http::status::not_found,
                                  common::StrCat("The model `", parsed.model, "` does not exist."),
                                  "NotFoundError", request_id, style);
   }
-  PdRequest pd;
   if (pd_fields) {
     auto parsed_pd = ParsePdRequest(o_.role, o_.pd_protocol, req.body(), request_id);
     if (!parsed_pd.ok()) {
@@ -374,9 +394,9 @@ net::awaitable<bool> SimServer::Generate(beast::tcp_stream& stream, const Reques
                                    std::string(parsed_pd.status().message()), "BadRequestError",
                                    request_id, style);
     }
-    pd = std::move(*parsed_pd);
+    *pd = std::move(*parsed_pd);
   }
-  if (pd.prefill_only) parsed.max_tokens = 1;
+  if (pd->prefill_only) parsed.max_tokens = 1;
   const Profile& prof = o_.profile;
   const uint64_t total = parsed.prompt.size() + uint64_t{parsed.max_tokens};
   if (total > prof.max_model_len) {
@@ -393,97 +413,104 @@ net::awaitable<bool> SimServer::Generate(beast::tcp_stream& stream, const Reques
                                                 prof.num_gpu_blocks, " the engine has"),
                                  "BadRequestError", request_id, style);
   }
-  absl::Status rank_status;
-  EngineRunner& runner = PickRunner(req, &rank_status);
-  if (!rank_status.ok()) {
-    co_return co_await SendError(stream, req, http::status::bad_request,
-                                 std::string(rank_status.message()), "BadRequestError", request_id,
-                                 style);
-  }
-  auto pending = std::make_shared<Pending>(stream.get_executor());
-  const uint64_t engine_id = a.n;
+  co_return std::nullopt;
+}
+
+net::awaitable<void> SimServer::Submit(EngineRunner& runner, uint64_t engine_id,
+                                       ParsedRequest& parsed, Generation* g) {
+  g->runner = &runner;
+  g->engine_id = engine_id;
   EngineRequest er;
   er.id = engine_id;
   er.prompt = std::move(parsed.prompt);
   er.max_tokens = parsed.max_tokens;
   // P/D: a prefill keeps the prompt's blocks for its decode; a decode first pulls them.
-  bool hold_pending = pd.stage == PdStage::kPrefill;
-  er.hold = hold_pending;
-  const std::vector<uint32_t> held_prompt = hold_pending ? er.prompt : std::vector<uint32_t>();
+  g->hold = g->pd.stage == PdStage::kPrefill;
+  er.hold = g->hold;
+  if (g->hold) g->held_prompt = er.prompt;
   double arrived = -1;
-  if (pd.stage == PdStage::kDecode) {
+  if (g->pd.stage == PdStage::kDecode) {
     arrived = clock_.Now();
-    er.remote_tokens = co_await pd_->Pull(pd, er.prompt);
+    er.remote_tokens = co_await pd_->Pull(g->pd, er.prompt);
     if (er.remote_tokens > 0) co_await pd_->AwaitTransferTime(arrived, er.remote_tokens);
   }
-  runner.Submit(pending, std::move(er), arrived);
-  // A request that ends before its KV is handed to the agent must not keep its blocks.
-  auto drop = [&] {
-    runner.Abort(engine_id);
-    if (hold_pending) runner.ReleaseHeld(engine_id);
-  };
-  auto usage = [&] {
-    return UsageCounts{pending->prompt_tokens, static_cast<uint32_t>(pending->tokens.size()),
-                       pending->cached_tokens, StoreTokens(*pending)};
-  };
+  runner.Submit(g->pending, std::move(er), arrived);
+}
 
-  if (!parsed.stream) {
-    while (!pending->finished) {
-      pending->wake.expires_at(SteadyTime::max());
-      co_await pending->wake.async_wait(kNoThrow);
-    }
-    std::string kv_params = "null";
-    if (hold_pending) {
-      hold_pending = false;
-      kv_params = co_await FinishPrefill(pd, runner, engine_id, held_prompt);
-    }
-    std::string body = w.Whole(pending->tokens, usage(), kv_params);
-    if (a.fault == Fault::kClose) co_return false;  // Connection closed, no answer.
-    co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
-                            request_id);
+void SimServer::Drop(const Generation& g) {
+  g.runner->Abort(g.engine_id);
+  if (g.hold) g.runner->ReleaseHeld(g.engine_id);
+}
+
+UsageCounts SimServer::Usage(const Generation& g) const {
+  const Pending& p = *g.pending;
+  return UsageCounts{p.prompt_tokens, static_cast<uint32_t>(p.tokens.size()), p.cached_tokens,
+                     StoreTokens(p)};
+}
+
+net::awaitable<bool> SimServer::AnswerWhole(beast::tcp_stream& stream, const Request& req,
+                                            const Admission& a, Generation& g, AnswerWriter& w) {
+  Pending& pending = *g.pending;
+  while (!pending.finished) {
+    pending.wake.expires_at(SteadyTime::max());
+    co_await pending.wake.async_wait(kNoThrow);
   }
+  std::string kv_params = "null";
+  if (g.hold) {
+    g.hold = false;
+    kv_params = co_await FinishPrefill(g.pd, *g.runner, g.engine_id, g.held_prompt);
+  }
+  std::string body = w.Whole(pending.tokens, Usage(g), kv_params);
+  if (a.fault == Fault::kClose) co_return false;  // Connection closed, no answer.
+  co_return co_await Send(stream, req, http::status::ok, "application/json", std::move(body),
+                          a.request_id);
+}
 
+net::awaitable<bool> SimServer::AnswerStream(beast::tcp_stream& stream, const Request& req,
+                                             const Admission& a, uint32_t max_tokens, Generation& g,
+                                             AnswerWriter& w) {
   http::response<http::empty_body> head{http::status::ok, req.version()};
   head.set(http::field::server, "kvgate-sim");
   head.set(http::field::content_type, "text/event-stream; charset=utf-8");
   head.set(http::field::cache_control, "no-cache");
-  head.set("x-request-id", request_id);
+  head.set("x-request-id", a.request_id);
   head.chunked(true);
   head.keep_alive(req.keep_alive());
   http::response_serializer<http::empty_body> hsr{head};
   auto [hec, hn] = co_await http::async_write_header(stream, hsr, kNoThrow);
   if (hec) {
-    drop();
+    Drop(g);
     co_return false;
   }
+  Pending& pending = *g.pending;
   std::string out;
   w.Begin(&out);
   size_t sent = 0;
-  const size_t cut = a.fault == Fault::kClose ? std::max<size_t>(1, parsed.max_tokens / 2)
+  const size_t cut = a.fault == Fault::kClose ? std::max<size_t>(1, max_tokens / 2)
                                               : std::numeric_limits<size_t>::max();
   for (;;) {
-    while (sent < pending->tokens.size() && sent < cut) {
-      const bool last = pending->finished && sent + 1 == pending->tokens.size();
-      w.Token(pending->tokens[sent], last, &out);
+    while (sent < pending.tokens.size() && sent < cut) {
+      const bool last = pending.finished && sent + 1 == pending.tokens.size();
+      w.Token(pending.tokens[sent], last, &out);
       ++sent;
     }
-    const bool done = pending->finished && sent == pending->tokens.size();
-    if (done && hold_pending) {
-      hold_pending = false;
-      (void)co_await FinishPrefill(pd, runner, engine_id, held_prompt);
+    const bool done = pending.finished && sent == pending.tokens.size();
+    if (done && g.hold) {
+      g.hold = false;
+      (void)co_await FinishPrefill(g.pd, *g.runner, g.engine_id, g.held_prompt);
     }
-    if (done) w.End(usage(), &out);
+    if (done) w.End(Usage(g), &out);
     if (!out.empty()) {
       auto [ec, k] =
           co_await net::async_write(stream, http::make_chunk(net::buffer(out)), kNoThrow);
       out.clear();
       if (ec) {
-        drop();
+        Drop(g);
         co_return false;
       }
     }
     if (sent >= cut) {
-      drop();
+      Drop(g);
       beast::error_code ignored;
       stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
       stream.socket().close(ignored);
@@ -491,9 +518,9 @@ net::awaitable<bool> SimServer::Generate(beast::tcp_stream& stream, const Reques
     }
     if (done) break;
     // Tokens that arrived while the write was in flight need no wait.
-    if (sent < pending->tokens.size() || pending->finished) continue;
-    pending->wake.expires_at(SteadyTime::max());
-    co_await pending->wake.async_wait(kNoThrow);
+    if (sent < pending.tokens.size() || pending.finished) continue;
+    pending.wake.expires_at(SteadyTime::max());
+    co_await pending.wake.async_wait(kNoThrow);
   }
   auto [ec, k] = co_await net::async_write(stream, http::make_chunk_last(), kNoThrow);
   co_return !ec && req.keep_alive();

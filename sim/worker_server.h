@@ -101,6 +101,33 @@ class SimServer {
   net::awaitable<bool> Generate(Stream& stream, const Request& req, const Admission& a,
                                 ErrorStyle style, ParsedRequest& parsed, bool pd_fields,
                                 AnswerWriter& w);
+  // A request in an engine, from its submission to its answer.
+  struct Generation {
+    std::shared_ptr<Pending> pending;
+    EngineRunner* runner = nullptr;
+    uint64_t engine_id = 0;
+    PdRequest pd;
+    bool hold = false;  // a P/D prefill still keeping its prompt's blocks for the decode
+    std::vector<uint32_t> held_prompt;
+  };
+  // The model, the P/D fields (into `*pd`) and the length limits. @return set: the error
+  // answered (whether the connection stays open).
+  net::awaitable<std::optional<bool>> Reject(Stream& stream, const Request& req,
+                                             const std::string& request_id, ErrorStyle style,
+                                             ParsedRequest& parsed, bool pd_fields, PdRequest* pd);
+  // Submits the prompt to `runner` (a P/D decode first pulls the prefill's KV).
+  net::awaitable<void> Submit(EngineRunner& runner, uint64_t engine_id, ParsedRequest& parsed,
+                              Generation* g);
+  // The answer as one body once the engine finished (none on an injected close).
+  net::awaitable<bool> AnswerWhole(Stream& stream, const Request& req, const Admission& a,
+                                   Generation& g, AnswerWriter& w);
+  // The answer as server-sent events, each batch of tokens as they come (cut halfway on an
+  // injected close).
+  net::awaitable<bool> AnswerStream(Stream& stream, const Request& req, const Admission& a,
+                                    uint32_t max_tokens, Generation& g, AnswerWriter& w);
+  // A request that ends before its KV is handed to the agent must not keep its blocks.
+  void Drop(const Generation& g);
+  UsageCounts Usage(const Generation& g) const;
   // Hands a finished prefill's KV to the agent; @return the response's kv_transfer_params.
   // sglang-bootstrap answers only once the decode took the KV (or it timed out).
   net::awaitable<std::string> FinishPrefill(const PdRequest& pd, EngineRunner& runner,

@@ -382,6 +382,30 @@ using hf::element;
 HfTokenizer::HfTokenizer() = default;
 HfTokenizer::~HfTokenizer() = default;
 
+// Load's steps, one member each. A nested class, so that it may fill the tokenizer's private
+// parts. The tokenizer.json steps return bare messages, which Load prefixes with the file.
+class HfTokenizer::Loader {
+ public:
+  explicit Loader(HfTokenizer& t) : t_(t) {}
+
+  // The pre-tokenizer (which says whether the vocabulary is byte-level) and the normalizer.
+  absl::Status Normalization(element root, bool* byte_level);
+  absl::Status Model(element root, bool byte_level);
+  // Special ones first in the matching set, as the library orders it.
+  absl::Status AddedTokens(element root);
+  absl::Status PostProcessor(element p, const std::string& where);
+  // tokenizer_config.json: special tokens for templates, transformers' BOS rule, the template.
+  absl::Status Config(const std::string& config_path, std::string* template_source);
+  void SetChatTemplate(const std::string& source);
+
+ private:
+  absl::Status Vocabulary(element model);
+  absl::Status TemplateProcessing(element p, const std::string& where);
+  absl::Status BosEosRule(element config, const std::string& config_path);
+
+  HfTokenizer& t_;
+};
+
 absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::Load(
     const HfTokenizerFiles& files) {
   namespace fs = std::filesystem;
@@ -406,37 +430,63 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::Load(
   element root;
   if (absl::Status s = hf::LoadJson(json_path, parser, &root); !s.ok()) return s;
   if (!root.is_object()) return fail("not a JSON object");
-
-  // Pre-tokenizer first: it says whether the vocabulary is in the byte-level alphabet.
+  Loader loader(*t);
   bool byte_level = false;
+  if (auto s = loader.Normalization(root, &byte_level); !s.ok()) return fail(s.message());
+  if (auto s = loader.Model(root, byte_level); !s.ok()) return fail(s.message());
+  if (auto s = loader.AddedTokens(root); !s.ok()) return fail(s.message());
+  element e;
+  if (root["post_processor"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (auto s = loader.PostProcessor(e, "post_processor"); !s.ok()) return fail(s.message());
+  }
+
+  std::string template_source;
+  if (fs::is_regular_file(config_path, ec)) {
+    if (auto s = loader.Config(config_path, &template_source); !s.ok()) return s;
+  }
+  if (fs::is_regular_file(template_path, ec)) {
+    auto src = hf::ReadFile(template_path);
+    if (!src.ok()) return src.status();
+    template_source = *std::move(src);
+  }
+  loader.SetChatTemplate(template_source);
+  t->cache_ = std::make_unique<IncrementalCache>(IncrementalCache::Options{});
+  return std::shared_ptr<const HfTokenizer>(std::move(t));
+}
+
+absl::Status HfTokenizer::Loader::Normalization(element root, bool* byte_level) {
   element e;
   if (root["pre_tokenizer"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    auto p = hf::ParsePreTokenizer(e, "pre_tokenizer", true, &byte_level);
-    if (!p.ok()) return fail(p.status().message());
-    t->pre_tokenizer_ = *std::move(p);
+    auto p = hf::ParsePreTokenizer(e, "pre_tokenizer", true, byte_level);
+    if (!p.ok()) return p.status();
+    t_.pre_tokenizer_ = *std::move(p);
   }
   if (root["normalizer"].get(e) == simdjson::SUCCESS && !e.is_null()) {
     auto n = hf::ParseNormalizer(e, "normalizer");
-    if (!n.ok()) return fail(n.status().message());
-    t->normalizer_ = *std::move(n);
+    if (!n.ok()) return n.status();
+    t_.normalizer_ = *std::move(n);
   }
+  return absl::OkStatus();
+}
 
-  // The model.
+absl::Status HfTokenizer::Loader::Model(element root, bool byte_level) {
   element model;
   if (root["model"].get(model) != simdjson::SUCCESS || !model.is_object()) {
-    return fail("no \"model\" object");
+    return absl::InvalidArgumentError("no \"model\" object");
   }
   const std::string_view type = hf::TypeOf(model);
   if (type != "BPE" && !(type.empty() && model["merges"].error() == simdjson::SUCCESS)) {
-    return fail(common::StrCat("model type \"", type, "\" is not supported (only BPE)"));
+    return absl::InvalidArgumentError(
+        common::StrCat("model type \"", type, "\" is not supported (only BPE)"));
   }
   double dropout = 0;
   if (model["dropout"].get(dropout) == simdjson::SUCCESS && dropout > 0) {
-    return fail("BPE dropout is random: not supported");
+    return absl::InvalidArgumentError("BPE dropout is random: not supported");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (auto s = hf::Str(model, key); s && !s->empty()) {
-      return fail(common::StrCat("model.", key, " \"", *s, "\" is not supported"));
+      return absl::InvalidArgumentError(
+          common::StrCat("model.", key, " \"", *s, "\" is not supported"));
     }
   }
   hf::BpeModel::Options mo;
@@ -445,49 +495,61 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::Load(
   mo.fuse_unk = hf::Bool(model, "fuse_unk", false);
   mo.ignore_merges = hf::Bool(model, "ignore_merges", false);
   mo.unk_token = hf::Str(model, "unk_token");
-  t->model_ = std::make_unique<hf::BpeModel>(mo);
+  t_.model_ = std::make_unique<hf::BpeModel>(mo);
+  if (auto s = Vocabulary(model); !s.ok()) return s;
+  return t_.model_->Finish();
+}
+
+// model.vocab and model.merges into the BPE model.
+absl::Status HfTokenizer::Loader::Vocabulary(element model) {
   simdjson::dom::object vocab;
-  if (model["vocab"].get(vocab) != simdjson::SUCCESS) return fail("model.vocab is not an object");
+  if (model["vocab"].get(vocab) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("model.vocab is not an object");
+  }
   for (auto [key, value] : vocab) {
     uint64_t id;
     if (value.get(id) != simdjson::SUCCESS || id > UINT32_MAX) {
-      return fail(common::StrCat("model.vocab[\"", key, "\"] is not a token id"));
+      return absl::InvalidArgumentError(
+          common::StrCat("model.vocab[\"", key, "\"] is not a token id"));
     }
-    if (auto s = t->model_->AddToken(key, static_cast<uint32_t>(id)); !s.ok()) {
-      return fail(s.message());
-    }
+    if (auto s = t_.model_->AddToken(key, static_cast<uint32_t>(id)); !s.ok()) return s;
   }
   simdjson::dom::array merges;
-  if (model["merges"].get(merges) != simdjson::SUCCESS) return fail("model.merges is not a list");
+  if (model["merges"].get(merges) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("model.merges is not a list");
+  }
   for (element m : merges) {
     std::string_view s, a, b;
     simdjson::dom::array pair;
     if (m.get(s) == simdjson::SUCCESS) {
       const size_t sp = s.find(' ', 1);
       if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos) {
-        return fail(common::StrCat("model.merges: \"", s, "\" is not two tokens"));
+        return absl::InvalidArgumentError(
+            common::StrCat("model.merges: \"", s, "\" is not two tokens"));
       }
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (m.get(pair) == simdjson::SUCCESS && pair.size() == 2 &&
                pair.at(0).get(a) == simdjson::SUCCESS && pair.at(1).get(b) == simdjson::SUCCESS) {
     } else {
-      return fail("model.merges: an entry is neither \"a b\" nor [a, b]");
+      return absl::InvalidArgumentError("model.merges: an entry is neither \"a b\" nor [a, b]");
     }
-    if (auto st = t->model_->AddMerge(a, b); !st.ok()) return fail(st.message());
+    if (auto st = t_.model_->AddMerge(a, b); !st.ok()) return st;
   }
-  if (auto s = t->model_->Finish(); !s.ok()) return fail(s.message());
+  return absl::OkStatus();
+}
 
-  // Added tokens: special ones first, as the library orders its matching set.
-  t->added_ = std::make_unique<hf::AddedVocab>();
-  simdjson::dom::array added;
-  if (root["added_tokens"].get(added) == simdjson::SUCCESS) {
-    for (element a : added) {
+absl::Status HfTokenizer::Loader::AddedTokens(element root) {
+  t_.added_ = std::make_unique<hf::AddedVocab>();
+  hf::AddedVocab& added = *t_.added_;
+  simdjson::dom::array list;
+  if (root["added_tokens"].get(list) == simdjson::SUCCESS) {
+    for (element a : list) {
       hf::AddedToken tok;
       uint64_t id;
       auto content = hf::Str(a, "content");
       if (!content || a["id"].get(id) != simdjson::SUCCESS) {
-        return fail("added_tokens: an entry lacks \"content\" or \"id\"");
+        return absl::InvalidArgumentError("added_tokens: an entry lacks \"content\" or \"id\"");
       }
       tok.content = *content;
       tok.id = static_cast<uint32_t>(id);
@@ -496,173 +558,174 @@ absl::StatusOr<std::shared_ptr<const HfTokenizer>> HfTokenizer::Load(
       tok.lstrip = hf::Bool(a, "lstrip", false);
       tok.rstrip = hf::Bool(a, "rstrip", false);
       tok.normalized = hf::Bool(a, "normalized", !tok.special);
-      t->added_->cut_safe &= !tok.single_word && !tok.lstrip && !tok.rstrip;
-      t->added_->tokens.push_back(std::move(tok));
+      added.cut_safe &= !tok.single_word && !tok.lstrip && !tok.rstrip;
+      added.tokens.push_back(std::move(tok));
     }
   }
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < t->added_->tokens.size(); ++i) {
-      const hf::AddedToken& tok = t->added_->tokens[i];
+    for (size_t i = 0; i < added.tokens.size(); ++i) {
+      const hf::AddedToken& tok = added.tokens[i];
       if (tok.special != (pass == 0)) continue;
       if (!tok.normalized) {
-        t->added_->raw.Add(tok.content, static_cast<int32_t>(i));
+        added.raw.Add(tok.content, static_cast<int32_t>(i));
         continue;
       }
       std::string normalized = tok.content;
-      if (t->normalizer_) {
-        if (auto s = t->normalizer_->Normalize(tok.content, &normalized); !s.ok()) {
-          return fail(s.message());
-        }
+      if (t_.normalizer_) {
+        if (auto s = t_.normalizer_->Normalize(tok.content, &normalized); !s.ok()) return s;
       }
-      t->added_->normalized.Add(normalized, static_cast<int32_t>(i));
+      added.normalized.Add(normalized, static_cast<int32_t>(i));
     }
   }
+  return absl::OkStatus();
+}
 
-  // Post-processor.
-  auto id_of = [&](std::string_view token) { return t->TokenToId(token); };
-  std::function<absl::Status(element, const std::string&)> post = [&](element p,
-                                                                      const std::string& where) {
-    const std::string_view pt = hf::TypeOf(p);
-    if (pt == "ByteLevel") return absl::OkStatus();  // offsets only
-    if (pt == "Sequence") {
-      simdjson::dom::array list;
-      if (p["processors"].get(list) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(where + ": Sequence without \"processors\"");
-      }
-      size_t i = 0;
-      for (element q : list) {
-        if (auto s = post(q, common::StrCat(where, ".processors[", i++, "]")); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+absl::Status HfTokenizer::Loader::PostProcessor(element p, const std::string& where) {
+  const std::string_view pt = hf::TypeOf(p);
+  if (pt == "ByteLevel") return absl::OkStatus();  // offsets only
+  if (pt == "Sequence") {
+    simdjson::dom::array list;
+    if (p["processors"].get(list) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(where + ": Sequence without \"processors\"");
     }
-    if (pt == "TemplateProcessing") {
-      simdjson::dom::array single;
-      simdjson::dom::object specials;
-      if (p["single"].get(single) != simdjson::SUCCESS ||
-          p["special_tokens"].get(specials) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(where + ": TemplateProcessing without single/special");
+    size_t i = 0;
+    for (element q : list) {
+      if (auto s = PostProcessor(q, common::StrCat(where, ".processors[", i++, "]")); !s.ok()) {
+        return s;
       }
-      bool seen_sequence = false;
-      for (element item : single) {
-        element x;
-        if (item["Sequence"].get(x) == simdjson::SUCCESS) {
-          if (seen_sequence) {
-            return absl::InvalidArgumentError(where + ": more than one sequence in \"single\"");
-          }
-          seen_sequence = true;
-          continue;
-        }
-        std::string_view sid;
-        if (item["SpecialToken"].get(x) != simdjson::SUCCESS || x["id"].get(sid)) {
-          return absl::InvalidArgumentError(where + ": unknown item in \"single\"");
-        }
-        simdjson::dom::array ids;
-        if (specials[sid]["ids"].get(ids) != simdjson::SUCCESS) {
-          return absl::InvalidArgumentError(
-              common::StrCat(where, ": special token \"", sid, "\" has no ids"));
-        }
-        for (element i : ids) {
-          uint64_t v;
-          if (i.get(v) != simdjson::SUCCESS) return absl::InvalidArgumentError(where + ": bad id");
-          (seen_sequence ? t->suffix_ids_ : t->prefix_ids_).push_back(static_cast<uint32_t>(v));
-        }
-      }
-      return absl::OkStatus();
     }
-    if (pt == "BertProcessing" || pt == "RobertaProcessing") {
-      uint64_t cls, sep;
-      if (p["cls"].at(1).get(cls) != simdjson::SUCCESS ||
-          p["sep"].at(1).get(sep) != simdjson::SUCCESS) {
-        return absl::InvalidArgumentError(where + ": cls/sep missing");
-      }
-      t->prefix_ids_.push_back(static_cast<uint32_t>(cls));
-      t->suffix_ids_.push_back(static_cast<uint32_t>(sep));
-      return absl::OkStatus();
+    return absl::OkStatus();
+  }
+  if (pt == "TemplateProcessing") return TemplateProcessing(p, where);
+  if (pt == "BertProcessing" || pt == "RobertaProcessing") {
+    uint64_t cls, sep;
+    if (p["cls"].at(1).get(cls) != simdjson::SUCCESS ||
+        p["sep"].at(1).get(sep) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(where + ": cls/sep missing");
     }
-    return absl::InvalidArgumentError(
-        common::StrCat(where, ": post-processor type \"", pt, "\" is not supported"));
+    t_.prefix_ids_.push_back(static_cast<uint32_t>(cls));
+    t_.suffix_ids_.push_back(static_cast<uint32_t>(sep));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      common::StrCat(where, ": post-processor type \"", pt, "\" is not supported"));
+}
+
+// The special tokens of "single" before its sequence go before the text, those after it after.
+absl::Status HfTokenizer::Loader::TemplateProcessing(element p, const std::string& where) {
+  simdjson::dom::array single;
+  simdjson::dom::object specials;
+  if (p["single"].get(single) != simdjson::SUCCESS ||
+      p["special_tokens"].get(specials) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(where + ": TemplateProcessing without single/special");
+  }
+  bool seen_sequence = false;
+  for (element item : single) {
+    element x;
+    if (item["Sequence"].get(x) == simdjson::SUCCESS) {
+      if (seen_sequence) {
+        return absl::InvalidArgumentError(where + ": more than one sequence in \"single\"");
+      }
+      seen_sequence = true;
+      continue;
+    }
+    std::string_view sid;
+    if (item["SpecialToken"].get(x) != simdjson::SUCCESS || x["id"].get(sid)) {
+      return absl::InvalidArgumentError(where + ": unknown item in \"single\"");
+    }
+    simdjson::dom::array ids;
+    if (specials[sid]["ids"].get(ids) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          common::StrCat(where, ": special token \"", sid, "\" has no ids"));
+    }
+    for (element i : ids) {
+      uint64_t v;
+      if (i.get(v) != simdjson::SUCCESS) return absl::InvalidArgumentError(where + ": bad id");
+      (seen_sequence ? t_.suffix_ids_ : t_.prefix_ids_).push_back(static_cast<uint32_t>(v));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HfTokenizer::Loader::Config(const std::string& config_path,
+                                         std::string* template_source) {
+  simdjson::dom::parser parser;
+  element config;
+  if (absl::Status s = hf::LoadJson(config_path, parser, &config); !s.ok()) return s;
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                          "cls_token", "mask_token"}) {
+    element v;
+    if (config[key].get(v) != simdjson::SUCCESS) continue;
+    if (auto c = hf::TokenContent(v)) t_.special_tokens_.named.emplace_back(key, *c);
+  }
+  simdjson::dom::array extra;
+  if (config["additional_special_tokens"].get(extra) == simdjson::SUCCESS) {
+    for (element v : extra) {
+      if (auto c = hf::TokenContent(v)) t_.special_tokens_.additional.push_back(*c);
+    }
+  }
+  if (auto s = BosEosRule(config, config_path); !s.ok()) return s;
+  element tpl;
+  std::string_view s;
+  simdjson::dom::array named;
+  if (config["chat_template"].get(tpl) == simdjson::SUCCESS) {
+    if (tpl.get(s) == simdjson::SUCCESS) {
+      *template_source = std::string(s);
+    } else if (tpl.get(named) == simdjson::SUCCESS) {
+      for (element entry : named) {
+        if (hf::Str(entry, "name").value_or("") == "default") {
+          *template_source = hf::Str(entry, "template").value_or("");
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// transformers' LlamaTokenizerFast and GemmaTokenizerFast rebuild the post-processor from
+// add_bos_token (default true) and add_eos_token (default false), whatever tokenizer.json says;
+// other classes keep the file's.
+absl::Status HfTokenizer::Loader::BosEosRule(element config, const std::string& config_path) {
+  std::string cls = hf::Str(config, "tokenizer_class").value_or("");
+  cls = std::string(absl::StripSuffix(cls, "Fast"));
+  if (cls != "LlamaTokenizer" && cls != "GemmaTokenizer" && cls != "CodeLlamaTokenizer") {
+    return absl::OkStatus();
+  }
+  t_.prefix_ids_.clear();
+  t_.suffix_ids_.clear();
+  auto special = [&](const char* key) -> std::optional<std::string> {
+    for (const auto& [k, v] : t_.special_tokens_.named) {
+      if (k == key) return v;
+    }
+    return std::nullopt;
   };
-  if (root["post_processor"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (auto s = post(e, "post_processor"); !s.ok()) return fail(s.message());
+  for (auto [key, flag, fallback, ids] :
+       {std::tuple{"bos_token", "add_bos_token", true, &t_.prefix_ids_},
+        std::tuple{"eos_token", "add_eos_token", false, &t_.suffix_ids_}}) {
+    if (!hf::Bool(config, flag, fallback)) continue;
+    auto content = special(key);
+    std::optional<uint32_t> id = content ? t_.TokenToId(*content) : std::nullopt;
+    if (!id) {
+      return absl::InvalidArgumentError(
+          common::StrCat(config_path, ": ", flag, " is set but ", key, " is not a token"));
+    }
+    ids->push_back(*id);
   }
+  return absl::OkStatus();
+}
 
-  // tokenizer_config.json: special tokens for templates, transformers' BOS rule, the template.
-  std::string template_source;
-  if (fs::is_regular_file(config_path, ec)) {
-    simdjson::dom::parser cparser;
-    element config;
-    if (absl::Status s = hf::LoadJson(config_path, cparser, &config); !s.ok()) return s;
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
-                            "cls_token", "mask_token"}) {
-      element v;
-      if (config[key].get(v) != simdjson::SUCCESS) continue;
-      if (auto c = hf::TokenContent(v)) t->special_tokens_.named.emplace_back(key, *c);
-    }
-    simdjson::dom::array extra;
-    if (config["additional_special_tokens"].get(extra) == simdjson::SUCCESS) {
-      for (element v : extra) {
-        if (auto c = hf::TokenContent(v)) t->special_tokens_.additional.push_back(*c);
-      }
-    }
-    // transformers' LlamaTokenizerFast and GemmaTokenizerFast rebuild the post-processor from
-    // add_bos_token (default true) and add_eos_token (default false), whatever tokenizer.json
-    // says; other classes keep the file's.
-    std::string cls = hf::Str(config, "tokenizer_class").value_or("");
-    cls = std::string(absl::StripSuffix(cls, "Fast"));
-    if (cls == "LlamaTokenizer" || cls == "GemmaTokenizer" || cls == "CodeLlamaTokenizer") {
-      t->prefix_ids_.clear();
-      t->suffix_ids_.clear();
-      auto special = [&](const char* key) -> std::optional<std::string> {
-        for (const auto& [k, v] : t->special_tokens_.named) {
-          if (k == key) return v;
-        }
-        return std::nullopt;
-      };
-      for (auto [key, flag, fallback, ids] :
-           {std::tuple{"bos_token", "add_bos_token", true, &t->prefix_ids_},
-            std::tuple{"eos_token", "add_eos_token", false, &t->suffix_ids_}}) {
-        if (!hf::Bool(config, flag, fallback)) continue;
-        auto content = special(key);
-        std::optional<uint32_t> id = content ? id_of(*content) : std::nullopt;
-        if (!id) {
-          return absl::InvalidArgumentError(
-              common::StrCat(config_path, ": ", flag, " is set but ", key, " is not a token"));
-        }
-        ids->push_back(*id);
-      }
-    }
-    element tpl;
-    std::string_view s;
-    simdjson::dom::array named;
-    if (config["chat_template"].get(tpl) == simdjson::SUCCESS) {
-      if (tpl.get(s) == simdjson::SUCCESS) {
-        template_source = std::string(s);
-      } else if (tpl.get(named) == simdjson::SUCCESS) {
-        for (element entry : named) {
-          if (hf::Str(entry, "name").value_or("") == "default") {
-            template_source = hf::Str(entry, "template").value_or("");
-          }
-        }
-      }
-    }
+// A template outside the supported subset is not a load error: chat_template_status() says why.
+void HfTokenizer::Loader::SetChatTemplate(const std::string& source) {
+  if (source.empty()) {
+    t_.template_status_ = absl::FailedPreconditionError("the model has no chat template");
+    return;
   }
-  if (fs::is_regular_file(template_path, ec)) {
-    auto src = hf::ReadFile(template_path);
-    if (!src.ok()) return src.status();
-    template_source = *std::move(src);
-  }
-  if (template_source.empty()) {
-    t->template_status_ = absl::FailedPreconditionError("the model has no chat template");
+  auto tpl = ChatTemplate::Parse(source);
+  if (tpl.ok()) {
+    t_.template_ = *std::move(tpl);
   } else {
-    auto tpl = ChatTemplate::Parse(template_source);
-    if (tpl.ok()) {
-      t->template_ = *std::move(tpl);
-    } else {
-      t->template_status_ = tpl.status();
-    }
+    t_.template_status_ = tpl.status();
   }
-  t->cache_ = std::make_unique<IncrementalCache>(IncrementalCache::Options{});
-  return std::shared_ptr<const HfTokenizer>(std::move(t));
 }
 
 std::optional<uint32_t> HfTokenizer::TokenToId(std::string_view token) const {
