@@ -58,10 +58,12 @@ std::string StrJoin(const Range& range, std::string_view sep) {
   return out;
 }
 
-/// Whole-string decimal parses; false on any stray character or overflow.
 /// An absl::string_view (e.g. absl::Status::message()) as a std::string_view.
 inline std::string_view Sv(absl::string_view s) { return {s.data(), s.size()}; }
+/// A std::string_view as the absl::string_view absl's containers and functions take.
+inline absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
 
+/// Whole-string decimal parses; false on any stray character or overflow.
 bool ParseUint64(std::string_view s, uint64_t* out);
 bool ParseDouble(std::string_view s, double* out);
 

@@ -121,7 +121,7 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
     } else if (key == "store" && t == od::json_type::boolean) {
       KVINDEX_JSON_TRY(v.get_bool().get(out->store), key);
     } else if (key == main_key) {
-      if (seen_main) return absl::InvalidArgumentError(absl::StrCat("duplicate '", Sv(key), "'"));
+      if (seen_main) return absl::InvalidArgumentError(common::StrCat("duplicate '", key, "'"));
       seen_main = true;
       if (messages_api && t != od::json_type::array) {
         return absl::InvalidArgumentError("'messages' must be an array");
@@ -456,7 +456,7 @@ absl::Status Canonicalizer::Impl::AnthropicBlocks(od::array blocks, std::string_
                         ? XXH3_64bits_withSeed(source.data.data(), source.data.size(),
                                                XXH3_64bits(source.text.data(), source.text.size()))
                         : XXH3_64bits(text.data(), text.size());
-      conv_.Unsupported(absl::StrCat("content blocks of type '", Sv(type), "' are not supported"));
+      conv_.Unsupported(common::StrCat("content blocks of type '", type, "' are not supported"));
     }
     if (b.kind == Kind::kToolResult && b.text.data() == nullptr) b.text = "";
     out->push_back(b);
@@ -473,7 +473,7 @@ absl::Status Canonicalizer::Impl::AnthropicToolResult(od::value v, std::string_v
   if (t == od::json_type::null) return absl::OkStatus();
   if (t == od::json_type::string) {
     KVINDEX_JSON_TRY(v.get_string().get(b->text), "content");
-    if (role != "user") b->repr = conv_.Own(absl::StrCat("Tool result: ", Sv(b->text)));
+    if (role != "user") b->repr = conv_.Own(common::StrCat("Tool result: ", b->text));
     return absl::OkStatus();
   }
   if (t != od::json_type::array) {
@@ -519,7 +519,7 @@ absl::Status Canonicalizer::Impl::AnthropicToolResult(od::value v, std::string_v
   }
   b->images_end = static_cast<uint32_t>(conv_.parts.size());
   b->text = texts == 1 ? only : texts == 0 ? std::string_view("") : conv_.Own(std::move(joined));
-  if (role != "user") b->repr = conv_.Own(absl::StrCat("Tool result: ", Sv(b->text)));
+  if (role != "user") b->repr = conv_.Own(common::StrCat("Tool result: ", b->text));
   return absl::OkStatus();
 }
 
@@ -621,7 +621,7 @@ absl::Status Canonicalizer::Impl::AnthropicTools(od::value v) {
     }
     if (!present[2]) {
       // A server tool (web search, ...) has no input_schema: vLLM's request model refuses it.
-      conv_.Unsupported(absl::StrCat("tool '", Sv(name), "' has no input_schema"));
+      conv_.Unsupported(common::StrCat("tool '", name, "' has no input_schema"));
       continue;
     }
     agent::Tool out;

@@ -184,7 +184,7 @@ absl::Status Canonicalizer::Impl::ResponsesItem(od::value v) {
   } else if (type == "function_call" || type == "custom_tool_call") {
     agent::Call call;
     call.id = call_id;
-    call.name = has_ns && !ns.empty() ? conv_.Own(absl::StrCat(Sv(ns), "__", Sv(name))) : name;
+    call.name = has_ns && !ns.empty() ? conv_.Own(common::StrCat(ns, "__", name)) : name;
     call.arguments = arguments;
     conv_.calls.push_back(call);
     if (last != nullptr && IsAssistant(*last)) {
@@ -222,7 +222,7 @@ absl::Status Canonicalizer::Impl::ResponsesItem(od::value v) {
       conv_.messages.push_back(m);
     }
   } else {
-    conv_.Unsupported(absl::StrCat("input items of type '", Sv(type), "' are not supported"));
+    conv_.Unsupported(common::StrCat("input items of type '", type, "' are not supported"));
   }
   return absl::OkStatus();
 }

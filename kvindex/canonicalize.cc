@@ -163,7 +163,7 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         continue;
       }
       if (t != od::json_type::array) {
-        return absl::InvalidArgumentError(absl::StrCat("'", Sv(key), "' must be an array"));
+        return absl::InvalidArgumentError(common::StrCat("'", key, "' must be an array"));
       }
       section->push_back(canonical::kMessageBegin);
       section->push_back(key == "tools" ? kTagTools : kTagFunctions);

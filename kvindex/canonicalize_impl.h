@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "common/strings.h"
 #include "kvindex/agent_conversation.h"
 #include "kvindex/canonicalize.h"
 #include "simdjson.h"
@@ -36,12 +36,9 @@ constexpr char kTagArguments = 'g';
 constexpr char kTagToolResultId = 'k';
 constexpr char kTagNullContent = 'z';
 
-// absl::string_view is not std::string_view in Debian's Abseil build.
-inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 inline absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid request JSON at ", Sv(where), ": ", simdjson::error_message(ec)));
+      common::StrCat("invalid request JSON at ", where, ": ", simdjson::error_message(ec)));
 }
 
 #define KVINDEX_JSON_TRY(expr, where)   \
@@ -90,7 +87,7 @@ inline absl::Status StringOrNull(od::value& v, std::string_view key, std::string
     return absl::OkStatus();
   }
   if (t != od::json_type::string) {
-    return absl::InvalidArgumentError(absl::StrCat("field '", Sv(key), "' must be a string"));
+    return absl::InvalidArgumentError(common::StrCat("field '", key, "' must be a string"));
   }
   KVINDEX_JSON_TRY(v.get_string().get(*s), key);
   *found = true;

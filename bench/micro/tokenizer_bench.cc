@@ -27,22 +27,22 @@
 #include "common/build_info.h"
 #include "common/json_util.h"
 #include "common/strings.h"
-#include "kvindex/hf_tokenizer.h"
 #include "prometheus/registry.h"
 #include "router/precise/precise_mode.h"
 #include "router/routing/route_planner.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using kvgate::kvindex::HfTokenizer;
+using kvgate::tokenizer::HfTokenizer;
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 std::shared_ptr<const HfTokenizer> Load(const std::string& dir) {
-  kvgate::kvindex::HfTokenizerFiles f;
+  kvgate::tokenizer::HfTokenizerFiles f;
   f.dir = dir;
   auto t = HfTokenizer::Load(f);
   if (!t.ok()) {
@@ -196,7 +196,7 @@ int SessionBench(const std::string& dir, int turns) {
 
 int RouterBench(const std::string& dir, int iterations) {
   using namespace kvgate;
-  auto made = kvindex::MakeTokenizer(dir);
+  auto made = tokenizer::MakeTokenizer(dir);
   if (!made.ok()) return 2;
   config::RoutingConfig config;
   config.precise.tokenizer = dir;

@@ -5,10 +5,10 @@
 
 #include "common/strings.h"
 #include "kvindex/prefix_index.h"
-#include "kvindex/tokenizer.h"
 #include "router/config/sections.h"
 #include "router/pd/pd_bodies.h"
 #include "router/policies/policy_registry.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvgate::config {
 namespace {
@@ -22,7 +22,7 @@ void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
   }
   auto check_tokenizer = [&](const YAML::Node& node, const std::string& path,
                              const std::string& name) {
-    auto tokenizer = kvindex::MakeTokenizer(name);
+    auto tokenizer = tokenizer::MakeTokenizer(name);
     if (!tokenizer.ok()) r.Error(node, path, tokenizer.status().message());
     return tokenizer.ok();
   };

@@ -8,10 +8,10 @@
 #include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "kvindex/canonicalize.h"
-#include "kvindex/hf_tokenizer.h"
 #include "router/net/http_client.h"
 #include "router/net/tls_socket.h"
 #include "spdlog/spdlog.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kvgate::router {
 namespace {
@@ -159,14 +159,14 @@ struct PreciseProber::Impl {
       t.retry_at = Clock::now() + kRetryAfterFailure;
       precise.SetState(*w, PreciseState::kUnverified, std::move(why));
     };
-    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(pc, model);
+    const tokenizer::Tokenizer* tokenizer = PreciseMode::TokenizerFor(pc, model);
     if (tokenizer == nullptr) {
       fail("no tokenizer configured for its model");
       co_return;
     }
     // A model tokenizer whose chat template cannot be rendered still routes completions
     // precisely; its chat requests fall back to approximate routing: say so.
-    if (const auto* hf = dynamic_cast<const kvindex::HfTokenizer*>(tokenizer);
+    if (const auto* hf = dynamic_cast<const tokenizer::HfTokenizer*>(tokenizer);
         hf != nullptr && !hf->has_chat_template()) {
       spdlog::error("precise mode: chat requests for model {} route approximately: {}", model,
                     hf->chat_template_status().ToString());
@@ -215,7 +215,7 @@ struct PreciseProber::Impl {
   // The agent API's probe: the tokens kvgate predicts for the request (its conversion, then the
   // chat template or the canonical prompt, as the planner does) must come back in the events.
   net::awaitable<void> ProbeApi(WorkerSharedPtr w, std::string model,
-                                const kvindex::Tokenizer& tokenizer, PreciseApi api,
+                                const tokenizer::Tokenizer& tokenizer, PreciseApi api,
                                 const config::Config& cfg) {
     const bool messages = api == PreciseApi::kMessages;
     std::string body = "{\"model\":";
@@ -254,7 +254,7 @@ struct PreciseProber::Impl {
                                         std::string body, uint32_t rank, config::Config cfg) {
     const config::KvEventsConfig& ke = *w->config().kv_events;
     const milliseconds timeout(cfg.routing.precise.probe_timeout_ms);
-    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(cfg.routing.precise, model);
+    const tokenizer::Tokenizer* tokenizer = PreciseMode::TokenizerFor(cfg.routing.precise, model);
     std::vector<kvindex::BlockHash> chain;
     PreciseMode::TokenChain(tokens, model, ke.block_size, &chain);
     if (chain.empty()) co_return std::string("the probe prompt did not make a full block");

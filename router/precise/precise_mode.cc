@@ -265,12 +265,12 @@ bool PreciseMode::RecordStoreHealth(size_t i, bool ok, const config::HealthCheck
   return true;
 }
 
-const kvindex::Tokenizer* PreciseMode::TokenizerFor(const config::PreciseConfig& config,
-                                                    std::string_view model) {
+const tokenizer::Tokenizer* PreciseMode::TokenizerFor(const config::PreciseConfig& config,
+                                                      std::string_view model) {
   for (const auto& [m, name] : config.model_tokenizers) {
-    if (m == model) return kvindex::TokenizerByName(name);
+    if (m == model) return tokenizer::TokenizerByName(name);
   }
-  return kvindex::TokenizerByName(config.tokenizer);
+  return tokenizer::TokenizerByName(config.tokenizer);
 }
 
 void PreciseMode::TokenChain(absl::Span<const uint32_t> tokens, std::string_view model,

@@ -18,9 +18,9 @@
 #include "kvevents/event_applier.h"
 #include "kvevents/subscriber.h"
 #include "kvindex/prefix_index.h"
-#include "kvindex/tokenizer.h"
 #include "router/fleet/worker.h"
 #include "router/precise/speculative_blocks.h"
+#include "tokenizer/tokenizer.h"
 
 namespace prometheus {
 class Registry;
@@ -67,8 +67,8 @@ class PreciseMode {
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
 
   /// The tokenizer configured for `model` (routing.precise.model_tokenizers, else .tokenizer).
-  static const kvindex::Tokenizer* TokenizerFor(const config::PreciseConfig& config,
-                                                std::string_view model);
+  static const tokenizer::Tokenizer* TokenizerFor(const config::PreciseConfig& config,
+                                                  std::string_view model);
   /// The token-mode chain of `tokens` for `model` in `block_size`-token blocks: what the
   /// precise index holds for the same prompt once an engine stored it.
   static void TokenChain(absl::Span<const uint32_t> tokens, std::string_view model,

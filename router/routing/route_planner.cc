@@ -90,7 +90,7 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
   // Precise mode matches token chains; a cache_salt changes the engine's hashes in ways its
   // events do not show, so salted requests stay approximate.
   if (precise_ != nullptr && precise_->enabled() && request.json.cache_salt.empty()) {
-    const kvindex::Tokenizer* tokenizer = PreciseMode::TokenizerFor(config.precise, model);
+    const tokenizer::Tokenizer* tokenizer = PreciseMode::TokenizerFor(config.precise, model);
     // A model's own tokenizer renders chat bodies through its chat template (issue 16); one
     // without templates (bytes4) tokenises the canonical prompt. A failed render (a template
     // outside the supported subset, raise_exception) leaves the request approximate.

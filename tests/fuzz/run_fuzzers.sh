@@ -20,13 +20,16 @@ fi
 
 KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
 KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_json.cc"
+KVINDEX_SRCS+=" common/strings.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
 KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
 HTTP1_SRCS="router/net/http1.cc router/net/body_framing.cc common/strings.cc"
 # (one line each: a TARGETS entry is read as one line)
-TOKENIZER_SRCS="kvindex/tokenizer.cc kvindex/hf_tokenizer.cc kvindex/hf_text.cc kvindex/hf_split.cc"
-TOKENIZER_SRCS+=" kvindex/hf_bpe.cc kvindex/incremental.cc kvindex/chat_template.cc"
-TOKENIZER_SRCS+=" kvindex/jinja_lexer.cc kvindex/jinja_parse.cc kvindex/jinja_eval.cc kvindex/jinja_value.cc kvindex/jinja_builtins.cc"
+TOKENIZER_SRCS="tokenizer/tokenizer.cc tokenizer/hf_tokenizer.cc tokenizer/hf_text.cc"
+TOKENIZER_SRCS+=" tokenizer/hf_split.cc tokenizer/hf_bpe.cc tokenizer/incremental.cc"
+TOKENIZER_SRCS+=" tokenizer/chat_template.cc tokenizer/jinja_lexer.cc tokenizer/jinja_parse.cc"
+TOKENIZER_SRCS+=" tokenizer/jinja_eval.cc tokenizer/jinja_value.cc tokenizer/jinja_builtins.cc"
+TOKENIZER_SRCS+=" common/strings.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
 PD_SRCS="router/pd/pd_bodies.cc common/strings.cc common/json_util.cc"
 POLICY_SRCS="router/policies/policy_registry.cc router/policies/load_balancing_policies.cc"
@@ -36,15 +39,15 @@ POLICY_SRCS+=" router/policies/kvaware_policy.cc"
 CONFIG_SRCS="router/config/loader.cc router/config/auth_section.cc router/config/discovery_section.cc router/config/routing_section.cc router/config/secret.cc common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
-  "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings"
-  "messages|tests/fuzz/messages_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
-  "responses|tests/fuzz/responses_fuzzer.cc|${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
+  "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings"
+  "messages|tests/fuzz/messages_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
+  "responses|tests/fuzz/responses_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"
-  "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
+  "tokenizer|tests/fuzz/tokenizer_fuzzer.cc|${TOKENIZER_SRCS}|simdjson fmt oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set|20"
   "store_request|tests/fuzz/store_request_fuzzer.cc|${STORE_SRCS}|fmt absl_status absl_statusor absl_strings|20"
   "store_auth|tests/fuzz/store_auth_fuzzer.cc|transfer/peer_auth.cc transfer/capability.cc transfer/types.cc common/strings.cc|libcrypto absl_status absl_statusor absl_strings|10"
   "pd_bodies|tests/fuzz/pd_bodies_fuzzer.cc|${PD_SRCS}|simdjson absl_status absl_statusor absl_strings|20"
-  "request_path|tests/fuzz/request_path_fuzzer.cc|${HTTP1_SRCS} ${KVINDEX_SRCS}|simdjson libxxhash absl_status absl_statusor absl_strings|20"
+  "request_path|tests/fuzz/request_path_fuzzer.cc|${HTTP1_SRCS} ${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "relay_framing|tests/fuzz/relay_framing_fuzzer.cc|${HTTP1_SRCS}|absl_strings|20"
   "usage_scanner|tests/fuzz/usage_scanner_fuzzer.cc|router/upstream/usage_scanner.cc||20"
   "config_loader|tests/fuzz/config_loader_fuzzer.cc|${CONFIG_SRCS}|yaml-cpp spdlog fmt simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set absl_str_format_internal|20"
@@ -53,13 +56,14 @@ TARGETS=(
 OUT="${FUZZ_OUT:-${ROOT}/build/fuzz}"
 mkdir -p "$OUT"
 
-# Builds target $1 (an index into TARGETS) into ${OUT}/<name>_fuzzer, its output in a log.
+# Builds target $1 (an index into TARGETS) into ${OUT}/<name>_fuzzer, its output in a log. A
+# source listed twice (common/strings.cc through two lists) is compiled once.
 build() {
   local name fuzzer srcs pkgs cap
   IFS='|' read -r name fuzzer srcs pkgs cap <<<"${TARGETS[$1]}"
   # shellcheck disable=SC2046,SC2086
   "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done) \
+    -I"$ROOT" "${ROOT}/${fuzzer}" $(for s in $srcs; do echo "${ROOT}/${s}"; done | sort -u) \
     $([[ -z "$pkgs" ]] || pkg-config --cflags --libs $pkgs) -o "${OUT}/${name}_fuzzer" \
     >"${OUT}/${name}.build.log" 2>&1
 }

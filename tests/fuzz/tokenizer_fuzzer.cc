@@ -6,7 +6,7 @@
 //      Llama 3 split) and check the hand-compiled splits (Llama 3, Qwen, DeepSeek V3's three)
 //      against Oniguruma's on the same text.
 // Nothing may crash, leak or trip a sanitizer; errors must be statuses. Fuzzed by
-// tests/fuzz/run_fuzzers.sh (clang); its seeds also run in kvgate_kvindex_tests (gcc builds).
+// tests/fuzz/run_fuzzers.sh (clang); its seeds also run in kvgate_tokenizer_tests (gcc builds).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "kvindex/chat_template.h"
-#include "kvindex/hf_split.h"
-#include "kvindex/hf_text.h"
-#include "kvindex/hf_tokenizer.h"
-#include "kvindex/jinja.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/hf_split.h"
+#include "tokenizer/hf_text.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/jinja.h"
 
 namespace {
 
-using namespace kvgate::kvindex;
+using namespace kvgate::tokenizer;
 
 // Every pattern hf_split.h hand-compiles (DeepSeek V3's CR and LF are the characters).
 constexpr const char* kPatterns[] = {

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "bench/replay/replayer.h"
-#include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/server.h"
 #include "simdjson.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"

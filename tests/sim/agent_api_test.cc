@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/server.h"
 #include "simdjson.h"
 #include "tests/fakes/test_client.h"
 

@@ -1,4 +1,4 @@
-#include "bench/sim/cli.h"
+#include "sim/cli.h"
 
 #include "gtest/gtest.h"
 
@@ -56,8 +56,7 @@ TEST(SimCli, RejectsBadInput) {
 }
 
 TEST(SimCli, ShippedProfileLoads) {
-  auto p =
-      LoadProfile(std::string(KVGATE_TEST_SOURCE_DIR) + "/bench/sim/profiles/llama3-8b-h100.yaml");
+  auto p = LoadProfile(std::string(KVGATE_TEST_SOURCE_DIR) + "/sim/profiles/llama3-8b-h100.yaml");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->num_gpu_blocks, 26000u);
   EXPECT_EQ(p->block_size, 16u);

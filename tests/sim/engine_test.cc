@@ -1,10 +1,10 @@
-#include "bench/sim/engine.h"
+#include "sim/engine.h"
 
 #include <algorithm>
 #include <map>
 
-#include "bench/sim/tokens.h"
 #include "gtest/gtest.h"
+#include "sim/tokens.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace kvgate::sim {

@@ -1,9 +1,9 @@
 // The gateway (kvgate, a separate process) in front of an in-process kvgate-sim: requests are
 // proxied and streamed tokens arrive incrementally, not in one piece at the end.
-#include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/server.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"
 #include "tests/sim/gateway_binary.h"

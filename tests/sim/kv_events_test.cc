@@ -1,4 +1,4 @@
-#include "bench/sim/kv_events.h"
+#include "sim/kv_events.h"
 
 #include <chrono>
 #include <zmq.hpp>

@@ -5,13 +5,13 @@
 #include <future>
 #include <regex>
 
-#include "bench/sim/cli.h"
-#include "bench/sim/engine.h"
-#include "bench/sim/pd_protocol.h"
-#include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/cli.h"
+#include "sim/engine.h"
+#include "sim/pd_protocol.h"
+#include "sim/server.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_util.h"
 #include "tests/sim/sim_test_util.h"

@@ -1,6 +1,6 @@
 // kvgate-sim's HTTP surface, in process: OpenAI responses and SSE, usage with cached tokens,
 // metrics names, data-parallel ranks and injected faults.
-#include "bench/sim/server.h"
+#include "sim/server.h"
 
 #include <regex>
 

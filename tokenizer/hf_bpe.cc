@@ -1,0 +1,270 @@
+#include "tokenizer/hf_bpe.h"
+
+#include <atomic>
+#include <cstdio>
+#include <queue>
+
+#include "common/strings.h"
+#include "tokenizer/hf_text.h"
+
+namespace kvgate::tokenizer::hf {
+namespace {
+
+std::atomic<uint64_t> next_instance{1};
+
+// Words up to this many bytes are cached per thread (most words of natural text are short;
+// a long word is expensive to hash and rarely repeats).
+constexpr size_t kMaxCachedWordBytes = 48;
+constexpr size_t kMaxCacheEntries = 1 << 15;
+// Up to this many symbols a quadratic scan for the best pair beats a heap.
+constexpr size_t kMaxScanSymbols = 48;
+
+struct WordCache {
+  uint64_t instance = 0;
+  absl::flat_hash_map<std::string, std::vector<uint32_t>> words;
+};
+
+WordCache& ThreadCache(uint64_t instance) {
+  // A few slots: a process with several models alternates between them.
+  thread_local WordCache caches[4];
+  thread_local unsigned victim = 0;
+  for (WordCache& c : caches) {
+    if (c.instance == instance) return c;
+  }
+  WordCache& c = caches[victim++ % 4];
+  c.instance = instance;
+  c.words.clear();
+  return c;
+}
+
+}  // namespace
+
+BpeModel::BpeModel(Options options)
+    : options_(std::move(options)), instance_(next_instance.fetch_add(1)) {}
+
+absl::Status BpeModel::AddToken(std::string_view token, uint32_t id) {
+  std::string key;
+  if (options_.byte_level) {
+    if (!DecodeByteLevel(token, &key)) return absl::OkStatus();
+  } else {
+    key.assign(token);
+  }
+  if (!vocab_.emplace(std::move(key), id).second) {
+    return absl::InvalidArgumentError(
+        common::StrCat("model.vocab: token \"", token, "\" appears twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::AddMerge(std::string_view left, std::string_view right) {
+  std::string a, b;
+  if (options_.byte_level) {
+    if (!DecodeByteLevel(left, &a) || !DecodeByteLevel(right, &b)) {
+      return absl::InvalidArgumentError(common::StrCat("model.merges: \"", left, " ", right,
+                                                       "\" is outside the byte-level alphabet"));
+    }
+  } else {
+    a.assign(left);
+    b.assign(right);
+  }
+  auto ia = vocab_.find(a), ib = vocab_.find(b), iab = vocab_.find(a + b);
+  if (ia == vocab_.end() || ib == vocab_.end() || iab == vocab_.end()) {
+    return absl::InvalidArgumentError(common::StrCat(
+        "model.merges: \"", left, " ", right, "\" merges tokens missing from the vocabulary"));
+  }
+  // A repeated pair takes its last rank, as the library's map does.
+  merges_[uint64_t{ia->second} << 32 | ib->second] = Merge{next_rank_++, iab->second};
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::Finish() {
+  byte_ids_.assign(256, -1);
+  for (int b = 0; b < 256; ++b) {
+    if (options_.byte_level) {
+      auto it = vocab_.find(std::string(1, static_cast<char>(b)));
+      if (it != vocab_.end()) byte_ids_[b] = it->second;
+    } else if (options_.byte_fallback) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      auto it = vocab_.find(name);
+      if (it != vocab_.end()) byte_ids_[b] = it->second;
+    }
+  }
+  if (options_.unk_token) {
+    auto id = TokenToId(*options_.unk_token);
+    if (!id) {
+      return absl::InvalidArgumentError(
+          common::StrCat("model.unk_token \"", *options_.unk_token, "\" is not in the vocabulary"));
+    }
+    unk_id_ = *id;
+  }
+  return absl::OkStatus();
+}
+
+std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
+  std::string key;
+  if (options_.byte_level) {
+    if (!DecodeByteLevel(token, &key)) return std::nullopt;
+  } else {
+    key.assign(token);
+  }
+  auto it = vocab_.find(key);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BpeModel::InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const {
+  symbols->clear();
+  auto add = [&](uint32_t id, uint32_t len) {
+    const int32_t n = static_cast<int32_t>(symbols->size());
+    symbols->push_back({id, n - 1, n + 1, len});
+  };
+  // A pending unknown run: (bytes covered), fused when fuse_unk.
+  uint32_t unk_len = 0;
+  auto flush_unk = [&] {
+    if (unk_len > 0) add(*unk_id_, unk_len);
+    unk_len = 0;
+  };
+  auto unknown = [&](uint32_t len) {
+    if (!unk_id_) return;  // no unknown token: the character is dropped, as in the library
+    if (options_.fuse_unk) {
+      unk_len += len;
+    } else {
+      flush_unk();
+      unk_len = len;
+    }
+  };
+  if (options_.byte_level) {
+    for (unsigned char c : word) {
+      if (byte_ids_[c] >= 0) {
+        flush_unk();
+        add(static_cast<uint32_t>(byte_ids_[c]), 1);
+      } else {
+        unknown(1);
+      }
+    }
+  } else {
+    size_t i = 0;
+    while (i < word.size()) {
+      const size_t at = i;
+      i += Utf8Len(static_cast<unsigned char>(word[i]));
+      if (i > word.size()) i = word.size();
+      const std::string_view ch = word.substr(at, i - at);
+      auto it = vocab_.find(common::AbslView(ch));
+      if (it != vocab_.end()) {
+        flush_unk();
+        add(it->second, static_cast<uint32_t>(ch.size()));
+        continue;
+      }
+      if (options_.byte_fallback) {
+        bool all = true;
+        for (unsigned char c : ch) all &= byte_ids_[c] >= 0;
+        if (all) {
+          flush_unk();
+          for (unsigned char c : ch) add(static_cast<uint32_t>(byte_ids_[c]), 1);
+          continue;
+        }
+      }
+      unknown(static_cast<uint32_t>(ch.size()));
+    }
+  }
+  flush_unk();
+  if (!symbols->empty()) symbols->back().next = -1;
+}
+
+void BpeModel::Encode(std::string_view word, std::vector<uint32_t>* out) const {
+  if (word.empty()) return;
+  if (options_.ignore_merges) {
+    auto it = vocab_.find(common::AbslView(word));
+    if (it != vocab_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+  if (word.size() > kMaxCachedWordBytes) {
+    EncodeUncached(word, out);
+    return;
+  }
+  WordCache& cache = ThreadCache(instance_);
+  auto it = cache.words.find(common::AbslView(word));
+  if (it != cache.words.end()) {
+    for (uint32_t id : it->second) out->push_back(id);  // mostly 1-2 ids: no memmove call
+    return;
+  }
+  const size_t before = out->size();
+  EncodeUncached(word, out);
+  if (cache.words.size() >= kMaxCacheEntries) cache.words.clear();
+  cache.words.emplace(std::string(word), std::vector<uint32_t>(out->begin() + before, out->end()));
+}
+
+void BpeModel::EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const {
+  thread_local std::vector<Symbol> symbols;
+  InitialSymbols(word, &symbols);
+  const size_t n = symbols.size();
+  if (n > 1 && n <= kMaxScanSymbols) {
+    // Repeatedly merge the lowest-ranked pair, the leftmost on ties.
+    for (;;) {
+      int32_t best = -1;
+      const Merge* best_merge = nullptr;
+      for (int32_t i = 0; i != -1 && symbols[i].next != -1; i = symbols[i].next) {
+        const Merge* m = FindMerge(symbols[i].id, symbols[symbols[i].next].id);
+        if (m != nullptr && (best_merge == nullptr || m->rank < best_merge->rank)) {
+          best = i;
+          best_merge = m;
+        }
+      }
+      if (best < 0) break;
+      Symbol& left = symbols[best];
+      Symbol& right = symbols[left.next];
+      left.id = best_merge->id;
+      left.len += right.len;
+      right.len = 0;
+      left.next = right.next;
+      if (right.next != -1) symbols[right.next].prev = best;
+    }
+  } else if (n > kMaxScanSymbols) {
+    // The library's algorithm: a min-heap of (rank, position) candidates; stale ones (a side
+    // already merged away, or the pair no longer producing this id) are skipped when popped.
+    struct Candidate {
+      uint32_t rank;
+      int32_t pos;
+      uint32_t id;
+      bool operator>(const Candidate& o) const {
+        return rank != o.rank ? rank > o.rank : pos > o.pos;
+      }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (const Merge* m = FindMerge(symbols[i].id, symbols[i + 1].id)) {
+        heap.push({m->rank, static_cast<int32_t>(i), m->id});
+      }
+    }
+    while (!heap.empty()) {
+      const Candidate top = heap.top();
+      heap.pop();
+      Symbol& left = symbols[top.pos];
+      if (left.len == 0 || left.next == -1) continue;
+      Symbol& right = symbols[left.next];
+      const Merge* m = FindMerge(left.id, right.id);
+      if (m == nullptr || m->id != top.id) continue;
+      left.id = top.id;
+      left.len += right.len;
+      right.len = 0;
+      left.next = right.next;
+      if (right.next != -1) symbols[right.next].prev = top.pos;
+      if (left.prev != -1) {
+        if (const Merge* pm = FindMerge(symbols[left.prev].id, left.id)) {
+          heap.push({pm->rank, left.prev, pm->id});
+        }
+      }
+      if (left.next != -1) {
+        if (const Merge* nm = FindMerge(left.id, symbols[left.next].id)) {
+          heap.push({nm->rank, top.pos, nm->id});
+        }
+      }
+    }
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i != -1; i = symbols[i].next) out->push_back(symbols[i].id);
+}
+
+}  // namespace kvgate::tokenizer::hf

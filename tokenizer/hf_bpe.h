@@ -1,0 +1,80 @@
+// File: tokenizer/hf_bpe.h
+// The BPE model of a Hugging Face tokenizer.json, run as the Rust `tokenizers` library runs it:
+// merges applied lowest rank first (leftmost on ties), `ignore_merges` (a word already in the
+// vocabulary is one token), byte fallback (`<0xNN>` tokens for characters outside the
+// vocabulary), and the unknown token (fused when `fuse_unk`). A byte-level model is keyed by raw
+// bytes: its vocabulary and merges are decoded from the GPT-2 byte alphabet at load, so words
+// need no per-byte mapping at encode time. Built once, then immutable and thread-safe (the word
+// cache is per thread).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+
+namespace kvgate::tokenizer::hf {
+
+class BpeModel {
+ public:
+  struct Options {
+    bool byte_level = false;     // vocabulary in the GPT-2 byte alphabet (a ByteLevel tokenizer)
+    bool byte_fallback = false;  // `<0xNN>` tokens for characters outside the vocabulary
+    bool fuse_unk = false;       // consecutive unknown characters are one unknown token
+    bool ignore_merges = false;  // a word found whole in the vocabulary is one token
+    std::optional<std::string> unk_token;
+  };
+
+  explicit BpeModel(Options options);
+  BpeModel(BpeModel&&) = default;
+
+  /// Loading, in file order. A byte-level token outside the byte alphabet can never be produced
+  /// by the model and is skipped. @return kInvalidArgument for a duplicate id or a merge whose
+  /// parts (or their concatenation) are not in the vocabulary.
+  absl::Status AddToken(std::string_view token, uint32_t id);
+  absl::Status AddMerge(std::string_view left, std::string_view right);
+  /// Resolves the byte tables and the unknown token. @return kInvalidArgument when the unknown
+  /// token is missing from the vocabulary.
+  absl::Status Finish();
+
+  /// Appends the ids of one pre-tokenized word.
+  void Encode(std::string_view word, std::vector<uint32_t>* out) const;
+
+  /// The id of `token` (as the file spells it), if the vocabulary has it.
+  std::optional<uint32_t> TokenToId(std::string_view token) const;
+  size_t vocab_size() const { return vocab_.size(); }
+  size_t merges() const { return merges_.size(); }
+
+ private:
+  struct Merge {
+    uint32_t rank;
+    uint32_t id;
+  };
+  struct Symbol {
+    uint32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t len;  // bytes of the word it covers; 0 once merged into its left neighbour
+  };
+
+  void EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const;
+  void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
+  const Merge* FindMerge(uint32_t a, uint32_t b) const {
+    auto it = merges_.find(uint64_t{a} << 32 | b);
+    return it == merges_.end() ? nullptr : &it->second;
+  }
+
+  Options options_;
+  uint64_t instance_;                                 // keys the per-thread word cache
+  absl::flat_hash_map<std::string, uint32_t> vocab_;  // raw bytes (byte-level) or UTF-8
+  absl::flat_hash_map<uint64_t, Merge> merges_;       // (left id << 32 | right id)
+  std::vector<int64_t> byte_ids_;                     // byte -> id (byte-level or fallback)
+  std::optional<uint32_t> unk_id_;
+  uint32_t next_rank_ = 0;
+};
+
+}  // namespace kvgate::tokenizer::hf

@@ -1,0 +1,100 @@
+#include "tokenizer/incremental.h"
+
+#include <xxhash.h>
+
+#include "tokenizer/hf_tokenizer.h"
+
+namespace kvgate::tokenizer {
+
+IncrementalCache::IncrementalCache(Options options) : options_(options) {}
+IncrementalCache::~IncrementalCache() = default;
+
+IncrementalCache::Stats IncrementalCache::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+bool IncrementalCache::Lookup(const std::vector<Key>& keys, size_t* index,
+                              std::vector<uint32_t>* ids) {
+  std::lock_guard lock(mu_);
+  for (size_t i = keys.size(); i-- > 0;) {
+    auto it = map_.find(keys[i]);
+    if (it == map_.end()) continue;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    *ids = it->second->ids;
+    *index = i;
+    return true;
+  }
+  return false;
+}
+
+void IncrementalCache::Store(Key key, size_t prefix_bytes, absl::Span<const uint32_t> ids,
+                             const Key* replaces) {
+  const size_t bytes = ids.size() * sizeof(uint32_t);
+  if (bytes > options_.max_bytes) return;
+  std::lock_guard lock(mu_);
+  // The session moved past the prefix it reused: that entry is now a prefix of this one.
+  if (replaces != nullptr && !(*replaces == key)) {
+    if (auto it = map_.find(*replaces); it != map_.end()) {
+      bytes_ -= it->second->ids.size() * sizeof(uint32_t);
+      lru_.erase(it->second);
+      map_.erase(it);
+    }
+  }
+  if (auto it = map_.find(key); it != map_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  lru_.push_front(Entry{key, prefix_bytes, std::vector<uint32_t>(ids.begin(), ids.end())});
+  map_.emplace(key, lru_.begin());
+  bytes_ += bytes;
+  while (bytes_ > options_.max_bytes && !lru_.empty()) {
+    bytes_ -= lru_.back().ids.size() * sizeof(uint32_t);
+    map_.erase(lru_.back().key);
+    lru_.pop_back();
+  }
+}
+
+absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_view text,
+                                      std::vector<uint32_t>* out) {
+  out->clear();
+  thread_local std::vector<size_t> cuts;
+  tokenizer.CutPoints(text, &cuts);
+  while (!cuts.empty() && cuts.front() < options_.min_prefix_bytes) cuts.erase(cuts.begin());
+  if (cuts.empty()) return tokenizer.EncodeRange(text, 0, text.size(), out);
+
+  // One streaming pass: the hash of text[0, cut) at every cut.
+  std::vector<Key> keys;
+  keys.reserve(cuts.size());
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  size_t hashed = 0;
+  for (size_t cut : cuts) {
+    XXH3_128bits_update(state, text.data() + hashed, cut - hashed);
+    hashed = cut;
+    const XXH128_hash_t h = XXH3_128bits_digest(state);
+    keys.push_back(Key{h.low64, h.high64});
+  }
+  XXH3_freeState(state);
+
+  size_t from = 0;
+  size_t hit = 0;
+  const bool found = Lookup(keys, &hit, out);
+  if (found) from = cuts[hit];
+  // Tokenise up to the last cut (stored for the next turn), then the tail.
+  const size_t last = cuts.back();
+  if (last > from) {
+    if (absl::Status s = tokenizer.EncodeRange(text, from, last, out); !s.ok()) return s;
+  }
+  const size_t prefix_ids = out->size();
+  if (absl::Status s = tokenizer.EncodeRange(text, last, text.size(), out); !s.ok()) return s;
+  Store(keys.back(), last, absl::MakeConstSpan(out->data(), prefix_ids),
+        found ? &keys[hit] : nullptr);
+  std::lock_guard lock(mu_);
+  ++(found ? stats_.hits : stats_.misses);
+  stats_.reused_bytes += from;
+  stats_.encoded_bytes += text.size() - from;
+  return absl::OkStatus();
+}
+
+}  // namespace kvgate::tokenizer

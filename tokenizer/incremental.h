@@ -1,0 +1,72 @@
+// File: tokenizer/incremental.h
+// Incremental tokenisation for agentic sessions. Each turn re-sends the whole history; its
+// render shares a prefix with the previous turn's. The cache keeps, per rendered prefix that
+// ends at a cut point (the start of a special token the tokenizer splits out, before which ids
+// never depend on what follows), the token ids of that prefix, keyed by a 128-bit hash of the
+// prefix bytes. A new render looks up its longest cached cut, tokenises only the rest, and
+// stores its own last cut. Content-addressed, it needs no session id and is always equal to a
+// full tokenisation (tests compare both). Bounded by bytes of ids held, least recently used
+// first out. Thread-safe (one mutex; the tokenising happens outside it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace kvgate::tokenizer {
+
+class HfTokenizer;
+
+class IncrementalCache {
+ public:
+  struct Options {
+    size_t max_bytes = size_t{256} << 20;  // ids held, 4 bytes each
+    size_t min_prefix_bytes = 4096;        // shorter renders are tokenised whole
+  };
+  struct Stats {
+    uint64_t hits = 0, misses = 0, reused_bytes = 0, encoded_bytes = 0;
+  };
+
+  explicit IncrementalCache(Options options);
+  ~IncrementalCache();
+
+  /// The ids of `text` (no special tokens added), reusing a cached prefix when one matches.
+  absl::Status Encode(const HfTokenizer& tokenizer, std::string_view text,
+                      std::vector<uint32_t>* out);
+
+  Stats stats() const;
+
+ private:
+  struct Key {
+    uint64_t lo, hi;
+    bool operator==(const Key& o) const { return lo == o.lo && hi == o.hi; }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.lo, k.hi);
+    }
+  };
+  struct Entry {
+    Key key;
+    size_t prefix_bytes;
+    std::vector<uint32_t> ids;
+  };
+  using Lru = std::list<Entry>;
+
+  bool Lookup(const std::vector<Key>& keys, size_t* index, std::vector<uint32_t>* ids);
+  void Store(Key key, size_t prefix_bytes, absl::Span<const uint32_t> ids, const Key* replaces);
+
+  Options options_;
+  mutable std::mutex mu_;
+  Lru lru_;  // front: most recent
+  absl::flat_hash_map<Key, Lru::iterator> map_;
+  size_t bytes_ = 0;
+  Stats stats_;
+};
+
+}  // namespace kvgate::tokenizer
