@@ -8,7 +8,7 @@
 // the high watermark, by a put that finds no room — down to the low watermark, skipping leased
 // and in-flight ones, pinned ones only when nothing else is left.
 // Thread-safe: every method takes the one mutex (WaitKeys waits on it without holding it).
-// transfer/sync.h's mutex rather than absl::Mutex, which TSan cannot see in Debian's build.
+// common/mutex.h's mutex rather than absl::Mutex, which TSan cannot see in Debian's build.
 #pragma once
 
 #include <chrono>
