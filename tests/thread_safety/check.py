@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -117,6 +118,9 @@ def main():
     ap.add_argument("-j", type=int, default=2)
     opts = ap.parse_args()
     root = os.path.abspath(opts.root)
+    if shutil.which(opts.clang) is None:
+        print(f"thread-safety: {opts.clang} not found (scripts/setup installs clang)")
+        return 2
     db = os.path.join(opts.build, "compile_commands.json")
     if not os.path.exists(db):
         print(f"thread-safety: {db} missing (configure the build first)")
