@@ -1,6 +1,7 @@
 #include "kvevents/event_applier.h"
 
 #include "absl/strings/match.h"
+#include "common/mutex.h"
 #include "kvindex/block_hash.h"
 
 namespace kvgate::kvevents {
@@ -37,7 +38,7 @@ bool EventApplier::TierOf(const std::optional<std::string>& medium, Tier* tier) 
 ApplyResult EventApplier::Apply(Holder holder, std::string_view model, const EventBatch& batch) {
   ApplyResult result;
   result.ignored_events = batch.ignored_events;
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   HolderState& state = holders_[holder];
   for (const KvEvent& event : batch.events) {
     if (const auto* stored = std::get_if<BlockStored>(&event)) {
@@ -154,14 +155,14 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
 }
 
 void EventApplier::Forget(Holder holder) {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   holders_.erase(holder);
   index_.ClearHolder(holder);
 }
 
 std::vector<EngineBlockId> EventApplier::EngineBlocks(Holder holder, Tier tier) const {
   std::vector<EngineBlockId> out;
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = holders_.find(holder);
   if (it == holders_.end()) return out;
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
@@ -172,13 +173,13 @@ std::vector<EngineBlockId> EventApplier::EngineBlocks(Holder holder, Tier tier) 
 }
 
 std::array<uint64_t, kvindex::kNumTiers> EventApplier::BlockCounts(Holder holder) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = holders_.find(holder);
   return it == holders_.end() ? std::array<uint64_t, kvindex::kNumTiers>{} : it->second.counts;
 }
 
 uint32_t EventApplier::LastBlockSize(Holder holder) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = holders_.find(holder);
   return it == holders_.end() ? 0 : it->second.last_block_size;
 }

@@ -7,13 +7,13 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "kvevents/event_decoder.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/types.h"
@@ -81,8 +81,8 @@ class EventApplier {
 
   kvindex::PrefixIndex& index_;
   const ApplierOptions options_;
-  mutable std::mutex mu_;  // Guards holders_ (the events thread writes, admin reads).
-  absl::flat_hash_map<kvindex::Holder, HolderState> holders_;
+  mutable common::Mutex mu_;  // Guards holders_ (the events thread writes, admin reads).
+  absl::flat_hash_map<kvindex::Holder, HolderState> holders_ ABSL_GUARDED_BY(mu_);
   std::vector<kvindex::BlockHash> scratch_;
 };
 

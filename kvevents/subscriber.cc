@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <iterator>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::kvevents {
@@ -73,10 +72,10 @@ struct KvEventSubscriber::Impl {
         if (items.empty()) {
           // Nothing to poll (no worker has kv_events): sleep until sources come or Stop().
           PublishStatus();
-          std::unique_lock lock(mu);
-          wake.wait(lock, [&] {
-            return desired_version != applied_version || !running.load(std::memory_order_acquire);
-          });
+          common::MutexLock lock(&mu);
+          while (desired_version == applied_version && running.load(std::memory_order_acquire)) {
+            wake.Wait(&mu);
+          }
         } else {
           zmq::poll(items, options.poll_interval);
         }
@@ -106,7 +105,7 @@ struct KvEventSubscriber::Impl {
   void Reconcile() {
     std::vector<EventSource> want;
     {
-      std::lock_guard lock(mu);
+      common::MutexLock lock(&mu);
       if (desired_version == applied_version) return;
       want = desired;
       applied_version = desired_version;
@@ -339,7 +338,7 @@ struct KvEventSubscriber::Impl {
     std::vector<SourceStatus> out;
     out.reserve(streams.size());
     for (const auto& s : streams) out.push_back(s->status);
-    std::lock_guard lock(mu);
+    common::MutexLock lock(&mu);
     published = std::move(out);
   }
 
@@ -350,11 +349,11 @@ struct KvEventSubscriber::Impl {
   std::thread thread;
   std::atomic<bool> running{false};
 
-  mutable std::mutex mu;  // Guards the three below; `wake` signals a change of the first two.
-  std::condition_variable wake;
-  std::vector<EventSource> desired;
-  uint64_t desired_version = 0;
-  std::vector<SourceStatus> published;
+  mutable common::Mutex mu;
+  common::CondVar wake;  // Signals a change of the first two below.
+  std::vector<EventSource> desired ABSL_GUARDED_BY(mu);
+  uint64_t desired_version ABSL_GUARDED_BY(mu) = 0;
+  std::vector<SourceStatus> published ABSL_GUARDED_BY(mu);
 
   // Events thread only.
   uint64_t applied_version = 0;
@@ -374,22 +373,22 @@ void KvEventSubscriber::Start() {
 
 void KvEventSubscriber::Stop() {
   {
-    std::lock_guard lock(impl_->mu);  // So the idle wait cannot miss the flag.
+    common::MutexLock lock(&impl_->mu);  // So the idle wait cannot miss the flag.
     if (!impl_->running.exchange(false)) return;
   }
-  impl_->wake.notify_all();
+  impl_->wake.SignalAll();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 void KvEventSubscriber::SetSources(std::vector<EventSource> sources) {
-  std::lock_guard lock(impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   impl_->desired = std::move(sources);
   ++impl_->desired_version;
-  impl_->wake.notify_all();
+  impl_->wake.SignalAll();
 }
 
 std::vector<SourceStatus> KvEventSubscriber::Status() const {
-  std::lock_guard lock(impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   return impl_->published;
 }
 

@@ -175,10 +175,12 @@ class PrefixIndex::Table {
 // A reader/writer spin lock: a shared acquire/release is one atomic RMW each. The match path
 // takes one per probe, and absl::Mutex (with the deadlock detection of Debian's build) cost
 // three times as much. Writer-preferring; critical sections are a few hundred nanoseconds
-// (a table rehash is the longest). Thread-safe.
-class SharedSpinLock {
+// (a table rehash is the longest). The one lock of the tree that is not common/mutex.h's: a
+// spin is only right for sections this short, so it stays here, annotated like the others.
+// Thread-safe.
+class ABSL_LOCKABLE SharedSpinLock {
  public:
-  void LockShared() {
+  void LockShared() ABSL_SHARED_LOCK_FUNCTION() {
     while (true) {
       if ((state_.fetch_add(1, std::memory_order_acquire) & kWriter) == 0) {
         return;
@@ -189,8 +191,8 @@ class SharedSpinLock {
       }
     }
   }
-  void UnlockShared() { state_.fetch_sub(1, std::memory_order_release); }
-  void Lock() {
+  void UnlockShared() ABSL_UNLOCK_FUNCTION() { state_.fetch_sub(1, std::memory_order_release); }
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     for (int spins = 0; (state_.fetch_or(kWriter, std::memory_order_acquire) & kWriter) != 0;
          ++spins) {
       Backoff(spins);
@@ -199,7 +201,7 @@ class SharedSpinLock {
       Backoff(spins);
     }
   }
-  void Unlock() { state_.fetch_and(~kWriter, std::memory_order_release); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { state_.fetch_and(~kWriter, std::memory_order_release); }
 
  private:
   static constexpr uint32_t kWriter = 1u << 31;
@@ -215,19 +217,23 @@ class SharedSpinLock {
   std::atomic<uint32_t> state_{0};
 };
 
-class SharedLockGuard {
+class ABSL_SCOPED_LOCKABLE SharedLockGuard {
  public:
-  explicit SharedLockGuard(SharedSpinLock& l) : l_(l) { l_.LockShared(); }
-  ~SharedLockGuard() { l_.UnlockShared(); }
+  explicit SharedLockGuard(SharedSpinLock& l) ABSL_SHARED_LOCK_FUNCTION(l) : l_(l) {
+    l_.LockShared();
+  }
+  ~SharedLockGuard() ABSL_UNLOCK_FUNCTION() { l_.UnlockShared(); }
 
  private:
   SharedSpinLock& l_;
 };
 
-class ExclusiveLockGuard {
+class ABSL_SCOPED_LOCKABLE ExclusiveLockGuard {
  public:
-  explicit ExclusiveLockGuard(SharedSpinLock& l) : l_(l) { l_.Lock(); }
-  ~ExclusiveLockGuard() { l_.Unlock(); }
+  explicit ExclusiveLockGuard(SharedSpinLock& l) ABSL_EXCLUSIVE_LOCK_FUNCTION(l) : l_(l) {
+    l_.Lock();
+  }
+  ~ExclusiveLockGuard() ABSL_UNLOCK_FUNCTION() { l_.Unlock(); }
 
  private:
   SharedSpinLock& l_;
@@ -236,7 +242,8 @@ class ExclusiveLockGuard {
 // One hash shard. Writers hold writer_mu_ for everything and additionally `mu` (exclusive)
 // while changing what readers see: `table`, `chunks` (growth) and `Record::mask`. Readers hold
 // `mu` shared and read only `table`, `Record::hash` and `Record::mask`. Records live in fixed
-// chunks so growth neither copies them nor over-allocates by more than one chunk.
+// chunks so growth neither copies them nor over-allocates by more than one chunk. (No
+// ABSL_GUARDED_BY: "either lock to read, both to write" is not expressible as a capability.)
 struct PrefixIndex::Shard {
   static constexpr int kChunkBits = 8;
   static constexpr uint32_t kChunkSize = 1u << kChunkBits;
@@ -617,7 +624,7 @@ void PrefixIndex::ClearSlot(int slot) {
 // ---- Public writers --------------------------------------------------------------------
 
 absl::Status PrefixIndex::SetCapacity(Holder holder, Tier tier, uint64_t capacity_blocks) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, true);
   if (slot < 0) {
     return absl::ResourceExhaustedError(
@@ -634,7 +641,7 @@ absl::Status PrefixIndex::Insert(Holder holder, absl::Span<const BlockHash> chai
 
 absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> parent,
                                       absl::Span<const BlockHash> blocks, Tier tier) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, true);
   if (slot < 0) {
     return absl::ResourceExhaustedError(
@@ -712,7 +719,7 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
 }
 
 uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, Tier tier) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, false);
   if (slot < 0) {
     return 0;
@@ -754,7 +761,7 @@ uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, 
 }
 
 void PrefixIndex::ClearHolder(Holder holder) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, false);
   if (slot >= 0) {
     ClearSlot(slot);
@@ -762,7 +769,7 @@ void PrefixIndex::ClearHolder(Holder holder) {
 }
 
 void PrefixIndex::RemoveHolder(Holder holder) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, false);
   if (slot < 0) {
     return;
@@ -785,7 +792,7 @@ void PrefixIndex::RemoveHolder(Holder holder) {
 }
 
 uint64_t PrefixIndex::Touch(Holder holder, absl::Span<const BlockHash> chain, Tier tier) {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, false);
   if (slot < 0) {
     return 0;
@@ -953,7 +960,7 @@ std::vector<MatchResult> PrefixIndex::Match(absl::Span<const BlockHash> chain,
 // ---- Stats -----------------------------------------------------------------------------
 
 uint64_t PrefixIndex::MemoryBytes() const {
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   uint64_t bytes = sizeof(*this) + sizeof(List) * kMaxHolders * kNumTiers;
   for (const auto& s : shards_) {
     bytes += sizeof(Shard) + s->table.MemoryBytes() +
@@ -966,7 +973,7 @@ uint64_t PrefixIndex::MemoryBytes() const {
 IndexStats PrefixIndex::Stats() const {
   IndexStats stats;
   stats.memory_bytes = MemoryBytes();
-  internal::AnnotatedLock lock(&writer_mu_);
+  common::MutexLock lock(&writer_mu_);
   for (const auto& s : shards_) {
     stats.distinct_blocks += s->table.size();
   }

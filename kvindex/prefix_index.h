@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,36 +18,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/mutex.h"
 #include "kvindex/types.h"
 
 namespace kvgate::kvindex {
-
-namespace internal {
-// std::mutex with Abseil thread-safety annotations. Used instead of absl::Mutex because
-// Debian's Abseil is not built with TSan instrumentation, so TSan cannot see absl::Mutex
-// synchronisation and reports false races; pthread mutexes are intercepted. Thread-safe.
-class ABSL_LOCKABLE AnnotatedMutex {
- public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-
- private:
-  std::mutex mu_;
-};
-
-class ABSL_SCOPED_LOCKABLE AnnotatedLock {
- public:
-  explicit AnnotatedLock(AnnotatedMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->Lock();
-  }
-  ~AnnotatedLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
-  AnnotatedLock(const AnnotatedLock&) = delete;
-  AnnotatedLock& operator=(const AnnotatedLock&) = delete;
-
- private:
-  AnnotatedMutex* mu_;
-};
-}  // namespace internal
 
 struct PrefixIndexOptions {
   /// Number of hash shards (power of two in [1, 64]). Match takes one shard reader lock per
@@ -201,7 +174,7 @@ class PrefixIndex {
   // Bit s of dirty_[t]: (slot s, tier t) may not be prefix-closed.
   std::array<std::atomic<uint64_t>, kNumTiers> dirty_{};
 
-  mutable internal::AnnotatedMutex writer_mu_;
+  mutable common::Mutex writer_mu_;
   std::unique_ptr<List[]> lists_ ABSL_GUARDED_BY(writer_mu_);  // kMaxHolders * kNumTiers.
   absl::flat_hash_map<Holder, int> slots_ ABSL_GUARDED_BY(writer_mu_);
   uint64_t residencies_ ABSL_GUARDED_BY(writer_mu_) = 0;

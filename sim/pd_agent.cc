@@ -9,11 +9,11 @@
 #include <cstring>
 
 #include "common/json_util.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "sim/store_cache.h"
 #include "sim/tokens.h"
 #include "spdlog/spdlog.h"
-#include "transfer/sync.h"
 
 namespace kvgate::sim {
 namespace {
@@ -74,24 +74,24 @@ class PdAgent::PeerMetadata final : public transfer::SegmentMetadata {
  public:
   std::string_view Kind() const override { return "kvgate-sim side channel"; }
   absl::Status Publish(const transfer::SegmentDescriptor& desc) override {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     segments_[desc.name] = desc;
     return absl::OkStatus();
   }
   absl::StatusOr<transfer::SegmentDescriptor> Lookup(std::string_view name) override {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     auto it = segments_.find(std::string(name));
     if (it == segments_.end()) return absl::NotFoundError(common::StrCat("no segment ", name));
     return it->second;
   }
   absl::Status Remove(std::string_view name) override {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     segments_.erase(std::string(name));
     return absl::OkStatus();
   }
 
  private:
-  transfer::Mutex mu_;
+  common::Mutex mu_;
   absl::flat_hash_map<std::string, transfer::SegmentDescriptor> segments_ ABSL_GUARDED_BY(mu_);
 };
 

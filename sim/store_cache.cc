@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "common/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::sim {
@@ -42,7 +43,7 @@ StoreKvCache::StoreKvCache(std::shared_ptr<store::StoreClient> client, StoreCach
 
 StoreKvCache::~StoreKvCache() {
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -52,13 +53,13 @@ StoreKvCache::~StoreKvCache() {
 }
 
 bool StoreKvCache::Usable() {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   stats_.available = std::chrono::steady_clock::now() >= down_until_;
   return stats_.available;
 }
 
 void StoreKvCache::Failed(const absl::Status& s) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   ++stats_.errors;
   const auto now = std::chrono::steady_clock::now();
   if (now >= down_until_)
@@ -80,7 +81,7 @@ size_t StoreKvCache::Lookup(absl::Span<const uint64_t> hashes) {
   }
   size_t n = 0;
   while (n < present->size() && (*present)[n]) ++n;
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   ++stats_.lookups;
   stats_.hit_blocks += n;
   return n;
@@ -95,7 +96,7 @@ size_t StoreKvCache::Load(absl::Span<const uint64_t> hashes) {
   size_t loaded = 0;
   while (loaded < n && got[loaded].ok()) ++loaded;
   if (loaded < n && !absl::IsNotFound(got[loaded].status())) Failed(got[loaded].status());
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   stats_.loaded_blocks += loaded;
   stats_.load_failures += hashes.size() - loaded;
   return loaded;
@@ -104,19 +105,19 @@ size_t StoreKvCache::Load(absl::Span<const uint64_t> hashes) {
 void StoreKvCache::Save(absl::Span<const uint64_t> hashes, std::optional<uint64_t> parent,
                         absl::Span<const uint32_t> tokens) {
   if (hashes.empty()) return;
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (stop_) return;
   jobs_.push_back({{hashes.begin(), hashes.end()}, parent, {tokens.begin(), tokens.end()}});
   cv_.SignalAll();
 }
 
 void StoreKvCache::Flush() {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   while (!jobs_.empty() || saving_) cv_.WaitFor(&mu_, std::chrono::milliseconds(10));
 }
 
 StoreCacheStats StoreKvCache::stats() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return stats_;
 }
 
@@ -124,7 +125,7 @@ void StoreKvCache::SaveLoop() {
   for (;;) {
     SaveJob job;
     {
-      transfer::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       while (jobs_.empty() && !stop_) cv_.WaitFor(&mu_, std::chrono::milliseconds(100));
       if (jobs_.empty()) return;  // Stopping, and every queued save ran.
       job = std::move(jobs_.front());
@@ -154,11 +155,11 @@ void StoreKvCache::SaveLoop() {
       }
       // A full store evicts; only an unreachable one is a failure of the store.
       if (absl::IsUnavailable(error) || absl::IsDeadlineExceeded(error)) Failed(error);
-      transfer::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       stats_.saved_blocks += saved;
       stats_.present_blocks += present;
     }
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     saving_ = false;
     cv_.SignalAll();
   }

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "sim/external_cache.h"
 #include "store/client.h"
-#include "transfer/sync.h"
 
 namespace kvgate::sim {
 
@@ -82,8 +82,8 @@ class StoreKvCache final : public ExternalKvCache {
   std::shared_ptr<store::StoreClient> client_;
   uint8_t* const load_buf_;  // Registered, max_blocks blocks.
   uint8_t* const save_buf_;  // Registered, max_blocks blocks (save thread only).
-  mutable transfer::Mutex mu_;
-  transfer::CondVar cv_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
   std::deque<SaveJob> jobs_ ABSL_GUARDED_BY(mu_);
   bool saving_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

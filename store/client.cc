@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 #include "store/master_metadata.h"
@@ -53,13 +52,13 @@ uint64_t ObjectChecksum(absl::Span<const Slice> slices, absl::Span<const uint64_
 }
 
 struct StoreClient::Impl {
-  transfer::Mutex segments_mu;
+  common::Mutex segments_mu;
   absl::flat_hash_map<std::string, transfer::SegmentId> segments ABSL_GUARDED_BY(segments_mu);
   std::atomic<uint64_t> keys_written{0}, bytes_written{0}, keys_read{0}, bytes_read{0};
   std::atomic<uint64_t> checksum_failures{0};
   // The async pool.
-  std::mutex jobs_mu;
-  std::condition_variable jobs_cv;
+  common::Mutex jobs_mu;
+  common::CondVar jobs_cv;
   std::deque<std::function<void()>> jobs;
   bool stop = false;
   std::vector<std::thread> threads;
@@ -102,8 +101,8 @@ StoreClient::StoreClient(StoreClientOptions options, std::shared_ptr<MasterClien
       for (;;) {
         std::function<void()> job;
         {
-          std::unique_lock<std::mutex> lock(impl->jobs_mu);
-          impl->jobs_cv.wait(lock, [&] { return impl->stop || !impl->jobs.empty(); });
+          common::MutexLock lock(&impl->jobs_mu);
+          while (!impl->stop && impl->jobs.empty()) impl->jobs_cv.Wait(&impl->jobs_mu);
           if (impl->jobs.empty()) return;  // Stopping, and every queued job ran.
           job = std::move(impl->jobs.front());
           impl->jobs.pop_front();
@@ -116,19 +115,19 @@ StoreClient::StoreClient(StoreClientOptions options, std::shared_ptr<MasterClien
 
 StoreClient::~StoreClient() {
   {
-    std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+    common::MutexLock lock(&impl_->jobs_mu);
     impl_->stop = true;
   }
-  impl_->jobs_cv.notify_all();
+  impl_->jobs_cv.SignalAll();
   for (auto& t : impl_->threads) t.join();
 }
 
 void StoreClient::Post(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+    common::MutexLock lock(&impl_->jobs_mu);
     impl_->jobs.push_back(std::move(job));
   }
-  impl_->jobs_cv.notify_one();
+  impl_->jobs_cv.Signal();
 }
 
 absl::Status StoreClient::RegisterBuffer(void* addr, uint64_t length, std::string_view location) {
@@ -146,13 +145,13 @@ ClientStats StoreClient::stats() const {
 
 absl::StatusOr<transfer::SegmentId> StoreClient::Segment(const std::string& name) {
   {
-    transfer::MutexLock lock(&impl_->segments_mu);
+    common::MutexLock lock(&impl_->segments_mu);
     auto it = impl_->segments.find(name);
     if (it != impl_->segments.end()) return it->second;
   }
   auto id = engine_->OpenSegment(name);
   if (!id.ok()) return id.status();
-  transfer::MutexLock lock(&impl_->segments_mu);
+  common::MutexLock lock(&impl_->segments_mu);
   impl_->segments.emplace(name, *id);
   return *id;
 }

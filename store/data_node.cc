@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -57,7 +58,7 @@ DataNode::DataNode(DataNodeOptions options, std::shared_ptr<MasterClient> master
 
 DataNode::~DataNode() {
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -66,7 +67,7 @@ DataNode::~DataNode() {
 }
 
 size_t DataNode::objects() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return objects_.size();
 }
 
@@ -85,7 +86,7 @@ bool DataNode::Register() {
   req.base = base();
   req.capacity = options_.memory;
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     for (const auto& [offset, o] : objects_) req.objects.push_back(o);
   }
   // The leader may be new: it needs this node's segment descriptor before clients ask for it.
@@ -106,7 +107,7 @@ bool DataNode::Register() {
 }
 
 void DataNode::Apply(const HeartbeatResponse& changes) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   // Removals first: an offset freed and reused since the last beat comes back as an addition.
   for (uint64_t offset : changes.removed) objects_.erase(offset);
   for (const NodeObject& o : changes.added) objects_[o.offset] = o;
@@ -130,7 +131,7 @@ void DataNode::Run() {
         spdlog::warn("store: data node {}: heartbeat: {}", options_.name, r.status().message());
       }
     }
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (stop_) break;
     cv_.WaitFor(&mu_, registered_ ? heartbeat_ : std::chrono::milliseconds(100));
     if (stop_) break;

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "store/master_client.h"
 #include "store/master_metadata.h"
 #include "store/wire.h"
-#include "transfer/sync.h"
 #include "transfer/transfer_engine.h"
 
 namespace kvgate::store {
@@ -70,8 +70,8 @@ class DataNode {
   std::atomic<bool> registered_{false};
   uint64_t epoch_ = 0;  // Run() only.
   std::chrono::milliseconds heartbeat_{200};
-  mutable transfer::Mutex mu_;
-  transfer::CondVar cv_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, NodeObject> objects_ ABSL_GUARDED_BY(mu_);  // By offset.
   std::thread thread_;

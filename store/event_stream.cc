@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<EventStream>> EventStream::Start(
 
 EventStream::~EventStream() {
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -50,7 +50,7 @@ void EventStream::Stored(const ObjectKey& key, std::optional<uint64_t> parent,
   e.token_ids = token_ids;
   e.block_size = static_cast<uint32_t>(token_ids.size());
   e.medium = kvevents::Medium::kStore;
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   queue_.push_back(std::move(e));
 }
 
@@ -59,14 +59,14 @@ void EventStream::Removed(const ObjectKey& key) {
   e.type = kvevents::PublishedEvent::Type::kBlockRemoved;
   e.block_hashes = {key.hash};
   e.medium = kvevents::Medium::kStore;
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   queue_.push_back(std::move(e));
 }
 
 std::string EventStream::endpoint() const { return publisher_->endpoint(); }
 std::string EventStream::replay_endpoint() const { return publisher_->replay_endpoint(); }
 uint64_t EventStream::published_batches() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return batches_;
 }
 
@@ -76,7 +76,7 @@ void EventStream::Run() {
   std::vector<kvevents::PublishedEvent> batch;
   for (;;) {
     {
-      transfer::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (queue_.empty() && !stop_) cv_.WaitFor(&mu_, std::chrono::milliseconds(5));
       batch.swap(queue_);
       if (!batch.empty()) ++batches_;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "kvevents/publisher.h"
 #include "store/master.h"
-#include "transfer/sync.h"
 
 namespace zmq {
 class context_t;
@@ -43,8 +43,8 @@ class EventStream final : public StoreEventSink {
 
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<kvevents::KvEventPublisher> publisher_;  // Run() only, after Start().
-  mutable transfer::Mutex mu_;
-  transfer::CondVar cv_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
   std::vector<kvevents::PublishedEvent> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

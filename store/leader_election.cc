@@ -3,6 +3,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/json_util.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
 #include "simdjson.h"
@@ -97,7 +98,7 @@ LeaderElection::LeaderElection(EtcdEndpoints etcd, std::string address, uint32_t
 
 LeaderElection::~LeaderElection() {
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -158,7 +159,7 @@ void LeaderElection::Run() {
       leader_ = now;
       on_change_(now);
     }
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (stop_ || (!cv_.WaitFor(&mu_, now ? period : retry) && stop_)) break;
     if (stop_) break;
   }

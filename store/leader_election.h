@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 
 namespace kvgate::store {
 
@@ -54,8 +54,8 @@ class LeaderElection {
   const std::function<void(bool)> on_change_;
   std::atomic<bool> leader_{false};
   int64_t lease_ = 0;  // Election thread only.
-  transfer::Mutex mu_;
-  transfer::CondVar cv_;
+  common::Mutex mu_;
+  common::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

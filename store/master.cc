@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -41,7 +42,7 @@ absl::StatusOr<RegisterNodeResponse> Master::RegisterNode(const RegisterNodeRequ
   if (req.capacity < RangeAllocator::kAlignment || req.node.empty())
     return absl::InvalidArgumentError(
         common::StrCat("register_node: node '", req.node, "' needs a name and a capacity"));
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (nodes_.count(req.node) > 0) DropNode(req.node);  // A restarted node: its memory is new.
   Node& node = nodes_[req.node];
   node.host_id = req.host_id;
@@ -80,7 +81,7 @@ absl::StatusOr<RegisterNodeResponse> Master::RegisterNode(const RegisterNodeRequ
 }
 
 absl::StatusOr<HeartbeatResponse> Master::Heartbeat(const HeartbeatRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   auto it = nodes_.find(req.node);
   if (it == nodes_.end() || it->second.epoch != req.epoch)
     return absl::NotFoundError(
@@ -90,7 +91,7 @@ absl::StatusOr<HeartbeatResponse> Master::Heartbeat(const HeartbeatRequest& req)
 }
 
 absl::Status Master::PublishSegment(const PublishSegmentRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (!segments_.contains(req.name) && !nodes_.contains(req.name)) {
     size_t unregistered = 0;
     for (const auto& [name, json] : segments_) unregistered += nodes_.contains(name) ? 0 : 1;
@@ -104,7 +105,7 @@ absl::Status Master::PublishSegment(const PublishSegmentRequest& req) {
 }
 
 absl::StatusOr<LookupSegmentResponse> Master::LookupSegment(const LookupSegmentRequest& req) const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   auto it = segments_.find(req.name);
   if (it == segments_.end())
     return absl::NotFoundError(common::StrCat("segment '", req.name, "' is not published"));
@@ -134,7 +135,7 @@ std::vector<Replica> Master::Replicas(const Object& o, const std::string& prefer
 }
 
 ExistsResponse Master::Exists(const ExistsRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   ExistsResponse out;
   out.codes.reserve(req.keys.size());
@@ -154,7 +155,7 @@ ExistsResponse Master::Exists(const ExistsRequest& req) {
 }
 
 PutStartResponse Master::PutStart(const PutStartRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   PutStartResponse out;
   out.items.reserve(req.items.size());
@@ -284,7 +285,7 @@ void Master::Commit(const ObjectKey& key, Object& o, uint64_t checksum) {
 }
 
 KeyCodesResponse Master::PutEnd(const PutEndRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   KeyCodesResponse out;
   out.codes.reserve(req.items.size());
   for (const PutEndItem& item : req.items) {
@@ -309,7 +310,7 @@ KeyCodesResponse Master::PutEnd(const PutEndRequest& req) {
 KeyCodesResponse Master::WaitKeys(const WaitKeysRequest& req) {
   // Bounded so that a client cannot park a connection thread for long.
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::min(req.timeout_ms, 60000u));
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   KeyCodesResponse out;
   for (;;) {
     out.codes.clear();
@@ -336,7 +337,7 @@ KeyCodesResponse Master::WaitKeys(const WaitKeysRequest& req) {
 }
 
 GetResponse Master::Get(const GetRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   const auto lease =
       req.lease_ms > 0 ? std::chrono::milliseconds(req.lease_ms) : options_.default_get_lease;
@@ -362,7 +363,7 @@ GetResponse Master::Get(const GetRequest& req) {
 }
 
 KeyCodesResponse Master::Remove(const RemoveRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   KeyCodesResponse out;
   for (const ObjectKey& key : req.keys) {
@@ -381,7 +382,7 @@ KeyCodesResponse Master::Remove(const RemoveRequest& req) {
 }
 
 KeyCodesResponse Master::Pin(const PinRequest& req) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   KeyCodesResponse out;
   for (const ObjectKey& key : req.keys) {
     auto it = objects_.find(key);
@@ -452,7 +453,7 @@ void Master::DropNode(const std::string& name) {
 }
 
 void Master::Tick() {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   std::vector<std::string> dead;
   for (const auto& [name, node] : nodes_)
@@ -472,7 +473,7 @@ void Master::Tick() {
 }
 
 MasterStats Master::Stats() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   const auto now = Clock::now();
   MasterStats s = counters_;
   for (const auto& [key, o] : objects_) {

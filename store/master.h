@@ -8,7 +8,7 @@
 // the high watermark, by a put that finds no room — down to the low watermark, skipping leased
 // and in-flight ones, pinned ones only when nothing else is left.
 // Thread-safe: every method takes the one mutex (WaitKeys waits on it without holding it).
-// transfer/sync.h's mutex rather than absl::Mutex, which TSan cannot see in Debian's build.
+// common/mutex.h's mutex rather than absl::Mutex, which TSan cannot see in Debian's build.
 #pragma once
 
 #include <chrono>
@@ -23,9 +23,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "store/range_allocator.h"
 #include "store/wire.h"
-#include "transfer/sync.h"
 
 namespace kvgate::store {
 
@@ -162,8 +162,8 @@ class Master {
 
   const MasterOptions options_;
   StoreEventSink* const events_;
-  mutable transfer::Mutex mu_;
-  transfer::CondVar settled_;  // Signalled when a put commits or is revoked.
+  mutable common::Mutex mu_;
+  common::CondVar settled_;  // Signalled when a put commits or is revoked.
   std::map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
   ObjectMap objects_ ABSL_GUARDED_BY(mu_);
   std::list<ObjectKey> lru_ ABSL_GUARDED_BY(mu_);         // Front: most recently used.

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
 #include "spdlog/spdlog.h"
@@ -29,9 +30,8 @@ absl::StatusOr<std::unique_ptr<MasterClient>> MasterClient::Create(
     }
     if (masters.empty()) return absl::InvalidArgumentError("store: no master address");
   }
-  return std::unique_ptr<MasterClient>(
-      new MasterClient(std::move(masters), std::move(etcd), std::move(client_name), timeout,
-                       std::move(credential)));
+  return std::unique_ptr<MasterClient>(new MasterClient(
+      std::move(masters), std::move(etcd), std::move(client_name), timeout, std::move(credential)));
 }
 
 MasterClient::MasterClient(std::vector<std::string> masters, std::optional<EtcdEndpoints> etcd,
@@ -44,7 +44,7 @@ MasterClient::MasterClient(std::vector<std::string> masters, std::optional<EtcdE
       credential_(std::move(credential)) {}
 
 std::string MasterClient::leader() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return conn_ ? conn_->address() : std::string();
 }
 
@@ -82,7 +82,7 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
 
 absl::StatusOr<std::string> MasterClient::CallRaw(Op op, const std::string& body) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   absl::Status last;
   for (int attempt = 0;; ++attempt) {
     if (!conn_) last = ResolveLocked(deadline);

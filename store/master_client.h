@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "store/leader_election.h"
 #include "store/rpc.h"
 #include "store/wire.h"
-#include "transfer/sync.h"
 
 namespace kvgate::store {
 
@@ -54,7 +54,7 @@ class MasterClient {
   const std::string client_name_;
   const std::chrono::milliseconds timeout_;
   const std::optional<transfer::Credential> credential_;  // Empty: --auth none.
-  mutable transfer::Mutex mu_;
+  mutable common::Mutex mu_;
   std::unique_ptr<RpcConnection> conn_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,7 +6,7 @@ namespace kvgate::store {
 absl::Status MasterMetadata::Publish(const transfer::SegmentDescriptor& desc) {
   std::string json = transfer::SegmentToJson(desc);
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     published_[desc.name] = json;
   }
   if (!publish_) return absl::OkStatus();
@@ -17,7 +17,7 @@ absl::Status MasterMetadata::Republish() {
   if (!publish_) return absl::OkStatus();
   absl::flat_hash_map<std::string, std::string> all;
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     all = published_;
   }
   for (auto& [name, json] : all) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "store/master_client.h"
 #include "transfer/metadata/segment_metadata.h"
 
@@ -33,7 +34,7 @@ class MasterMetadata final : public transfer::SegmentMetadata {
  private:
   std::shared_ptr<MasterClient> master_;
   const bool publish_;
-  transfer::Mutex mu_;
+  common::Mutex mu_;
   absl::flat_hash_map<std::string, std::string> published_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -2,6 +2,7 @@
 #include "store/master_service.h"
 
 #include "absl/strings/escaping.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -111,7 +112,7 @@ absl::StatusOr<std::unique_ptr<MasterService>> MasterService::Start(MasterServic
 
 MasterService::~MasterService() {
   {
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -121,12 +122,12 @@ MasterService::~MasterService() {
 }
 
 std::shared_ptr<Master> MasterService::master() const {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return master_;
 }
 
 void MasterService::SetLeader(bool leader) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   // A new term starts empty: what a previous term knew may be stale, and data nodes
   // re-register what they really hold.
   master_ = leader ? std::make_shared<Master>(options_.master, events_.get()) : nullptr;
@@ -138,7 +139,7 @@ void MasterService::Tick() {
       std::max(options_.master.heartbeat_interval / 2, std::chrono::milliseconds(20));
   for (;;) {
     if (auto m = master()) m->Tick();
-    transfer::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (stop_) return;
     cv_.WaitFor(&mu_, period);
     if (stop_) return;
@@ -151,14 +152,14 @@ void MasterService::RememberNodeKey(const transfer::Principal& peer, const std::
   if (cred == nullptr) return;
   auto signer =
       std::make_unique<transfer::CapabilitySigner>(transfer::CapabilityKey(cred->secret), node);
-  transfer::MutexLock lock(&keys_mu_);
+  common::MutexLock lock(&keys_mu_);
   signers_[node] = std::move(signer);
 }
 
 void MasterService::Sign(const transfer::Principal& peer, std::vector<Replica>& replicas,
                          uint64_t length, uint8_t modes, uint64_t expires) const {
   if (peer.unrestricted || length == 0) return;
-  transfer::MutexLock lock(&keys_mu_);
+  common::MutexLock lock(&keys_mu_);
   for (Replica& r : replicas) {
     auto it = signers_.find(r.segment);
     // A node this master never saw register cannot check one either: nothing to sign.

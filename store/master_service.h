@@ -14,12 +14,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "store/event_stream.h"
 #include "store/leader_election.h"
 #include "store/master.h"
 #include "store/rpc.h"
 #include "transfer/capability.h"
-#include "transfer/sync.h"
 
 namespace kvgate::store {
 
@@ -76,15 +76,15 @@ class MasterService {
   std::string address_;
   std::unique_ptr<EventStream> events_;
   std::atomic<bool> leader_{false};
-  mutable transfer::Mutex mu_;
-  transfer::CondVar cv_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
   std::shared_ptr<Master> master_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::array<std::atomic<uint64_t>, 16> requests_{};
   std::atomic<uint64_t> bad_requests_{0};
   std::atomic<uint64_t> denied_{0};
   // Node name -> a signer keyed by the node credential it registered with.
-  mutable transfer::Mutex keys_mu_;
+  mutable common::Mutex keys_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<transfer::CapabilitySigner>> signers_
       ABSL_GUARDED_BY(keys_mu_);
   std::unique_ptr<RpcServer> server_;

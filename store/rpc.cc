@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -120,7 +121,7 @@ RpcConnection::RpcConnection(std::string host, uint16_t port,
       self_(std::move(self)) {}
 
 RpcConnection::~RpcConnection() {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   CloseLocked();
 }
 
@@ -174,13 +175,13 @@ absl::Status RpcConnection::ConnectLocked(std::chrono::milliseconds timeout) {
 
 absl::StatusOr<std::string> RpcConnection::Call(Op op, std::string_view body,
                                                 std::chrono::milliseconds timeout) {
-  transfer::MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (fd_ < 0) {
     if (auto s = ConnectLocked(timeout); !s.ok()) return s;
   }
   SetTimeouts(fd_, timeout);
   const uint64_t id = next_id_++;
-  auto broken = [&](std::string_view what) {
+  auto broken = [&](std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
     CloseLocked();
     std::string msg = common::StrCat("store: ", OpName(op), " to ", address_, ": ", what);

@@ -16,9 +16,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "store/wire.h"
 #include "transfer/peer_auth.h"
-#include "transfer/sync.h"
 
 namespace kvgate::store {
 
@@ -91,7 +91,7 @@ class RpcConnection {
   const uint16_t port_;
   const std::string address_;
   const std::optional<transfer::Credential> self_;
-  transfer::Mutex mu_;
+  common::Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include "common/mutex.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace kvgate::tokenizer {
@@ -10,13 +11,13 @@ IncrementalCache::IncrementalCache(Options options) : options_(options) {}
 IncrementalCache::~IncrementalCache() = default;
 
 IncrementalCache::Stats IncrementalCache::stats() const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   return stats_;
 }
 
 bool IncrementalCache::Lookup(const std::vector<Key>& keys, size_t* index,
                               std::vector<uint32_t>* ids) {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   for (size_t i = keys.size(); i-- > 0;) {
     auto it = map_.find(keys[i]);
     if (it == map_.end()) continue;
@@ -32,7 +33,7 @@ void IncrementalCache::Store(Key key, size_t prefix_bytes, absl::Span<const uint
                              const Key* replaces) {
   const size_t bytes = ids.size() * sizeof(uint32_t);
   if (bytes > options_.max_bytes) return;
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   // The session moved past the prefix it reused: that entry is now a prefix of this one.
   if (replaces != nullptr && !(*replaces == key)) {
     if (auto it = map_.find(*replaces); it != map_.end()) {
@@ -90,7 +91,7 @@ absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_
   if (absl::Status s = tokenizer.EncodeRange(text, last, text.size(), out); !s.ok()) return s;
   Store(keys.back(), last, absl::MakeConstSpan(out->data(), prefix_ids),
         found ? &keys[hit] : nullptr);
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   ++(found ? stats_.hits : stats_.misses);
   stats_.reused_bytes += from;
   stats_.encoded_bytes += text.size() - from;

@@ -11,13 +11,13 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/mutex.h"
 
 namespace kvgate::tokenizer {
 
@@ -62,11 +62,11 @@ class IncrementalCache {
   void Store(Key key, size_t prefix_bytes, absl::Span<const uint32_t> ids, const Key* replaces);
 
   Options options_;
-  mutable std::mutex mu_;
-  Lru lru_;  // front: most recent
-  absl::flat_hash_map<Key, Lru::iterator> map_;
-  size_t bytes_ = 0;
-  Stats stats_;
+  mutable common::Mutex mu_;
+  Lru lru_ ABSL_GUARDED_BY(mu_);  // front: most recent
+  absl::flat_hash_map<Key, Lru::iterator> map_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::tokenizer

@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <map>
-#include <mutex>
-#include <shared_mutex>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "tokenizer/hf_tokenizer.h"
 
@@ -48,7 +47,7 @@ struct Registry {
     std::shared_ptr<const Tokenizer> tokenizer;
     std::string stamp;  // sizes and mtimes of its files
   };
-  std::shared_mutex mu;
+  common::SharedMutex mu;
   std::map<std::string, Loaded, std::less<>> by_name;
   std::vector<std::shared_ptr<const Tokenizer>> retired;
 };
@@ -83,7 +82,7 @@ const Tokenizer* TokenizerByName(std::string_view name) {
   static const Bytes4Tokenizer bytes4;
   if (name == bytes4.name()) return &bytes4;
   Registry& r = TheRegistry();
-  std::shared_lock lock(r.mu);
+  common::ReaderMutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
   return it == r.by_name.end() ? nullptr : it->second.tokenizer.get();
 }
@@ -103,7 +102,7 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> MakeTokenizer(std::string_view 
   const std::string stamp = Stamp(dir);
   Registry& r = TheRegistry();
   {
-    std::shared_lock lock(r.mu);
+    common::ReaderMutexLock lock(&r.mu);
     auto it = r.by_name.find(dir);
     if (it != r.by_name.end() && it->second.stamp == stamp) return it->second.tokenizer;
   }
@@ -112,7 +111,7 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> MakeTokenizer(std::string_view 
   auto loaded = HfTokenizer::Load(files);
   if (!loaded.ok()) return loaded.status();
   std::shared_ptr<const Tokenizer> t = *std::move(loaded);
-  std::unique_lock lock(r.mu);
+  common::WriterMutexLock lock(&r.mu);
   auto& slot = r.by_name[dir];
   if (slot.tokenizer) r.retired.push_back(slot.tokenizer);
   slot = {t, stamp};

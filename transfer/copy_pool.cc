@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/mutex.h"
 #include "transfer/gpu/gpu_runtime.h"
 #include "transfer/metrics.h"
 #include "transfer/task.h"
@@ -22,7 +23,7 @@ CopyPool::CopyPool(CopyPoolParams params) : params_(params) {
 
 CopyPool::~CopyPool() {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
     cv_.SignalAll();
   }
@@ -30,7 +31,7 @@ CopyPool::~CopyPool() {
 }
 
 void CopyPool::Run(uint64_t flow, std::deque<Job> chunks) {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   // Flows queued at once are few (one per caller): a scan finds this one's.
   auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const Flow& f) { return f.id == flow; });
   if (it == jobs_.end()) {
@@ -45,7 +46,7 @@ void CopyPool::Worker() {
   for (;;) {
     Job job;
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // stop_ and drained.
       Flow& flow = jobs_.front();

@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -64,8 +64,8 @@ class CopyPool {
   void Worker();
 
   const CopyPoolParams params_;
-  Mutex mu_;
-  CondVar cv_;
+  common::Mutex mu_;
+  common::CondVar cv_;
   std::deque<Flow> jobs_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

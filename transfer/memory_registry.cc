@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 
 namespace kvgate::transfer {
@@ -53,7 +54,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::Add(void* addr, uint64_t length,
   buf->addr = a;
   buf->length = length;
   buf->location = location;
-  WriterMutexLock lock(&mu_);
+  common::WriterMutexLock lock(&mu_);
   if (auto st = CheckFreeLocked(a, length); !st.ok()) return st;
   buf->id = next_id_++;
   buffers_.emplace(a, buf);
@@ -86,7 +87,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::AddManaged(uint64_t length) {
   buf->addr = reinterpret_cast<uint64_t>(p);
   buf->length = rounded;
   buf->memfd = fd;  // From here the buffer owns the mapping.
-  WriterMutexLock lock(&mu_);
+  common::WriterMutexLock lock(&mu_);
   // A fresh mapping cannot overlap caller memory that is still mapped; a caller that registered
   // memory and then unmapped it without unregistering would collide here.
   if (auto st = CheckFreeLocked(buf->addr, rounded); !st.ok()) return st;
@@ -96,7 +97,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::AddManaged(uint64_t length) {
 }
 
 absl::StatusOr<LocalBufferPtr> MemoryRegistry::Remove(const void* addr) {
-  WriterMutexLock lock(&mu_);
+  common::WriterMutexLock lock(&mu_);
   auto it = buffers_.find(reinterpret_cast<uint64_t>(addr));
   if (it == buffers_.end()) {
     return absl::NotFoundError(
@@ -108,7 +109,7 @@ absl::StatusOr<LocalBufferPtr> MemoryRegistry::Remove(const void* addr) {
 }
 
 LocalBufferPtr MemoryRegistry::Find(uint64_t addr, uint64_t length) const {
-  ReaderMutexLock lock(&mu_);
+  common::ReaderMutexLock lock(&mu_);
   auto it = buffers_.upper_bound(addr);
   if (it == buffers_.begin()) return nullptr;
   --it;
@@ -116,7 +117,7 @@ LocalBufferPtr MemoryRegistry::Find(uint64_t addr, uint64_t length) const {
 }
 
 std::vector<LocalBufferPtr> MemoryRegistry::List() const {
-  ReaderMutexLock lock(&mu_);
+  common::ReaderMutexLock lock(&mu_);
   std::vector<LocalBufferPtr> out;
   out.reserve(buffers_.size());
   for (const auto& [addr, buf] : buffers_) out.push_back(buf);

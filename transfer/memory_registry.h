@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -57,7 +57,7 @@ class MemoryRegistry {
   absl::Status CheckFreeLocked(uint64_t addr, uint64_t length) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  mutable SharedMutex mu_;
+  mutable common::SharedMutex mu_;
   absl::btree_map<uint64_t, LocalBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);  // By addr.
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };

@@ -1,6 +1,7 @@
 #include "transfer/task.h"
 
 #include "common/assert.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 
 namespace kvgate::transfer {
@@ -18,7 +19,7 @@ void Task::SliceDone(uint64_t bytes) {
 
 void Task::SliceFailed(absl::Status error) {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     const bool timeout = absl::IsDeadlineExceeded(error);
     // The first real failure is the one reported; a time-out only until a failure arrives.
     if (!timeout && !failed_) {
@@ -39,7 +40,7 @@ void Task::Fail(absl::Status error) {
 void Task::Finish() {
   TaskState final_state = TaskState::kCompleted;
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (failed_) {
       final_state = TaskState::kFailed;
     } else if (timed_out_) {
@@ -56,7 +57,7 @@ TaskStatus Task::Status() const {
   s.bytes_done = bytes_.load(std::memory_order_relaxed);
   if (s.state != TaskState::kWaiting) s.transport = transport_;
   if (s.state == TaskState::kFailed || s.state == TaskState::kTimedOut) {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     s.error = error_;
   }
   return s;
@@ -73,7 +74,7 @@ Batch::Batch(BatchId id, uint32_t capacity, std::chrono::milliseconds timeout, u
 }
 
 absl::StatusOr<uint32_t> Batch::Reserve(uint32_t n) {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (freed_) {
     return absl::NotFoundError(common::StrCat("batch ", static_cast<uint64_t>(id_), " was freed"));
   }
@@ -137,7 +138,7 @@ BatchStatus Batch::Status() const {
 
 BatchStatus Batch::Wait(Clock::time_point deadline) {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     while (unfinished_ > 0) {
       const auto now = Clock::now();
       if (now >= deadline) break;
@@ -148,7 +149,7 @@ BatchStatus Batch::Wait(Clock::time_point deadline) {
 }
 
 absl::Status Batch::MarkFreed() {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (unfinished_ > 0) {
     return absl::FailedPreconditionError(
         common::StrCat("batch ", static_cast<uint64_t>(id_), " still has ", unfinished_,
@@ -161,7 +162,7 @@ absl::Status Batch::MarkFreed() {
 void Batch::OnTaskFinished() {
   std::shared_ptr<Batch> last_ref;  // Released after the lock, possibly destroying *this.
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (--unfinished_ == 0) {
       last_ref = std::move(self_);
       done_cv_.SignalAll();

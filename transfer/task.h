@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 #include "transfer/types.h"
 
 namespace kvgate::transfer {
@@ -52,7 +52,7 @@ class Task {
   std::atomic<TaskState> state_{TaskState::kWaiting};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint32_t> outstanding_{0};
-  mutable Mutex mu_;
+  mutable common::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
@@ -93,8 +93,8 @@ class Batch : public std::enable_shared_from_this<Batch> {
   const uint64_t flow_;
   std::unique_ptr<Task[]> tasks_;
   std::atomic<uint32_t> reserved_{0};  // Mirrors reserved_locked_ for lock-free readers.
-  mutable Mutex mu_;
-  CondVar done_cv_;
+  mutable common::Mutex mu_;
+  common::CondVar done_cv_;
   uint32_t reserved_locked_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   bool freed_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,13 +8,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 #include "transfer/local/local_transport.h"
 #include "transfer/memory_registry.h"
 #include "transfer/rdma/rdma_transport.h"
 #include "transfer/shm/shm_transport.h"
-#include "transfer/sync.h"
 #include "transfer/task.h"
 #include "transfer/tcp/tcp_transport.h"
 
@@ -35,7 +35,7 @@ std::string NewInstanceId() {
 // One open peer segment. `mu` guards the descriptor and route, which a refresh replaces.
 struct OpenSegmentState {
   std::string name;
-  mutable Mutex mu;
+  mutable common::Mutex mu;
   SegmentDescriptorPtr desc ABSL_GUARDED_BY(mu);
   std::vector<Transport*> route ABSL_GUARDED_BY(mu);  // Transports that reach it, best first.
   Clock::time_point refreshed ABSL_GUARDED_BY(mu);
@@ -65,11 +65,11 @@ struct TransferEngine::Impl {
   std::vector<std::pair<std::string, std::string>> unavailable;
 
   // Own descriptor: rebuilt and published under publish_mu on every registration change.
-  Mutex publish_mu;
+  common::Mutex publish_mu;
   uint64_t version ABSL_GUARDED_BY(publish_mu) = 0;
   SegmentDescriptorPtr own ABSL_GUARDED_BY(publish_mu);
 
-  mutable Mutex mu;  // Lock order: mu before OpenSegmentState::mu; never publish_mu inside.
+  mutable common::Mutex mu;  // Lock order: mu before OpenSegmentState::mu; never publish_mu inside.
   absl::flat_hash_map<uint64_t, std::shared_ptr<OpenSegmentState>> segments ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, uint64_t> segment_ids ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Batch>> batches ABSL_GUARDED_BY(mu);
@@ -80,18 +80,18 @@ struct TransferEngine::Impl {
   absl::Status AddTransport(const std::string& name, const TransportContext& ctx);
   absl::Status Publish();
   SegmentDescriptorPtr OwnDescriptor() {
-    MutexLock lock(&publish_mu);
+    common::MutexLock lock(&publish_mu);
     return own;
   }
   absl::StatusOr<SegmentDescriptorPtr> FetchDescriptor(const std::string& name);
   absl::Status Refresh(OpenSegmentState& seg);
   std::shared_ptr<OpenSegmentState> FindSegment(SegmentId id) const {
-    MutexLock lock(&mu);
+    common::MutexLock lock(&mu);
     auto it = segments.find(static_cast<uint64_t>(id));
     return it == segments.end() ? nullptr : it->second;
   }
   absl::StatusOr<std::shared_ptr<Batch>> FindBatch(BatchId id) const {
-    MutexLock lock(&mu);
+    common::MutexLock lock(&mu);
     auto it = batches.find(static_cast<uint64_t>(id));
     if (it == batches.end()) {
       return absl::NotFoundError(
@@ -189,7 +189,7 @@ absl::Status TransferEngine::Impl::AddTransport(const std::string& name,
 }
 
 absl::Status TransferEngine::Impl::Publish() {
-  MutexLock lock(&publish_mu);
+  common::MutexLock lock(&publish_mu);
   auto desc = std::make_shared<SegmentDescriptor>();
   desc->name = options.segment_name;
   desc->instance = instance;
@@ -228,7 +228,7 @@ absl::Status TransferEngine::Impl::Refresh(OpenSegmentState& seg) {
   }
   SegmentDescriptorPtr old;
   {
-    MutexLock lock(&seg.mu);
+    common::MutexLock lock(&seg.mu);
     old = seg.desc;
     seg.refreshed = Clock::now();
     seg.stale = false;
@@ -301,7 +301,7 @@ void TransferEngine::Impl::Dispatch(OpenSegmentState& seg, const SegmentDescript
                     seg.name, st.message());
       last_error = std::move(st);
       {
-        MutexLock lock(&seg.mu);
+        common::MutexLock lock(&seg.mu);
         seg.stale = true;  // The peer may have restarted: re-read before the next request.
       }
       for (PendingTask& p : buckets[j]) pending.push_back(std::move(p));
@@ -391,7 +391,7 @@ absl::StatusOr<SegmentId> TransferEngine::OpenSegment(std::string_view name) {
   std::shared_ptr<OpenSegmentState> seg;
   uint64_t id = 0;
   {
-    MutexLock lock(&impl_->mu);
+    common::MutexLock lock(&impl_->mu);
     auto it = impl_->segment_ids.find(key);
     if (it != impl_->segment_ids.end()) {
       id = it->second;
@@ -405,7 +405,7 @@ absl::StatusOr<SegmentId> TransferEngine::OpenSegment(std::string_view name) {
   seg = std::make_shared<OpenSegmentState>();
   seg->name = key;
   if (auto st = impl_->Refresh(*seg); !st.ok()) return st;
-  MutexLock lock(&impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   auto [it, inserted] = impl_->segment_ids.emplace(key, impl_->next_segment);
   if (inserted) impl_->segments[impl_->next_segment++] = seg;  // Else another thread won.
   return static_cast<SegmentId>(it->second);
@@ -414,7 +414,7 @@ absl::StatusOr<SegmentId> TransferEngine::OpenSegment(std::string_view name) {
 absl::Status TransferEngine::CloseSegment(SegmentId segment) {
   std::shared_ptr<OpenSegmentState> seg;
   {
-    MutexLock lock(&impl_->mu);
+    common::MutexLock lock(&impl_->mu);
     auto it = impl_->segments.find(static_cast<uint64_t>(segment));
     if (it == impl_->segments.end()) {
       return absl::NotFoundError(
@@ -424,7 +424,7 @@ absl::Status TransferEngine::CloseSegment(SegmentId segment) {
     impl_->segments.erase(it);
     impl_->segment_ids.erase(seg->name);
   }
-  MutexLock lock(&seg->mu);
+  common::MutexLock lock(&seg->mu);
   if (seg->desc != nullptr) {
     for (const TransportPtr& t : impl_->transports) t->ForgetPeer(*seg->desc);
   }
@@ -437,7 +437,7 @@ absl::StatusOr<SegmentDescriptor> TransferEngine::GetSegmentDescriptor(SegmentId
     return absl::NotFoundError(
         common::StrCat("segment id ", static_cast<uint64_t>(segment), " is not open"));
   }
-  MutexLock lock(&seg->mu);
+  common::MutexLock lock(&seg->mu);
   return *seg->desc;
 }
 
@@ -448,7 +448,7 @@ absl::StatusOr<std::vector<std::string>> TransferEngine::SegmentTransports(
     return absl::NotFoundError(
         common::StrCat("segment id ", static_cast<uint64_t>(segment), " is not open"));
   }
-  MutexLock lock(&seg->mu);
+  common::MutexLock lock(&seg->mu);
   std::vector<std::string> out;
   for (Transport* t : seg->route) out.emplace_back(t->Name());
   return out;
@@ -467,7 +467,7 @@ absl::StatusOr<BatchId> TransferEngine::AllocateBatch(
   if (t.count() <= 0) {
     return absl::InvalidArgumentError(common::StrCat("batch time-out ", t.count(), " ms"));
   }
-  MutexLock lock(&impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   const uint64_t id = impl_->next_batch++;
   impl_->batches[id] = std::make_shared<Batch>(static_cast<BatchId>(id), max_requests, t, flow);
   return static_cast<BatchId>(id);
@@ -509,7 +509,7 @@ absl::Status TransferEngine::Submit(BatchId batch_id, absl::Span<const TransferR
     for (int attempt = 0;; ++attempt) {
       bool refresh = false;
       {
-        MutexLock lock(&out.seg->mu);
+        common::MutexLock lock(&out.seg->mu);
         out.desc = out.seg->desc;
         out.route = out.seg->route;
         out.task.remote_buffer = out.desc->FindRange(r.remote_offset, r.length);
@@ -584,7 +584,7 @@ absl::Status TransferEngine::FreeBatch(BatchId batch) {
   auto b = impl_->FindBatch(batch);
   if (!b.ok()) return b.status();
   if (auto st = (*b)->MarkFreed(); !st.ok()) return st;
-  MutexLock lock(&impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   impl_->batches.erase(static_cast<uint64_t>(batch));
   return absl::OkStatus();
 }

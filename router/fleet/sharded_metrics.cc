@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/assert.h"
+#include "common/mutex.h"
 
 namespace kvgate::router {
 namespace {
@@ -56,12 +57,12 @@ ShardedFamily::Series* ShardedFamily::Get(size_t shard, absl::Span<const std::st
   KVGATE_ASSERT(shard < shards_.size(), "metric shard out of range");
   Shard& s = *shards_[shard % shards_.size()];
   std::string key = KeyOf(values);
-  if (auto it = s.series.find(key); it != s.series.end()) return it->second.series.get();
+  if (Series* found = s.FindOwned(key)) return found;
   Entry e;
   e.values.assign(values.begin(), values.end());
   e.series = std::make_unique<Series>(type_ == Type::kHistogram ? &bounds_ : nullptr);
   Series* out = e.series.get();
-  std::lock_guard<std::mutex> lock(s.mu);
+  common::MutexLock lock(&s.mu);
   s.series.emplace(std::move(key), std::move(e));
   return out;
 }
@@ -78,7 +79,7 @@ prometheus::MetricFamily ShardedFamily::Collect(
   };
   std::map<std::string, Merged> merged;  // sorted: a stable exposition order
   for (const auto& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard->mu);
+    common::MutexLock lock(&shard->mu);
     for (const auto& [key, e] : shard->series) {
       if (keep && !keep(e.values)) continue;
       Merged& m = merged[key];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -105,14 +106,14 @@ void Worker::ObservePrediction(int64_t predicted, int64_t actual) {
 
 void Worker::SetDiscoveredModels(std::vector<std::string> models) {
   std::sort(models.begin(), models.end());
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   discovered_models_ = std::move(models);
 }
 
 std::vector<std::string> Worker::Models() const {
   std::vector<std::string> out = config_.models;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     out.insert(out.end(), discovered_models_.begin(), discovered_models_.end());
   }
   std::sort(out.begin(), out.end());
@@ -125,7 +126,7 @@ bool Worker::ServesModel(std::string_view model) const {
   for (const auto& m : config_.models) {
     if (m == model) return true;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (config_.models.empty() && discovered_models_.empty()) return true;
   return std::binary_search(discovered_models_.begin(), discovered_models_.end(), model);
 }
@@ -167,7 +168,7 @@ void Worker::Release(Reservation& r) {
 }
 
 double Worker::PrefillRate(double fallback) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return prefill_rate_ > 0 ? prefill_rate_ : fallback;
 }
 
@@ -175,19 +176,19 @@ void Worker::ObservePrefill(double tokens, double seconds) {
   // Short prompts and TTFTs under 10 ms measure network and scheduling, not prefill.
   if (tokens < 1024 || seconds < 0.01) return;
   const double sample = tokens / seconds;
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   // EWMA; the first observation replaces the configured guess outright.
   prefill_rate_ = prefill_rate_ > 0 ? 0.8 * prefill_rate_ + 0.2 * sample : sample;
 }
 
 double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const double dt = std::chrono::duration<double>(now - recent_at_).count();
   return dt <= 0 ? recent_work_ : recent_work_ * std::exp2(-dt / half_life_s);
 }
 
 void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const double dt = std::chrono::duration<double>(now - recent_at_).count();
   if (dt > 0) recent_work_ *= std::exp2(-dt / half_life_s);
   recent_work_ += tokens;
@@ -195,12 +196,12 @@ void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double ha
 }
 
 EngineStats Worker::engine_stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return engine_;
 }
 
 void Worker::SetEngineStats(const EngineStats& stats) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   engine_ = stats;
 }
 

@@ -11,12 +11,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "router/fleet/endpoint_state.h"
 #include "router/policies/engine_stats.h"
@@ -184,8 +184,8 @@ class Worker {
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<double> accuracy_{1.0};
 
-  // std::mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
-  mutable std::mutex mu_;
+  // common::Mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
+  mutable common::Mutex mu_;
   std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(mu_);
   double prefill_rate_ ABSL_GUARDED_BY(mu_) = 0;  // 0 = not observed yet
   double recent_work_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "kvevents/endpoints.h"
 #include "kvindex/block_hash.h"
@@ -70,7 +71,7 @@ struct PreciseMode::Metrics {
              bad = 0, orphans = 0;
   };
 
-  void Drop(const std::string& worker) {
+  void Drop(const std::string& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const prometheus::Labels l = {{"worker", worker}};
     for (auto* f :
          {&batches, &stored, &removed, &gaps, &replays, &lost, &restarts, &bad, &orphans}) {
@@ -105,8 +106,9 @@ struct PreciseMode::Metrics {
   prometheus::Family<prometheus::Gauge>& store_up;
   prometheus::Family<prometheus::Gauge>& blocks;
   prometheus::Histogram& lag;
-  std::mutex mu;                       // Guards `last` (refresh vs reload).
-  std::map<std::string, Totals> last;  // Per worker name: totals already counted.
+  common::Mutex mu;  // Refresh vs reload.
+  // Per worker name: totals already counted.
+  std::map<std::string, Totals> last ABSL_GUARDED_BY(mu);
 };
 
 class PreciseMode::Observer final : public kvevents::SubscriberObserver {
@@ -118,7 +120,7 @@ class PreciseMode::Observer final : public kvevents::SubscriberObserver {
   }
   void OnRestart(const kvevents::EventSource& source) override {
     owner_.speculative_.Forget(source.holder);
-    std::lock_guard lock(owner_.mu_);
+    common::MutexLock lock(&owner_.mu_);
     ++owner_.restarts_[source.holder.worker];
   }
 
@@ -179,7 +181,7 @@ void PreciseMode::Configure(const WorkerList& workers,
     sources.push_back(std::move(s));
   }
   {
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     // A store keeps its health across a reload that leaves it in place.
     for (size_t i = 0; i < kMaxStores; ++i) {
       if (i < stores.size() && i < stores_->size() && (*stores_)[i] == stores[i]) continue;
@@ -219,7 +221,7 @@ void PreciseMode::Configure(const WorkerList& workers,
   enabled_.store(any, std::memory_order_release);
   // Series of workers that left.
   {
-    std::lock_guard lock(metrics_->mu);
+    common::MutexLock lock(&metrics_->mu);
     std::vector<std::string> gone;
     for (const auto& [name, _] : metrics_->last) {
       bool kept = false;
@@ -232,7 +234,7 @@ void PreciseMode::Configure(const WorkerList& workers,
 }
 
 PreciseMode::StoreList PreciseMode::Stores() const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   return stores_;
 }
 
@@ -260,7 +262,7 @@ bool PreciseMode::RecordStoreHealth(size_t i, bool ok, const config::HealthCheck
         "recompute what they would have loaded)",
         name, cfg.unhealthy_threshold);
   }
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   metrics_->store_up.Add({{"store", name}}).Set(down ? 1 : 0);
   return true;
 }
@@ -284,7 +286,7 @@ void PreciseMode::SetState(Worker& worker, PreciseState state, std::string reaso
   {
     // Reason first, state inside the same lock: a reader that sees the new state and then asks
     // for the reason gets this one, not the previous state's.
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     reasons_[worker.id()] = reason;
     worker.set_precise_state(state);
   }
@@ -305,7 +307,7 @@ void PreciseMode::SetState(Worker& worker, PreciseState state, std::string reaso
 void PreciseMode::SetApiAgreement(Worker& worker, PreciseApi api, bool agrees, std::string reason) {
   const bool was = worker.precise_api_agrees(api);
   {
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     api_reasons_[worker.id()][static_cast<int>(api)] = reason;
     worker.set_precise_api_agrees(api, agrees);
   }
@@ -323,26 +325,26 @@ void PreciseMode::SetApiAgreement(Worker& worker, PreciseApi api, bool agrees, s
 }
 
 std::string PreciseMode::ApiReason(const Worker& worker, PreciseApi api) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = api_reasons_.find(worker.id());
   return it == api_reasons_.end() ? "" : it->second[static_cast<int>(api)];
 }
 
 std::string PreciseMode::Reason(const Worker& worker) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = reasons_.find(worker.id());
   return it == reasons_.end() ? "" : it->second;
 }
 
 uint64_t PreciseMode::Restarts(const Worker& worker) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = restarts_.find(worker.id());
   return it == restarts_.end() ? 0 : it->second;
 }
 
 void PreciseMode::RefreshMetrics(const WorkerList& workers) {
   const auto sources = subscriber_.Status();
-  std::lock_guard lock(metrics_->mu);
+  common::MutexLock lock(&metrics_->mu);
   for (const auto& w : workers) {
     if (!w->config().kv_events) continue;
     Metrics::Totals now;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "config/config.h"
 #include "kvevents/event_applier.h"
 #include "kvevents/subscriber.h"
@@ -111,11 +112,13 @@ class PreciseMode {
   kvevents::KvEventSubscriber subscriber_;
   SpeculativeBlocks speculative_;
 
-  mutable std::mutex mu_;  // Guards the maps below.
-  absl::flat_hash_map<uint32_t, std::string> reasons_;
-  absl::flat_hash_map<uint32_t, std::array<std::string, kNumPreciseApis>> api_reasons_;
-  absl::flat_hash_map<uint32_t, uint64_t> restarts_;
-  StoreList stores_ = std::make_shared<const std::vector<config::StoreConfig>>();
+  mutable common::Mutex mu_;  // Guards the maps below.
+  absl::flat_hash_map<uint32_t, std::string> reasons_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::array<std::string, kNumPreciseApis>> api_reasons_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, uint64_t> restarts_ ABSL_GUARDED_BY(mu_);
+  StoreList stores_ ABSL_GUARDED_BY(mu_) =
+      std::make_shared<const std::vector<config::StoreConfig>>();
   std::array<std::atomic<bool>, kMaxStores> store_down_{};
   std::array<uint32_t, kMaxStores> store_failures_{};   // Control thread only.
   std::array<uint32_t, kMaxStores> store_successes_{};  // Control thread only.

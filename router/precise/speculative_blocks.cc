@@ -6,7 +6,7 @@ namespace kvgate::router {
 
 void SpeculativeBlocks::Insert(kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain,
                                Clock::time_point expires) {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   if (expiry_.size() + chain.size() > kSweepAt) {
     const auto now = Clock::now();
     absl::erase_if(expiry_, [&](const auto& e) { return e.second <= now; });
@@ -21,7 +21,7 @@ void SpeculativeBlocks::Insert(kvindex::Holder holder, absl::Span<const kvindex:
 uint32_t SpeculativeBlocks::Extend(kvindex::Holder holder,
                                    absl::Span<const kvindex::BlockHash> chain, uint32_t confirmed,
                                    Clock::time_point now) const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   uint32_t n = confirmed;
   while (n < chain.size()) {
     auto it = expiry_.find(Key{holder.Key(), chain[n]});
@@ -32,12 +32,12 @@ uint32_t SpeculativeBlocks::Extend(kvindex::Holder holder,
 }
 
 void SpeculativeBlocks::Forget(kvindex::Holder holder) {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   absl::erase_if(expiry_, [&](const auto& e) { return e.first.holder == holder.Key(); });
 }
 
 size_t SpeculativeBlocks::size() const {
-  std::lock_guard lock(mu_);
+  common::MutexLock lock(&mu_);
   return expiry_.size();
 }
 

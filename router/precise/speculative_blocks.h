@@ -8,10 +8,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "common/mutex.h"
 #include "kvindex/types.h"
 
 namespace kvgate::router {
@@ -48,8 +48,8 @@ class SpeculativeBlocks {
     }
   };
 
-  mutable std::mutex mu_;
-  absl::flat_hash_map<Key, Clock::time_point> expiry_;
+  mutable common::Mutex mu_;
+  absl::flat_hash_map<Key, Clock::time_point> expiry_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::router

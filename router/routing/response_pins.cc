@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/mutex.h"
 #include "xxhash.h"
 
 namespace kvgate::router {
@@ -19,17 +20,18 @@ struct ResponsePins::Shard {
     Clock::time_point expires;
     std::list<std::string>::iterator lru;  // position in `order` (front: most recent)
   };
-  mutable std::mutex mu;
+  mutable common::Mutex mu;
   // The list owns each id once; the map's key is a copy, so that rehashing never moves what
   // the list points at.
-  absl::flat_hash_map<std::string, Entry> entries;
-  std::list<std::string> order;
-  size_t max = 1;
-  std::chrono::seconds ttl{1};
-  size_t id_bytes = 0;
+  absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+  std::list<std::string> order ABSL_GUARDED_BY(mu);
+  size_t max ABSL_GUARDED_BY(mu) = 1;
+  std::chrono::seconds ttl ABSL_GUARDED_BY(mu){1};
+  size_t id_bytes ABSL_GUARDED_BY(mu) = 0;
   std::atomic<uint64_t> evicted{0};
 
-  void Erase(absl::flat_hash_map<std::string, Entry>::iterator it) {
+  void Erase(absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     id_bytes -= 2 * it->first.capacity();
     order.erase(it->second.lru);
     entries.erase(it);
@@ -46,7 +48,7 @@ ResponsePins::~ResponsePins() = default;
 void ResponsePins::Configure(size_t max_pins, std::chrono::seconds ttl) {
   const size_t per_shard = std::max<size_t>(1, (max_pins + kShards - 1) / kShards);
   for (auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    common::MutexLock lock(&s->mu);
     s->max = per_shard;
     s->ttl = std::max(ttl, std::chrono::seconds(1));
   }
@@ -59,7 +61,7 @@ ResponsePins::Shard& ResponsePins::ShardOf(std::string_view id) const {
 void ResponsePins::Learn(std::string_view response_id, uint32_t worker_id, Clock::time_point now) {
   if (response_id.empty() || response_id.size() > kMaxIdBytes) return;
   Shard& s = ShardOf(response_id);
-  std::lock_guard<std::mutex> lock(s.mu);
+  common::MutexLock lock(&s.mu);
   if (auto it = s.entries.find(Key(response_id)); it != s.entries.end()) s.Erase(it);
   // Expired pins at the cold end go first, then the least recently used beyond the bound.
   while (!s.order.empty()) {
@@ -81,7 +83,7 @@ std::optional<ResponsePins::Pin> ResponsePins::Find(std::string_view response_id
                                                     Clock::time_point now) {
   if (response_id.empty() || response_id.size() > kMaxIdBytes) return std::nullopt;
   Shard& s = ShardOf(response_id);
-  std::lock_guard<std::mutex> lock(s.mu);
+  common::MutexLock lock(&s.mu);
   auto it = s.entries.find(Key(response_id));
   if (it == s.entries.end()) return std::nullopt;
   if (it->second.expires <= now) {
@@ -96,14 +98,14 @@ std::optional<ResponsePins::Pin> ResponsePins::Find(std::string_view response_id
 
 void ResponsePins::Forget(std::string_view response_id) {
   Shard& s = ShardOf(response_id);
-  std::lock_guard<std::mutex> lock(s.mu);
+  common::MutexLock lock(&s.mu);
   if (auto it = s.entries.find(Key(response_id)); it != s.entries.end()) s.Erase(it);
 }
 
 size_t ResponsePins::size() const {
   size_t n = 0;
   for (const auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    common::MutexLock lock(&s->mu);
     n += s->entries.size();
   }
   return n;
@@ -116,7 +118,7 @@ size_t ResponsePins::memory_bytes() const {
   constexpr size_t kSlot = sizeof(std::string) + sizeof(Shard::Entry) + 1;
   size_t bytes = 0;
   for (const auto& s : shards_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    common::MutexLock lock(&s->mu);
     bytes += s->entries.capacity() * kSlot + s->order.size() * kNode + s->id_bytes;
   }
   return bytes;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/assert.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "kvindex/block_hash.h"
@@ -294,7 +295,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   r.now = now;
   const uint64_t chain_key = plan.chain.empty() ? 0 : plan.chain.back();
   {
-    std::unique_lock<std::mutex> lock(decision_mu_);
+    common::MutexLock lock(&decision_mu_);
     r.match_is_shared_prefix = deepest > 0 && SeenFork(plan.chain[deepest - 1]);
     if (commit && deepest > 0 && deepest < plan.chain.size()) {
       RecordContinuation(plan.chain[deepest - 1], plan.chain[deepest]);

@@ -17,13 +17,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "kvindex/prefix_index.h"
 #include "router/fleet/worker.h"
@@ -131,8 +131,9 @@ class RoutePlanner {
  private:
   // Records, at the point where a routed prompt leaves what the fleet has cached, which block
   // followed; a prefix that was continued in two different ways is a shared prefix.
-  bool SeenFork(kvindex::BlockHash parent) const;
-  void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child);
+  bool SeenFork(kvindex::BlockHash parent) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(decision_mu_);
+  void RecordContinuation(kvindex::BlockHash parent, kvindex::BlockHash child)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(decision_mu_);
   /// The token chain of the plan's prompt in `block_size` blocks, built once per plan.
   static const std::vector<kvindex::BlockHash>& TokenChainFor(RoutePlan& plan, uint32_t block_size);
   /// Raises every candidate's store tier to what the configured stores that are up hold of the
@@ -149,11 +150,12 @@ class RoutePlanner {
   PreciseMode* const precise_;
   std::atomic<uint64_t> index_errors_{0};
   StoreLoadRate store_rate_;
-  std::mutex decision_mu_;  // one decision (choose + reserve) at a time; a leaf lock
+  common::Mutex decision_mu_;  // one decision (choose + reserve) at a time; a leaf lock
   std::atomic<uint64_t> epoch_{0};
   // parent block -> first child seen, or kForked once a second one was seen. Bounded: cleared
   // when it reaches kMaxForkEntries (it relearns within a few requests per prefix).
-  absl::flat_hash_map<kvindex::BlockHash, kvindex::BlockHash> continuations_;
+  absl::flat_hash_map<kvindex::BlockHash, kvindex::BlockHash> continuations_
+      ABSL_GUARDED_BY(decision_mu_);
 };
 
 }  // namespace kvgate::router

@@ -6,7 +6,8 @@
 #pragma once
 
 #include <algorithm>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace kvgate::router {
 
@@ -23,27 +24,27 @@ class StoreLoadRate {
     // bounded at 10x the configured cost per token.
     const double cap = 10.0 / configured_tokens_per_second;
     const double sample = std::clamp(extra_seconds / tokens, 0.0, cap);
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     seconds_per_token_ = samples_ == 0 ? sample : 0.9 * seconds_per_token_ + 0.1 * sample;
     ++samples_;
   }
 
   /// Tokens per second (the configured figure until observed; at most 1e9).
   double TokensPerSecond(double configured) const {
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     if (samples_ == 0) return configured;
     return seconds_per_token_ > 1e-9 ? 1.0 / seconds_per_token_ : 1e9;
   }
 
   uint64_t samples() const {
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     return samples_;
   }
 
  private:
-  mutable std::mutex mu_;
-  double seconds_per_token_ = 0;
-  uint64_t samples_ = 0;
+  mutable common::Mutex mu_;
+  double seconds_per_token_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvgate::router

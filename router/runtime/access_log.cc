@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json_util.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "spdlog/sinks/basic_file_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -28,7 +29,7 @@ absl::Status AccessLog::Open(const std::string& path) {
     logger->set_pattern("%v");
     logger->set_level(spdlog::level::info);
     logger->flush_on(spdlog::level::info);
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     logger_ = std::move(logger);
     enabled_ = true;
   } catch (const spdlog::spdlog_ex& e) {
@@ -38,7 +39,7 @@ absl::Status AccessLog::Open(const std::string& path) {
 }
 
 void AccessLog::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   logger_.reset();
   enabled_ = false;
 }
@@ -113,7 +114,7 @@ void AccessLog::Write(const AccessRecord& record) {
   // Copy the pointer: Open() may swap it concurrently on reload.
   std::shared_ptr<spdlog::logger> logger;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     logger = logger_;
   }
   if (logger) logger->info(Format(record));

@@ -5,10 +5,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/mutex.h"
 
 namespace spdlog {
 class logger;
@@ -54,8 +54,8 @@ class AccessLog {
   static std::string Format(const AccessRecord& record);
 
  private:
-  mutable std::mutex mu_;  // guards logger_ (swapped by reloads)
-  std::shared_ptr<spdlog::logger> logger_;
+  mutable common::Mutex mu_;  // guards logger_ (swapped by reloads)
+  std::shared_ptr<spdlog::logger> logger_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> enabled_{false};
 };
 

@@ -12,7 +12,7 @@ RateLimiter::Decision RateLimiter::Take(const std::string& key, const config::Ra
   if (rate.requests_per_minute == 0 && rate.prompt_tokens_per_minute == 0) return d;
   const double req_cap = static_cast<double>(rate.requests_per_minute);
   const double tok_cap = static_cast<double>(rate.prompt_tokens_per_minute);
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   bool fresh = false;
   Bucket& b = buckets_.FindOrInsert(key, &fresh);
   if (fresh) {
@@ -42,17 +42,17 @@ RateLimiter::Decision RateLimiter::Take(const std::string& key, const config::Ra
 }
 
 size_t RateLimiter::keys() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return buckets_.size();
 }
 
 uint64_t RateLimiter::evictions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return buckets_.evictions();
 }
 
 bool ClientConnectionCounts::TryAdd(const std::string& peer, uint32_t max) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   uint32_t& n = counts_[peer];
   if (max > 0 && n >= max) return false;
   ++n;
@@ -60,14 +60,14 @@ bool ClientConnectionCounts::TryAdd(const std::string& peer, uint32_t max) {
 }
 
 void ClientConnectionCounts::Remove(const std::string& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = counts_.find(peer);
   if (it == counts_.end()) return;
   if (--it->second == 0) counts_.erase(it);
 }
 
 uint32_t ClientConnectionCounts::count(const std::string& peer) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = counts_.find(peer);
   return it == counts_.end() ? 0 : it->second;
 }
@@ -86,7 +86,7 @@ AdmissionSlot::~AdmissionSlot() {
 
 bool AdmissionGate::TryAcquire(uint32_t max, AdmissionSlot* slot) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     if (running_ >= static_cast<int64_t>(max) || !queue_.empty()) return false;
     ++running_;
   }
@@ -103,7 +103,7 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
   waiter->executor = co_await net::this_coro::executor;
   bool admitted = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     if (running_ < static_cast<int64_t>(max) && queue_.empty()) {
       ++running_;
       admitted = true;
@@ -133,7 +133,7 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
   if (wait_timer != nullptr) *wait_timer = nullptr;
   waiter->timer = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     admitted = waiter->granted;  // a finishing request handed its slot over (running_ as is)
     if (!admitted) {
       std::erase(queue_, waiter);
@@ -146,7 +146,7 @@ net::awaitable<AdmissionGate::Result> AdmissionGate::Acquire(uint32_t max, uint3
 }
 
 void AdmissionGate::Release() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (queue_.empty()) {
     --running_;
     return;
@@ -162,17 +162,17 @@ void AdmissionGate::Release() {
 }
 
 int64_t AdmissionGate::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return running_;
 }
 
 size_t AdmissionGate::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return queue_.size();
 }
 
 uint32_t AdmissionGate::queued_by(std::string_view client) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = queued_per_client_.find(std::string(client));
   return it == queued_per_client_.end() ? 0 : it->second;
 }

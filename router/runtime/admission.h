@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "router/net/asio.h"
 #include "router/policies/routing_policy.h"
@@ -52,8 +52,8 @@ class RateLimiter {
     SteadyClock::time_point last{};
   };
 
-  mutable std::mutex mu_;
-  LruTable<Bucket> buckets_;
+  mutable common::Mutex mu_;
+  LruTable<Bucket> buckets_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Open client connections per client address (limits.max_connections_per_client).
@@ -65,8 +65,8 @@ class ClientConnectionCounts {
   uint32_t count(const std::string& peer) const;
 
  private:
-  mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, uint32_t> counts_;
+  mutable common::Mutex mu_;
+  absl::flat_hash_map<std::string, uint32_t> counts_ ABSL_GUARDED_BY(mu_);
 };
 
 class AdmissionGate;
@@ -125,12 +125,13 @@ class AdmissionGate {
     std::string client;                  // counted in queued_per_client_ while queued
   };
   void Release();
-  void Dequeued(const Waiter& w);  // under mu_
+  void Dequeued(const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  int64_t running_ = 0;
-  std::deque<std::shared_ptr<Waiter>> queue_;
-  absl::flat_hash_map<std::string, uint32_t> queued_per_client_;  // only clients with waiters
+  mutable common::Mutex mu_;
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::shared_ptr<Waiter>> queue_ ABSL_GUARDED_BY(mu_);
+  // Only clients with waiters.
+  absl::flat_hash_map<std::string, uint32_t> queued_per_client_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::router

@@ -5,7 +5,7 @@ namespace kvgate::router {
 double AuthFailureThrottle::RetryAfterSeconds(std::string_view peer, const Limit& limit,
                                               SteadyClock::time_point now) {
   if (limit.max_failures == 0) return 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const Entry* e = table_.Find(peer);
   if (e == nullptr || e->failures < limit.max_failures) return 0;
   const auto left = e->window_start + limit.window - now;
@@ -15,7 +15,7 @@ double AuthFailureThrottle::RetryAfterSeconds(std::string_view peer, const Limit
 void AuthFailureThrottle::RecordFailure(std::string_view peer, const Limit& limit,
                                         SteadyClock::time_point now) {
   if (limit.max_failures == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   bool fresh = false;
   Entry& e = table_.FindOrInsert(peer, &fresh);
   if (fresh || now - e.window_start >= limit.window) {
@@ -26,7 +26,7 @@ void AuthFailureThrottle::RecordFailure(std::string_view peer, const Limit& limi
 }
 
 size_t AuthFailureThrottle::addresses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return table_.size();
 }
 

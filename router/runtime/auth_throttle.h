@@ -10,9 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "router/policies/routing_policy.h"  // SteadyClock
 #include "router/runtime/lru_table.h"
 
@@ -44,8 +44,8 @@ class AuthFailureThrottle {
     SteadyClock::time_point window_start{};
   };
 
-  mutable std::mutex mu_;
-  LruTable<Entry> table_;
+  mutable common::Mutex mu_;
+  LruTable<Entry> table_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Lets a log line through at most once per `interval`; the others are counted, and the next

@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "config/config.h"
 #include "prometheus/registry.h"
 #include "router/fleet/metrics.h"
@@ -43,17 +43,17 @@ class SharedSnapshot {
  public:
   explicit SharedSnapshot(std::shared_ptr<T> initial) : value_(std::move(initial)) {}
   std::shared_ptr<T> Load() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     return value_;
   }
   void Store(std::shared_ptr<T> value) {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     value_.swap(value);  // the old value is released outside the lock
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<T> value_;
+  mutable common::Mutex mu_;
+  std::shared_ptr<T> value_ ABSL_GUARDED_BY(mu_);
 };
 
 struct GatewayState {

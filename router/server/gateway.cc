@@ -3,13 +3,12 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <csignal>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "router/control/health_checker.h"
@@ -70,8 +69,8 @@ struct Gateway::Impl {
   }
 
   // `base` (the file's config) with the workers discovery found added after its own; a URL
-  // already listed keeps its static entry. Caller holds apply_mu.
-  config::ConfigConstSharedPtr Merged() const {
+  // already listed keeps its static entry.
+  config::ConfigConstSharedPtr Merged() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu) {
     bool any = false;
     for (const auto& d : discovered) any |= !d.empty();
     if (!any) return base;
@@ -92,8 +91,8 @@ struct Gateway::Impl {
   }
 
   // Publishes the snapshot of Merged(). Workers discovery added get traffic only once health
-  // checks admit them (BuildSnapshot). Caller holds apply_mu.
-  absl::Status Apply() {
+  // checks admit them (BuildSnapshot).
+  absl::Status Apply() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu) {
     const config::ConfigConstSharedPtr cfg = Merged();
     KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot,
                             BuildSnapshot(cfg, /*read_certificates=*/false));
@@ -104,8 +103,8 @@ struct Gateway::Impl {
   }
 
   // Gives each worker of `snapshot` the state its discovery source reports; a URL also listed
-  // statically is always ready. Caller holds apply_mu.
-  void ApplyDiscoveryStates(const Snapshot& snapshot) {
+  // statically is always ready.
+  void ApplyDiscoveryStates(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu) {
     for (const auto& w : snapshot.workers) {
       EndpointState st = EndpointState::kReady;
       const bool is_static =
@@ -125,7 +124,7 @@ struct Gateway::Impl {
 
   // A discovery source found a new set of workers (on the control thread).
   void Discovered(size_t source, std::vector<DiscoveredWorker> workers) {
-    std::lock_guard<std::mutex> lock(apply_mu);
+    common::MutexLock lock(&apply_mu);
     discovered[source] = std::move(workers);
     if (auto s = Apply(); !s.ok()) spdlog::error("discovery: {}", s.message());
   }
@@ -135,7 +134,8 @@ struct Gateway::Impl {
   // With `read_certificates` (start, reload) the TLS files are read again; otherwise (a
   // discovery change) the contexts are kept unless the TLS settings changed.
   absl::StatusOr<SnapshotConstSharedPtr> BuildSnapshot(config::ConfigConstSharedPtr cfg,
-                                                       bool read_certificates) {
+                                                       bool read_certificates)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu) {
     const SnapshotConstSharedPtr old = state.snapshot();
     std::shared_ptr<const TlsContexts> tls = old->tls;
     if (read_certificates || tls == nullptr || cfg->tls != old->config->tls ||
@@ -306,9 +306,11 @@ struct Gateway::Impl {
 
   GatewayState state;
   config::ConfigConstSharedPtr initial;
-  std::mutex apply_mu;                // reloads and discovery updates, one at a time
-  config::ConfigConstSharedPtr base;  // the config file's (or the flags') latest
-  std::vector<std::vector<DiscoveredWorker>> discovered;  // per discovery source
+  common::Mutex apply_mu;  // reloads and discovery updates, one at a time
+  // The config file's (or the flags') latest.
+  config::ConfigConstSharedPtr base ABSL_GUARDED_BY(apply_mu);
+  // Per discovery source.
+  std::vector<std::vector<DiscoveredWorker>> discovered ABSL_GUARDED_BY(apply_mu);
   std::vector<std::unique_ptr<DiscoverySource>> discovery;
   // Each thread's stages: HTTP/1.1 to the workers, and the dispatcher over it. Declared
   // before the threads, so destroyed after them: a request suspended when an io_context goes
@@ -326,8 +328,9 @@ struct Gateway::Impl {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per thread, same port
   std::unique_ptr<tcp::acceptor> admin_acceptor;
   std::unique_ptr<RouteTable> routes;
-  std::map<std::string, uint32_t> worker_ids;  // stable id per worker URL (kvindex holder)
-  uint32_t next_worker_id = 0;
+  // Stable id per worker URL (kvindex holder).
+  std::map<std::string, uint32_t> worker_ids ABSL_GUARDED_BY(apply_mu);
+  uint32_t next_worker_id ABSL_GUARDED_BY(apply_mu) = 0;
   std::atomic<int64_t> last_refusal_log{0};
   LogLimiter reap_log;  // one line a second about idle connections closed for new ones
   uint16_t admin_port = 0;
@@ -335,10 +338,10 @@ struct Gateway::Impl {
   std::unique_ptr<PreciseProber> prober;
   uint16_t port = 0;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool started = false;
-  bool stopped = false;
+  common::Mutex mu;
+  common::CondVar cv;
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
 };
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -348,8 +351,12 @@ Gateway::~Gateway() { Stop(); }
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(config::Config config) {
   auto cfg = std::make_shared<const config::Config>(std::move(config));
   auto impl = std::make_unique<Impl>(cfg);
-  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot,
-                          impl->BuildSnapshot(cfg, /*read_certificates=*/true));
+  absl::StatusOr<SnapshotConstSharedPtr> built;
+  {
+    common::MutexLock lock(&impl->apply_mu);  // Uncontended: nothing else runs yet.
+    built = impl->BuildSnapshot(cfg, /*read_certificates=*/true);
+  }
+  KVGATE_ASSIGN_OR_RETURN(SnapshotConstSharedPtr snapshot, std::move(built));
   if (cfg->access_log.enabled) {
     KVGATE_RETURN_IF_ERROR(impl->state.access_log.Open(cfg->access_log.path));
   }
@@ -415,7 +422,7 @@ absl::Status Gateway::Start() {
   }
   s.os_threads.emplace_back([&s] { s.control.run(); });
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    common::MutexLock lock(&s.mu);
     s.started = true;
   }
   // The first round of health checks decides which workers are up: until it is back (or its
@@ -468,7 +475,7 @@ absl::Status Gateway::Reload(config::Config config) {
     spdlog::warn("reload: discovery changes need a restart; keeping the running sources");
     config.discovery = old->discovery;
   }
-  std::lock_guard<std::mutex> lock(s.apply_mu);
+  common::MutexLock lock(&s.apply_mu);
   const config::ConfigConstSharedPtr previous = s.base;
   s.base = std::make_shared<const config::Config>(std::move(config));
   const config::ConfigConstSharedPtr cfg = s.Merged();
@@ -503,7 +510,10 @@ void Gateway::StopReadiness() { impl_->state.shutting_down.store(true); }
 
 bool Gateway::Drain(std::chrono::milliseconds deadline) {
   Impl& s = *impl_;
-  if (!s.started) return true;
+  {
+    common::MutexLock lock(&s.mu);
+    if (!s.started) return true;
+  }
   s.state.draining.store(true);
   spdlog::info("draining: {} connections open, deadline {} ms", s.state.open_connections.load(),
                deadline.count());
@@ -540,7 +550,7 @@ bool Gateway::Drain(std::chrono::milliseconds deadline) {
 void Gateway::Stop() {
   Impl& s = *impl_;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    common::MutexLock lock(&s.mu);
     if (s.stopped) return;
     s.stopped = true;
   }
@@ -554,13 +564,13 @@ void Gateway::Stop() {
   }
   for (auto& t : s.threads) t->pool.Clear();
   s.state.precise.Stop();
-  s.cv.notify_all();
+  s.cv.SignalAll();
 }
 
 void Gateway::Wait() {
   Impl& s = *impl_;
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.cv.wait(lock, [&s] { return s.stopped; });
+  common::MutexLock lock(&s.mu);
+  while (!s.stopped) s.cv.Wait(&s.mu);
 }
 
 std::string Gateway::MetricsText() const { return impl_->state.MetricsText(); }

@@ -3,6 +3,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transfer/task.h"
 
 namespace kvgate::transfer::testing {
@@ -17,7 +18,7 @@ absl::Status FaultProxyTransport::Submit(const SegmentDescriptorPtr& peer,
   }
   std::vector<bool> fail(tasks.size(), false);
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     const bool over = policy_.fail_after_n_submits >= 0 && submits_ >= policy_.fail_after_n_submits;
     ++submits_;

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "absl/base/thread_annotations.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 #include "transfer/transport.h"
 
 namespace kvgate::transfer::testing {
@@ -51,7 +51,7 @@ class FaultProxyTransport final : public Transport {
  private:
   const TransportPtr inner_;
   const FaultPolicy policy_;
-  Mutex mu_;
+  common::Mutex mu_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   int submits_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> refused_{0};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/mutex.h"
 #include "transfer/gpu/gpu_runtime.h"
 
 namespace kvgate::transfer {
@@ -10,7 +11,7 @@ BouncePool::BouncePool(GpuRuntime* runtime, uint64_t chunk_bytes, uint32_t max_c
     : runtime_(runtime), chunk_bytes_(chunk_bytes), max_cached_(max_cached) {}
 
 BouncePool::~BouncePool() {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   for (const Block& b : all_) {
     if (b.pinned) {
       runtime_->FreePinned(b.data);
@@ -22,7 +23,7 @@ BouncePool::~BouncePool() {
 
 BouncePool::Chunk BouncePool::Acquire() {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (!free_.empty()) {
       uint8_t* p = free_.back();
       free_.pop_back();
@@ -35,13 +36,13 @@ BouncePool::Chunk BouncePool::Acquire() {
     if (p.ok()) b = {static_cast<uint8_t*>(*p), true};
   }
   if (b.data == nullptr) b.data = new uint8_t[chunk_bytes_];
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   all_.push_back(b);
   return Chunk(this, b.data);
 }
 
 void BouncePool::Release(uint8_t* data) {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (free_.size() < max_cached_) {
     free_.push_back(data);
     return;

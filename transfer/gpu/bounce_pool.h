@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 
 namespace kvgate::transfer {
 
@@ -59,7 +59,7 @@ class BouncePool {
   GpuRuntime* const runtime_;
   const uint64_t chunk_bytes_;
   const uint32_t max_cached_;
-  Mutex mu_;
+  common::Mutex mu_;
   std::vector<uint8_t*> free_ ABSL_GUARDED_BY(mu_);
   std::vector<Block> all_ ABSL_GUARDED_BY(mu_);  // Every live chunk, to free the right way.
 };

@@ -2,6 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "common/json_util.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
@@ -71,7 +72,7 @@ EtcdMetadata::EtcdMetadata(EtcdParams params) : params_(std::move(params)) {
 EtcdMetadata::~EtcdMetadata() {
   int64_t lease = 0;
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
     cv_.SignalAll();
     lease = lease_;
@@ -127,7 +128,7 @@ absl::Status EtcdMetadata::PutLocked(const std::string& name, const std::string&
 
 absl::Status EtcdMetadata::Publish(const SegmentDescriptor& desc) {
   const std::string value = SegmentToJson(desc);
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (lease_ == 0) {
     if (auto st = GrantLocked(); !st.ok()) return st;
   }
@@ -173,7 +174,7 @@ absl::StatusOr<SegmentDescriptor> EtcdMetadata::Lookup(std::string_view name) {
 
 absl::Status EtcdMetadata::Remove(std::string_view name) {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     published_.erase(std::string(name));
   }
   std::string body = "{\"key\":";
@@ -184,14 +185,14 @@ absl::Status EtcdMetadata::Remove(std::string_view name) {
 }
 
 int64_t EtcdMetadata::LeaseIdForTest() {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   return lease_;
 }
 
 void EtcdMetadata::KeepAlive() {
   const auto period = std::max<std::chrono::milliseconds>(
       std::chrono::milliseconds(200), std::chrono::milliseconds(params_.lease_ttl_s * 1000 / 3));
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   while (!stop_) {
     cv_.WaitFor(&mu_, period);
     if (stop_) break;

@@ -16,8 +16,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "transfer/metadata/segment_metadata.h"
-#include "transfer/sync.h"
 
 namespace kvgate::transfer {
 
@@ -52,8 +52,8 @@ class EtcdMetadata final : public SegmentMetadata {
   void KeepAlive();
 
   const EtcdParams params_;
-  Mutex mu_;
-  CondVar cv_;
+  common::Mutex mu_;
+  common::CondVar cv_;
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::string> published_ ABSL_GUARDED_BY(mu_);  // name -> JSON
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

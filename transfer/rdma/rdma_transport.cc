@@ -22,6 +22,7 @@ absl::StatusOr<TransportPtr> CreateRdmaTransport(const RdmaParams&) {
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
 #include "spdlog/spdlog.h"
@@ -29,7 +30,6 @@ absl::StatusOr<TransportPtr> CreateRdmaTransport(const RdmaParams&) {
 #include "transfer/memory_registry.h"
 #include "transfer/rdma/rdma_context.h"
 #include "transfer/rdma/rdma_handshake.h"
-#include "transfer/sync.h"
 #include "transfer/task.h"
 
 namespace kvgate::transfer {
@@ -67,13 +67,13 @@ struct Endpoint {
   size_t dev_index = 0;  // Of dev in the transport's devices (and pollers).
   std::string segment;
   int handshake_fd = -1;
-  Mutex mu;
+  common::Mutex mu;
   std::vector<QpState> qps ABSL_GUARDED_BY(mu);
   uint32_t next_qp ABSL_GUARDED_BY(mu) = 0;
   std::atomic<bool> broken{false};
 
   ~Endpoint() {
-    MutexLock lock(&mu);
+    common::MutexLock lock(&mu);
     for (QpState& q : qps) {
       if (q.qp != nullptr) ibv_destroy_qp(q.qp);
     }
@@ -121,8 +121,8 @@ class RdmaTransport final : public Transport {
 
  private:
   struct Poller {
-    Mutex mu;
-    CondVar cv;
+    common::Mutex mu;
+    common::CondVar cv;
     int outstanding ABSL_GUARDED_BY(mu) = 0;
     std::thread thread;
   };
@@ -152,10 +152,10 @@ class RdmaTransport final : public Transport {
   std::vector<Poller> pollers_;
   std::atomic<bool> stop_{false};
 
-  mutable Mutex mr_mu_;
+  mutable common::Mutex mr_mu_;
   absl::btree_map<uint64_t, MrEntry> mrs_ ABSL_GUARDED_BY(mr_mu_);  // By buffer address.
 
-  Mutex ep_mu_;
+  common::Mutex ep_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Endpoint> > endpoints_ ABSL_GUARDED_BY(ep_mu_);
   uint64_t next_pair_ ABSL_GUARDED_BY(ep_mu_) = 0;
 
@@ -168,14 +168,14 @@ RdmaTransport::~RdmaTransport() {
   {
     std::vector<std::shared_ptr<Endpoint> > eps;
     {
-      MutexLock lock(&ep_mu_);
+      common::MutexLock lock(&ep_mu_);
       for (auto& [key, ep] : endpoints_) eps.push_back(ep);
       endpoints_.clear();
     }
     for (auto& ep : eps) {
       std::vector<RdmaSlice*> unposted;
       {
-        MutexLock ep_lock(&ep->mu);
+        common::MutexLock ep_lock(&ep->mu);
         unposted = BreakEndpointLocked(*ep);  // Posted work flushes; the pollers fail it.
       }
       FailUnposted(std::move(unposted));
@@ -183,7 +183,7 @@ RdmaTransport::~RdmaTransport() {
   }
   // Let the pollers drain the flushes, then stop them.
   for (Poller& p : pollers_) {
-    MutexLock lock(&p.mu);
+    common::MutexLock lock(&p.mu);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (p.outstanding > 0 && !p.cv.WaitUntil(&p.mu, deadline)) {
     }
@@ -191,12 +191,12 @@ RdmaTransport::~RdmaTransport() {
   }
   for (Poller& p : pollers_) {
     {
-      MutexLock lock(&p.mu);
+      common::MutexLock lock(&p.mu);
       p.cv.SignalAll();
     }
     if (p.thread.joinable()) p.thread.join();
   }
-  MutexLock lock(&mr_mu_);
+  common::MutexLock lock(&mr_mu_);
   for (auto& [addr, e] : mrs_) {
     for (ibv_mr* mr : e.mrs) ibv_dereg_mr(mr);
   }
@@ -224,7 +224,7 @@ void RdmaTransport::Describe(SegmentDescriptor& desc) const {
   for (const auto& d : devices_) {
     desc.rdma_devices.push_back({d->name, d->lid, GidToHex(d->gid)});
   }
-  MutexLock lock(&mr_mu_);
+  common::MutexLock lock(&mr_mu_);
   for (BufferDesc& b : desc.buffers) {
     auto it = mrs_.find(b.addr);
     if (it == mrs_.end()) continue;
@@ -263,7 +263,7 @@ absl::Status RdmaTransport::RegisterBuffer(const LocalBuffer& buffer) {
     entry.mrs.push_back(mr);
   }
   if (dmabuf.fd >= 0) close(dmabuf.fd);  // The MRs keep their own reference.
-  MutexLock lock(&mr_mu_);
+  common::MutexLock lock(&mr_mu_);
   mrs_[buffer.addr] = std::move(entry);
   return absl::OkStatus();
 }
@@ -271,7 +271,7 @@ absl::Status RdmaTransport::RegisterBuffer(const LocalBuffer& buffer) {
 void RdmaTransport::UnregisterBuffer(const LocalBuffer& buffer) {
   MrEntry entry;
   {
-    MutexLock lock(&mr_mu_);
+    common::MutexLock lock(&mr_mu_);
     auto it = mrs_.find(buffer.addr);
     if (it == mrs_.end()) return;
     entry = std::move(it->second);
@@ -282,7 +282,7 @@ void RdmaTransport::UnregisterBuffer(const LocalBuffer& buffer) {
 }
 
 std::vector<uint32_t> RdmaTransport::LocalKeys(uint64_t addr, uint64_t length) const {
-  MutexLock lock(&mr_mu_);
+  common::MutexLock lock(&mr_mu_);
   auto it = mrs_.upper_bound(addr);
   if (it == mrs_.begin()) return {};
   --it;
@@ -313,7 +313,7 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
   hello.mtu = dev.mtu;
   std::memcpy(hello.gid, dev.gid.raw, 16);
   {
-    MutexLock lock(&ep->mu);
+    common::MutexLock lock(&ep->mu);
     for (uint32_t i = 0; i < n; ++i) {
       auto qp = CreateQp(dev, params_.max_outstanding_wr);
       if (!qp.ok()) return qp.status();
@@ -336,7 +336,7 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::Connect(const SegmentD
   remote.lid = static_cast<uint16_t>(reply.lid);
   std::memcpy(remote.gid.raw, reply.gid, 16);
   remote.mtu = static_cast<ibv_mtu>(reply.mtu);
-  MutexLock lock(&ep->mu);
+  common::MutexLock lock(&ep->mu);
   for (uint32_t i = 0; i < n; ++i) {
     local.qpn = hello.qpn[i];
     remote.qpn = reply.qpn[i];
@@ -350,14 +350,14 @@ absl::StatusOr<std::shared_ptr<Endpoint> > RdmaTransport::GetEndpoint(const Segm
                                                                       size_t remote_dev) {
   const std::string key = common::StrCat(peer.instance, "/", local_dev, "/", remote_dev);
   {
-    MutexLock lock(&ep_mu_);
+    common::MutexLock lock(&ep_mu_);
     auto it = endpoints_.find(key);
     if (it != endpoints_.end() && !it->second->broken.load()) return it->second;
   }
   // Lazily, on first use (and again after an error): one handshake round trip.
   auto ep = Connect(peer, local_dev, remote_dev);
   if (!ep.ok()) return ep.status();
-  MutexLock lock(&ep_mu_);
+  common::MutexLock lock(&ep_mu_);
   auto& slot = endpoints_[key];
   // A concurrent first use may have connected too: keep one, so that every endpoint with work
   // is in the map the deadline scan walks.
@@ -412,7 +412,7 @@ void RdmaTransport::FailUnposted(std::vector<RdmaSlice*> slices) {
     const bool late = s->deadline <= now;
     Complete(s, late ? absl::DeadlineExceededError("deadline passed")
                      : absl::UnavailableError("endpoint broken before the slice was posted"));
-    MutexLock lock(&pollers_[dev].mu);
+    common::MutexLock lock(&pollers_[dev].mu);
     if (--pollers_[dev].outstanding == 0) pollers_[dev].cv.SignalAll();
   }
 }
@@ -438,7 +438,7 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
   // Endpoints first, so a failed handshake leaves every task unstarted (tcp takes them).
   size_t first_pair = 0;
   {
-    MutexLock lock(&ep_mu_);
+    common::MutexLock lock(&ep_mu_);
     first_pair = next_pair_++;
   }
   const size_t pairs = std::max(nl, nr);
@@ -475,13 +475,13 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
     Endpoint& ep = *eps[p];
     const size_t dev_index = ep.dev_index;
     {
-      MutexLock lock(&pollers_[dev_index].mu);
+      common::MutexLock lock(&pollers_[dev_index].mu);
       pollers_[dev_index].outstanding += static_cast<int>(per_ep[p].size());
       pollers_[dev_index].cv.SignalAll();
     }
     std::vector<RdmaSlice*> failed;
     {
-      MutexLock lock(&ep.mu);
+      common::MutexLock lock(&ep.mu);
       for (RdmaSlice* s : per_ep[p]) {
         s->qp_index = ep.next_qp++ % static_cast<uint32_t>(ep.qps.size());
         PostLocked(ep, ep.qps[s->qp_index], s, &failed);
@@ -495,7 +495,7 @@ absl::Status RdmaTransport::Submit(const SegmentDescriptorPtr& peer,
 void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
   std::vector<std::shared_ptr<Endpoint> > gone;
   {
-    MutexLock lock(&ep_mu_);
+    common::MutexLock lock(&ep_mu_);
     for (auto it = endpoints_.begin(); it != endpoints_.end();) {
       if (it->first.rfind(peer.instance + "/", 0) == 0) {
         gone.push_back(std::move(it->second));
@@ -508,7 +508,7 @@ void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
   for (auto& ep : gone) {
     std::vector<RdmaSlice*> unposted;
     {
-      MutexLock lock(&ep->mu);
+      common::MutexLock lock(&ep->mu);
       unposted = BreakEndpointLocked(*ep);
     }
     FailUnposted(std::move(unposted));
@@ -518,7 +518,7 @@ void RdmaTransport::ForgetPeer(const SegmentDescriptor& peer) {
 void RdmaTransport::ScanDeadlines(size_t dev_index) {
   std::vector<std::shared_ptr<Endpoint> > eps;
   {
-    MutexLock lock(&ep_mu_);
+    common::MutexLock lock(&ep_mu_);
     for (auto& [key, ep] : endpoints_) {
       if (ep->dev_index == dev_index) eps.push_back(ep);
     }
@@ -526,7 +526,7 @@ void RdmaTransport::ScanDeadlines(size_t dev_index) {
   const auto now = Clock::now();
   std::vector<RdmaSlice*> expired;
   for (auto& ep : eps) {
-    MutexLock lock(&ep->mu);
+    common::MutexLock lock(&ep->mu);
     bool stuck = false;
     for (QpState& q : ep->qps) {
       for (auto it = q.backlog.begin(); it != q.backlog.end();) {
@@ -555,7 +555,7 @@ void RdmaTransport::Poll(size_t dev_index) {
   auto next_scan = Clock::now();
   for (;;) {
     {
-      MutexLock lock(&me.mu);
+      common::MutexLock lock(&me.mu);
       while (me.outstanding == 0 && !stop_.load()) me.cv.WaitFor(&me.mu, std::chrono::seconds(1));
       if (me.outstanding == 0 && stop_.load()) return;
     }
@@ -566,7 +566,7 @@ void RdmaTransport::Poll(size_t dev_index) {
       Endpoint& ep = *s->endpoint;
       std::vector<RdmaSlice*> failed;
       {
-        MutexLock lock(&ep.mu);
+        common::MutexLock lock(&ep.mu);
         QpState& q = ep.qps[s->qp_index];
         if (!q.posted.empty() && q.posted.front() == s) q.posted.pop_front();
         if (wc[i].status != IBV_WC_SUCCESS && !ep.broken.load()) {
@@ -586,7 +586,7 @@ void RdmaTransport::Poll(size_t dev_index) {
                                 : absl::UnavailableError(ibv_wc_status_str(wc[i].status));
       }
       Complete(s, std::move(st));
-      MutexLock lock(&me.mu);
+      common::MutexLock lock(&me.mu);
       if (--me.outstanding == 0) me.cv.SignalAll();
     }
     if (n <= 0) std::this_thread::yield();

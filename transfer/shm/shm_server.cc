@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "common/mutex.h"
 #include "spdlog/spdlog.h"
 #include "transfer/memory_registry.h"
 #include "transfer/shm/unix_socket.h"
@@ -33,13 +34,13 @@ ShmServer::ShmServer(std::string name, const MemoryRegistry* registry, int liste
 
 ShmServer::~ShmServer() {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   thread_.join();
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   for (int c : clients_) close(c);
   clients_.clear();
   close(listen_fd_);
@@ -67,7 +68,7 @@ void ShmServer::Revoke(uint64_t id, std::chrono::milliseconds timeout) {
   ShmMessage msg;
   msg.op = ShmOp::kRevoke;
   msg.id = id;
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   msg.seq = next_revoke_++;
   std::vector<int> waiting;
   for (int c : clients_) {
@@ -81,7 +82,7 @@ void ShmServer::Revoke(uint64_t id, std::chrono::milliseconds timeout) {
   }
   if (waiting.empty()) return;
   pending_.emplace_back(msg.seq, std::move(waiting));
-  auto mine = [&] {
+  auto mine = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::find_if(pending_.begin(), pending_.end(),
                         [&](const auto& p) { return p.first == msg.seq; });
   };
@@ -101,7 +102,7 @@ void ShmServer::Serve(int client) {
   int fd = -1;
   absl::Status st = ReceiveMessage(client, &req, &fd);
   if (fd >= 0) close(fd);  // Peers never send descriptors.
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (st.ok() && req.op == ShmOp::kRevokeAck) {
     AckLocked(client, req.seq);
     return;
@@ -136,7 +137,7 @@ void ShmServer::Loop() {
     fds.push_back({listen_fd_, POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (stop_) return;
       for (int c : clients_) fds.push_back({c, POLLIN, 0});
     }
@@ -150,7 +151,7 @@ void ShmServer::Loop() {
       if (fds[i].revents & POLLIN) {
         Serve(fds[i].fd);
       } else if (fds[i].revents != 0) {
-        MutexLock lock(&mu_);
+        common::MutexLock lock(&mu_);
         DropLocked(fds[i].fd);
       }
     }
@@ -163,13 +164,14 @@ void ShmServer::Loop() {
         ucred cred{};
         socklen_t len = sizeof(cred);
         const bool known = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
-        MutexLock lock(&mu_);
+        common::MutexLock lock(&mu_);
         if (!known || (cred.uid != geteuid() && cred.uid != 0) || clients_.size() >= kMaxClients) {
           ++refused_;
           if (refused_ == 1 || refused_ % 1000 == 0)
-            spdlog::warn("shm: @{}: refused a peer (uid {}, {} refused so far): only uid {} may map "
-                         "this pool", name_, known ? static_cast<int64_t>(cred.uid) : -1,
-                         refused_, geteuid());
+            spdlog::warn(
+                "shm: @{}: refused a peer (uid {}, {} refused so far): only uid {} may map "
+                "this pool",
+                name_, known ? static_cast<int64_t>(cred.uid) : -1, refused_, geteuid());
           close(c);
         } else {
           clients_.push_back(c);

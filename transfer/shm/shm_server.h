@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "transfer/sync.h"
+#include "common/mutex.h"
 
 namespace kvgate::transfer {
 
@@ -52,8 +52,8 @@ class ShmServer {
   const MemoryRegistry* registry_;
   const int listen_fd_;
   const int wake_fd_;  // eventfd: stop.
-  Mutex mu_;
-  CondVar acked_;  // a pending revoke lost a peer
+  common::Mutex mu_;
+  common::CondVar acked_;  // a pending revoke lost a peer
   static constexpr size_t kMaxClients = 4096;
   std::vector<int> clients_ ABSL_GUARDED_BY(mu_);
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;  // Peers of another user, or over kMaxClients.

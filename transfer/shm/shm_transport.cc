@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "transfer/copy_pool.h"
 #include "transfer/memory_registry.h"
 #include "transfer/shm/shm_server.h"
 #include "transfer/shm/unix_socket.h"
-#include "transfer/sync.h"
 #include "transfer/task.h"
 
 namespace kvgate::transfer {
@@ -48,12 +48,12 @@ class ShmPeer {
   // Monitor thread.
   void OnMessage(const ShmMessage& msg, int fd);
   void MarkDead() {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     dead_ = true;
     cv_.SignalAll();
   }
   bool dead() const {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     return dead_;
   }
 
@@ -66,8 +66,8 @@ class ShmPeer {
 
   const int fd_;
   const std::string name_;
-  mutable Mutex mu_;
-  CondVar cv_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Mapping>> maps_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Waiter*> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
@@ -79,7 +79,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
   Waiter waiter;
   ShmMessage req;
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (dead_) return absl::UnavailableError(common::StrCat("shm: segment '", name_, "' is gone"));
     if (auto it = maps_.find(b.id); it != maps_.end()) return it->second;
     req.seq = next_seq_++;
@@ -89,7 +89,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
   req.addr = b.addr;
   absl::Status sent = shm_internal::SendMessage(fd_, req);
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (sent.ok() && !waiter.done && !dead_) {
       if (cv_.WaitUntil(&mu_, deadline)) break;
@@ -120,7 +120,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
   m->base = static_cast<uint8_t*>(p);
   m->length = r.length;
   m->remote_addr = r.addr;
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   auto [it, inserted] = maps_.emplace(b.id, m);  // A concurrent requester may have won.
   return it->second;
 }
@@ -128,7 +128,7 @@ absl::StatusOr<std::shared_ptr<const Mapping>> ShmPeer::MappingFor(
 void ShmPeer::OnMessage(const ShmMessage& msg, int fd) {
   if (msg.op == ShmOp::kRevoke) {
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       maps_.erase(msg.id);
     }
     if (fd >= 0) close(fd);
@@ -140,7 +140,7 @@ void ShmPeer::OnMessage(const ShmMessage& msg, int fd) {
     (void)shm_internal::SendMessage(fd_, ack);  // A failure closes the socket: as good.
     return;
   }
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   if (msg.op == ShmOp::kReply) {
     auto it = waiters_.find(msg.seq);
     if (it != waiters_.end()) {
@@ -160,7 +160,7 @@ class ShmTransport final : public Transport {
   ~ShmTransport() override {
     if (monitor_.joinable()) {
       {
-        MutexLock lock(&mu_);
+        common::MutexLock lock(&mu_);
         stop_ = true;
       }
       Wake();
@@ -193,7 +193,7 @@ class ShmTransport final : public Transport {
                       absl::Span<const TransferTask> tasks) override;
   void ForgetPeer(const SegmentDescriptor& peer) override {
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       peers_.erase(peer.instance);
     }
     Wake();
@@ -213,7 +213,7 @@ class ShmTransport final : public Transport {
   TransportStats stats_;
   std::unique_ptr<shm_internal::ShmServer> server_;
   int wake_fd_ = -1;
-  Mutex mu_;
+  common::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ShmPeer>> peers_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread monitor_;
@@ -232,7 +232,7 @@ absl::Status ShmTransport::Start(const TransportContext& context) {
 
 absl::StatusOr<std::shared_ptr<ShmPeer>> ShmTransport::GetPeer(const SegmentDescriptor& desc) {
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     auto it = peers_.find(desc.instance);
     if (it != peers_.end() && !it->second->dead()) return it->second;
   }
@@ -243,7 +243,7 @@ absl::StatusOr<std::shared_ptr<ShmPeer>> ShmTransport::GetPeer(const SegmentDesc
   }
   auto peer = std::make_shared<ShmPeer>(*fd, desc.name);
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     auto& slot = peers_[desc.instance];
     // Another thread may have connected meanwhile: keep one connection per peer (the monitor
     // only reads sockets in the map).
@@ -288,7 +288,7 @@ void ShmTransport::Monitor() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (stop_) return;
       for (const auto& [instance, peer] : peers_) {
         if (peer->dead()) continue;

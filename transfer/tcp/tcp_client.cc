@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
 #include "transfer/crc32c.h"
@@ -497,7 +498,7 @@ void TcpPeer::Dispatch(SliceList slices) {
   std::vector<SliceList> per(n);
   std::vector<std::shared_ptr<TcpConnection>> targets(n);
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (shut_down_) {
       for (Slice& s : slices.items) {
         FailSlice(s, *info_, absl::StatusCode::kUnavailable, "segment closed", stats_);
@@ -547,7 +548,7 @@ void TcpPeer::Retry(std::deque<Slice> slices, const absl::Status& why) {
 void TcpPeer::Shutdown(const absl::Status& why) {
   std::vector<std::shared_ptr<TcpConnection>> connections;
   {
-    MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     shut_down_ = true;
     connections.swap(connections_);
   }
@@ -571,7 +572,7 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override {
     std::vector<std::shared_ptr<TcpPeer>> peers;
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       for (auto& [instance, peer] : peers_) peers.push_back(peer);
       peers_.clear();
     }
@@ -628,7 +629,7 @@ class TcpTransport final : public Transport {
   void ForgetPeer(const SegmentDescriptor& peer) override {
     std::shared_ptr<TcpPeer> p;
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       auto it = peers_.find(peer.instance);
       if (it == peers_.end()) return;
       p = std::move(it->second);
@@ -652,12 +653,12 @@ class TcpTransport final : public Transport {
   net::executor_work_guard<net::io_context::executor_type> work_{io_.get_executor()};
   std::unique_ptr<TcpServer> server_;
   std::vector<std::thread> threads_;
-  Mutex mu_;
+  common::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TcpPeer>> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::shared_ptr<TcpPeer>> TcpTransport::GetPeer(const SegmentDescriptor& desc) {
-  MutexLock lock(&mu_);
+  common::MutexLock lock(&mu_);
   auto it = peers_.find(desc.instance);
   if (it != peers_.end()) return it->second;
   auto hp = common::ParseHostPort(desc.tcp_endpoint);
@@ -687,7 +688,7 @@ absl::Status TcpTransport::Submit(const SegmentDescriptorPtr& peer,
     // Hand the tasks back: the engine re-reads the descriptor (a restarted owner publishes a
     // new instance and endpoint) and the next request gets a fresh peer.
     {
-      MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       auto it = peers_.find(peer->instance);
       if (it != peers_.end() && it->second == *p) peers_.erase(it);
     }

@@ -17,8 +17,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "transfer/gpu/bounce_pool.h"
-#include "transfer/sync.h"
 #include "transfer/tcp/wire.h"
 #include "transfer/transport.h"
 #include "transfer/transport_params.h"
@@ -224,7 +224,7 @@ class TcpPeer : public std::enable_shared_from_this<TcpPeer> {
   TransportStats* const stats_;
   BouncePool* const cuda_bounce_;
   BouncePool* const hip_bounce_;
-  Mutex mu_;
+  common::Mutex mu_;
   std::vector<std::shared_ptr<TcpConnection>> connections_ ABSL_GUARDED_BY(mu_);
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
