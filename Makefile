@@ -59,7 +59,7 @@ test-tsan: setup
 # first proves it fails on a planted unguarded read. Needs only a configured build tree.
 test-thread-safety: setup
 	@cmake --preset asan-ubsan >/dev/null
-	@python3 tests/thread_safety/check.py --build build/asan-ubsan -j2
+	@/usr/bin/python3 tests/thread_safety/check.py --build build/asan-ubsan -j2
 
 # Bounded libFuzzer runs (need clang; skipped with a message otherwise).
 test-fuzz: setup
