@@ -6,10 +6,10 @@
 #include "common/mutex.h"
 #include "common/strings.h"
 #include "common/url.h"
+#include "net/http_client.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 #include "store/rpc.h"
-#include "transfer/metadata/http_client.h"
 
 namespace kvgate::store {
 namespace {
@@ -27,7 +27,8 @@ absl::StatusOr<std::string> Call(const EtcdEndpoints& etcd, std::string_view pat
                                  const std::string& body) {
   absl::Status last = absl::UnavailableError("etcd: no endpoints");
   for (const auto& [host, port] : etcd.endpoints) {
-    auto r = transfer::HttpPost(host, port, path, body, kEtcdTimeout);
+    auto r = router::HttpCallBlocking(common::HttpUrl{"http", host, port, ""}, "POST",
+                                      std::string(path), body, kEtcdTimeout);
     if (!r.ok()) {
       last = r.status();
       continue;

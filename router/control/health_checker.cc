@@ -5,9 +5,9 @@
 
 #include "common/json_util.h"
 #include "common/strings.h"
-#include "router/net/asio.h"
-#include "router/net/http_client.h"
-#include "router/net/tls_socket.h"
+#include "net/asio.h"
+#include "net/http_client.h"
+#include "net/tls_socket.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
 

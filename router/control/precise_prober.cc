@@ -8,8 +8,8 @@
 #include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "kvindex/canonicalize.h"
-#include "router/net/http_client.h"
-#include "router/net/tls_socket.h"
+#include "net/http_client.h"
+#include "net/tls_socket.h"
 #include "spdlog/spdlog.h"
 #include "tokenizer/hf_tokenizer.h"
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "net/asio.h"
 #include "router/fleet/endpoint_state.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 
 namespace kvgate::router::dns {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "net/asio.h"
 #include "router/discovery/discovery_source.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "common/strings.h"
-#include "router/net/http_client.h"
-#include "router/net/tls_socket.h"
+#include "net/http_client.h"
+#include "net/tls_socket.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

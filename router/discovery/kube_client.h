@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/url.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 
 namespace kvgate::router {
 

@@ -13,8 +13,8 @@
 #include <memory>
 
 #include "config/config.h"
+#include "net/asio.h"
 #include "router/discovery/discovery_source.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

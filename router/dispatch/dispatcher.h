@@ -7,8 +7,8 @@
 
 #include <memory>
 
+#include "net/asio.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 #include "router/routing/route_planner.h"
 
 namespace kvgate::router {

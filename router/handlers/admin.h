@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "net/asio.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 #include "router/runtime/gateway_state.h"
 
 namespace kvgate::router {

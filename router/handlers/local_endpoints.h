@@ -4,8 +4,8 @@
 // /v1/models (the union of the workers' models). Thread-compatible (the exchange's thread).
 #pragma once
 
+#include "net/asio.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -8,8 +8,8 @@
 // previous response, or is a 404 naming the id), and hand the plan to the thread's dispatcher.
 #pragma once
 
+#include "net/asio.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -4,8 +4,8 @@
 
 #include <cerrno>
 
+#include "net/tls_socket.h"
 #include "router/http/thread_context.h"
-#include "router/net/tls_socket.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {

@@ -15,8 +15,8 @@
 #include <memory>
 
 #include "absl/types/span.h"
+#include "net/asio.h"
 #include "router/http/input_buffer.h"
-#include "router/net/asio.h"
 #include "router/policies/routing_policy.h"  // SteadyClock
 
 namespace boost::asio::ssl {

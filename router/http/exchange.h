@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "net/http1.h"
 #include "router/http/client_connection.h"
-#include "router/net/http1.h"
 #include "router/runtime/admission.h"
 #include "router/runtime/snapshot_lease.h"
 

@@ -3,10 +3,10 @@
 #include <random>
 
 #include "common/strings.h"
+#include "net/body_framing.h"
 #include "router/http/response_writer.h"
 #include "router/http/route_table.h"
 #include "router/http/thread_context.h"
-#include "router/net/body_framing.h"
 
 namespace kvgate::router {
 namespace {

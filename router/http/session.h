@@ -6,9 +6,9 @@
 // stage answered it. Thread-compatible (runs on the connection's gateway thread).
 #pragma once
 
+#include "net/asio.h"
 #include "router/http/client_connection.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -16,11 +16,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "net/asio.h"
+#include "net/upstream_pool.h"
 #include "router/fleet/sharded_metrics.h"
 #include "router/http/client_connection.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
-#include "router/net/upstream_pool.h"
 #include "router/runtime/buffer_pool.h"
 #include "router/runtime/gateway_state.h"
 #include "router/runtime/snapshot_lease.h"

@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/mutex.h"
 #include "config/config.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 #include "router/policies/routing_policy.h"
 #include "router/runtime/lru_table.h"
 

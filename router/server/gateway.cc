@@ -11,6 +11,7 @@
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "net/tls_socket.h"
 #include "router/control/health_checker.h"
 #include "router/control/precise_prober.h"
 #include "router/discovery/discovery_source.h"
@@ -23,7 +24,6 @@
 #include "router/http/route_table.h"
 #include "router/http/session.h"
 #include "router/http/thread_context.h"
-#include "router/net/tls_socket.h"
 #include "router/upstream/http1_upstream.h"
 #include "spdlog/spdlog.h"
 
@@ -140,7 +140,10 @@ struct Gateway::Impl {
     std::shared_ptr<const TlsContexts> tls = old->tls;
     if (read_certificates || tls == nullptr || cfg->tls != old->config->tls ||
         cfg->upstream.tls != old->config->upstream.tls) {
-      KVGATE_ASSIGN_OR_RETURN(tls, MakeTlsContexts(*cfg));
+      KVGATE_ASSIGN_OR_RETURN(
+          tls, MakeTlsContexts({cfg->tls.cert_file, cfg->tls.key_file, cfg->tls.client_ca_file,
+                                cfg->upstream.tls.ca_file, cfg->upstream.tls.cert_file,
+                                cfg->upstream.tls.key_file}));
     }
     WorkerList workers;
     std::vector<WorkerIdentity> identities;

@@ -8,7 +8,7 @@
 #include "common/build_info.h"
 #include "common/logging.h"
 #include "common/strings.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 #include "router/server/cli.h"
 #include "router/server/gateway.h"
 #include "spdlog/spdlog.h"

@@ -3,12 +3,12 @@
 #include <array>
 
 #include "common/strings.h"
+#include "net/body_framing.h"
+#include "net/http1.h"
+#include "net/tls_socket.h"
 #include "router/fleet/worker.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
-#include "router/net/body_framing.h"
-#include "router/net/http1.h"
-#include "router/net/tls_socket.h"
 #include "router/upstream/relay.h"
 #include "spdlog/spdlog.h"
 

@@ -4,9 +4,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "common/strings.h"
+#include "net/body_framing.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
-#include "router/net/body_framing.h"
 
 namespace kvgate::router {
 namespace {

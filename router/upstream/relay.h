@@ -14,10 +14,10 @@
 #include <string>
 #include <string_view>
 
+#include "net/asio.h"
+#include "net/http1.h"
+#include "net/upstream_pool.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
-#include "router/net/http1.h"
-#include "router/net/upstream_pool.h"
 #include "router/upstream/usage_scanner.h"
 
 namespace kvgate::router {

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "net/asio.h"
 #include "router/http/exchange.h"
-#include "router/net/asio.h"
 
 namespace kvgate::router {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "router/net/body_framing.h"
-#include "router/net/http1.h"
+#include "net/body_framing.h"
+#include "net/http1.h"
 
 namespace h = kvgate::router::http1;
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the relay's framing tracker (router/net/body_framing.h) on worker
+// libFuzzer target: the relay's framing tracker (net/body_framing.h) on worker
 // responses. Any head and body: no crash, payload views inside the piece fed, and the same
 // verdict, bytes consumed and payload whether the body arrives whole or a byte at a time — the
 // relay forwards whatever pieces the network delivers.
@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "router/net/body_framing.h"
-#include "router/net/http1.h"
+#include "net/body_framing.h"
+#include "net/http1.h"
 
 namespace h = kvgate::router::http1;
 

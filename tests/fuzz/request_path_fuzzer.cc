@@ -10,8 +10,8 @@
 
 #include "kvindex/block_hash.h"
 #include "kvindex/canonicalize.h"
-#include "router/net/body_framing.h"
-#include "router/net/http1.h"
+#include "net/body_framing.h"
+#include "net/http1.h"
 
 namespace h = kvgate::router::http1;
 namespace kv = kvgate::kvindex;

@@ -23,7 +23,7 @@ KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_
 KVINDEX_SRCS+=" common/strings.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
 KVEVENTS_SRCS="kvevents/event_decoder.cc common/msgpuck_impl.cc"
-HTTP1_SRCS="router/net/http1.cc router/net/body_framing.cc common/strings.cc"
+HTTP1_SRCS="net/http1.cc net/body_framing.cc common/strings.cc"
 # (one line each: a TARGETS entry is read as one line)
 TOKENIZER_SRCS="tokenizer/tokenizer.cc tokenizer/hf_tokenizer.cc tokenizer/hf_text.cc"
 TOKENIZER_SRCS+=" tokenizer/hf_split.cc tokenizer/hf_bpe.cc tokenizer/incremental.cc"

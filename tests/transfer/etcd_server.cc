@@ -11,7 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "transfer/metadata/http_client.h"
+#include "common/url.h"
+#include "net/http_client.h"
 
 extern char** environ;
 
@@ -53,8 +54,9 @@ bool EtcdServer::Start(const std::string& binary) {
   // Ready once a read succeeds (leader elected).
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (Clock::now() < deadline) {
-    auto r = HttpPost("127.0.0.1", client_port_, "/v3/kv/range", "{\"key\":\"AA==\"}",
-                      std::chrono::milliseconds(500));
+    auto r = router::HttpCallBlocking(common::HttpUrl{"http", "127.0.0.1", client_port_, ""},
+                                      "POST", "/v3/kv/range", "{\"key\":\"AA==\"}",
+                                      std::chrono::milliseconds(500));
     if (r.ok() && r->status == 200) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

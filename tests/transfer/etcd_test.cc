@@ -10,11 +10,12 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "common/url.h"
 #include "gtest/gtest.h"
+#include "net/http_client.h"
 #include "tests/transfer/etcd_server.h"
 #include "tests/transfer/test_support.h"
 #include "transfer/metadata/etcd_metadata.h"
-#include "transfer/metadata/http_client.h"
 #include "transfer/transfer_engine.h"
 
 extern char** environ;
@@ -115,8 +116,9 @@ TEST_F(EtcdTest, CleanExitRemovesAtOnceAndALostLeaseIsReplaced) {
   ASSERT_TRUE(owner.Publish(d).ok());
   const int64_t lease = owner.LeaseIdForTest();
   ASSERT_NE(lease, 0);
-  auto r = HttpPost("127.0.0.1", etcd_.port(), "/v3/lease/revoke",
-                    "{\"ID\":\"" + std::to_string(lease) + "\"}", std::chrono::seconds(2));
+  auto r = router::HttpCallBlocking(
+      common::HttpUrl{"http", "127.0.0.1", etcd_.port(), ""}, "POST", "/v3/lease/revoke",
+      "{\"ID\":\"" + std::to_string(lease) + "\"}", std::chrono::seconds(2));
   ASSERT_TRUE(r.ok() && r->status == 200);
   EXPECT_EQ((*md)->Lookup("phoenix").status().code(), absl::StatusCode::kNotFound);
   bool back = false;

@@ -4,9 +4,10 @@
 #include "common/json_util.h"
 #include "common/mutex.h"
 #include "common/strings.h"
+#include "common/url.h"
+#include "net/http_client.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
-#include "transfer/metadata/http_client.h"
 
 namespace kvgate::transfer {
 namespace {
@@ -91,7 +92,8 @@ absl::StatusOr<std::string> EtcdMetadata::Call(std::string_view path, const std:
   absl::Status last = absl::UnavailableError("etcd: no endpoints configured");
   for (const auto& [host, port] : params_.endpoints) {
     auto r =
-        HttpPost(host, port, path, body, std::chrono::milliseconds(params_.request_timeout_ms));
+        router::HttpCallBlocking(common::HttpUrl{"http", host, port, ""}, "POST", std::string(path),
+                                 body, std::chrono::milliseconds(params_.request_timeout_ms));
     if (!r.ok()) {
       last = r.status();
       continue;

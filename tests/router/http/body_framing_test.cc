@@ -1,6 +1,6 @@
 // The body framing tracker: where a message ends and which bytes are payload, whatever pieces
 // the network delivers it in.
-#include "router/net/body_framing.h"
+#include "net/body_framing.h"
 
 #include <random>
 

@@ -1,6 +1,6 @@
 // Request and response heads as RFC 9112 frames them, including the inputs a smuggling attempt
 // uses: each must be refused with the right status, never read as something else.
-#include "router/net/http1.h"
+#include "net/http1.h"
 
 #include "gtest/gtest.h"
 

@@ -3,8 +3,8 @@
 // DP worker; the client's own id and rank headers never pass through twice.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "net/http1.h"
 #include "router/fleet/worker.h"
-#include "router/net/http1.h"
 #include "router/upstream/http1_upstream.h"
 
 namespace kvgate::router {

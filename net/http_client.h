@@ -1,10 +1,12 @@
-// File: router/net/http_client.h
-// The gateway's one HTTP/1.1 client for its own calls, not on the request path: health checks,
-// model discovery, metric scrapes, precise-mode probes and the Kubernetes API. One request per
+// File: net/http_client.h
+// The house's one HTTP/1.1 client for calls off the request path: the gateway's health checks,
+// model discovery, metric scrapes, precise-mode probes and the Kubernetes API, and (blocking)
+// the etcd calls of transfer/'s segment metadata and store/'s leader election. One request per
 // fresh connection (`connection: close`), plain or over TLS (TlsSocket, with SNI and the
 // certificate checked against the host), the response head parsed by the gateway's own parser
 // and its body decoded as it arrives, read whole or a line at a time (a Kubernetes watch).
-// Include only from .cc files (Asio). Thread-compatible: runs on the caller's io_context.
+// Include only from .cc files (Asio). Thread-compatible: runs on the caller's io_context;
+// HttpCallBlocking is thread-safe (each call runs its own).
 #pragma once
 
 #include <chrono>
@@ -17,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/url.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -66,6 +68,16 @@ struct HttpResult {
 net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
     net::io_context& ioc, const common::HttpUrl& url, std::string_view method, std::string path,
     std::string body, std::chrono::milliseconds timeout,
+    std::vector<std::pair<std::string, std::string>> headers = {},
+    std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+
+/// HttpCall for code without an io_context (etcd clients in transfer/ and store/): runs the
+/// call on a private io_context on the caller's thread and returns when it ends, within
+/// `timeout` in all (name resolution aside, as for HttpCall). Same results and errors as
+/// HttpCall: kUnavailable on transport, TLS or framing errors, kDeadlineExceeded on timeout.
+absl::StatusOr<HttpResult> HttpCallBlocking(
+    const common::HttpUrl& url, std::string_view method, std::string path, std::string body,
+    std::chrono::milliseconds timeout,
     std::vector<std::pair<std::string, std::string>> headers = {},
     std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
 

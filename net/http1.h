@@ -1,4 +1,4 @@
-// File: router/net/http1.h
+// File: net/http1.h
 // HTTP/1.1 message heads (RFC 9112) parsed from the bytes of one connection: the request heads
 // clients send and the response heads workers answer with. Framing is decided here, strictly,
 // because a proxy that reads a body length differently from the next hop is open to request

@@ -1,9 +1,9 @@
-#include "router/net/upstream_pool.h"
+#include "net/upstream_pool.h"
 
 #include <array>
 
 #include "common/strings.h"
-#include "router/net/tls_socket.h"
+#include "net/tls_socket.h"
 
 namespace kvgate::router {
 

@@ -1,4 +1,4 @@
-#include "router/net/body_framing.h"
+#include "net/body_framing.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// File: router/net/upstream_pool.h
+// File: net/upstream_pool.h
 // Keep-alive connections from one gateway thread to the workers. An idle connection stays
 // watched (an async_wait on its socket): when the worker closes it — vLLM drops idle
 // keep-alives after 5 s — or sends stray bytes, it leaves the pool at once, so taking one
@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/url.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 
 namespace boost::asio::ssl {
 class context;

@@ -1,4 +1,4 @@
-#include "router/net/http1.h"
+#include "net/http1.h"
 
 #include <array>
 #include <cstring>

@@ -1,4 +1,4 @@
-// File: router/net/tls_socket.h
+// File: net/tls_socket.h
 // TLS on the request path, both ways: the client listener and https:// workers. OpenSSL runs
 // straight on the connection's non-blocking socket, driven the way the gateway drives a plain
 // socket — try the read or write now, and wait for readiness only when it would block — so TLS
@@ -13,8 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "config/config.h"
-#include "router/net/asio.h"
+#include "net/asio.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -45,9 +44,20 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsClientContext(const std::st
                                                                    const std::string& cert_file,
                                                                    const std::string& key_file);
 
-/// The contexts `config` asks for: the listener's when tls.cert_file is set, and always one
-/// for https:// workers from upstream.tls. @return kInvalidArgument naming a file that failed.
-absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const config::Config& config);
+/// The certificate files behind TlsContexts: net's own copy of the config's tls and
+/// upstream.tls sections, so that net/ sits below config/ (the gateway fills it in).
+struct TlsFiles {
+  std::string server_cert_file;  // tls.cert_file; empty: the listener is plain
+  std::string server_key_file;
+  std::string client_ca_file;    // set: clients must present a certificate it signed (mTLS)
+  std::string upstream_ca_file;  // upstream.tls.ca_file; empty: the system's store
+  std::string upstream_cert_file;
+  std::string upstream_key_file;
+};
+
+/// The contexts `files` asks for: the listener's when server_cert_file is set, and always one
+/// for https:// workers. @return kInvalidArgument naming a file that failed.
+absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const TlsFiles& files);
 
 /// A TLS server context for the client listener: TLS 1.2+, the certificate chain and key from
 /// PEM files (checked to match), ALPN http/1.1, no renegotiation. With `client_ca_file`, clients

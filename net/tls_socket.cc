@@ -1,4 +1,4 @@
-#include "router/net/tls_socket.h"
+#include "net/tls_socket.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -120,16 +120,16 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeTlsServerContext(
   return ctx;
 }
 
-absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const config::Config& config) {
+absl::StatusOr<std::shared_ptr<const TlsContexts>> MakeTlsContexts(const TlsFiles& files) {
   auto out = std::make_shared<TlsContexts>();
-  if (config.tls.enabled()) {
+  if (!files.server_cert_file.empty()) {
     auto server =
-        MakeTlsServerContext(config.tls.cert_file, config.tls.key_file, config.tls.client_ca_file);
+        MakeTlsServerContext(files.server_cert_file, files.server_key_file, files.client_ca_file);
     if (!server.ok()) return server.status();
     out->server = *std::move(server);
   }
-  const config::UpstreamTlsConfig& u = config.upstream.tls;
-  auto upstream = MakeTlsClientContext(u.ca_file, u.cert_file, u.key_file);
+  auto upstream = MakeTlsClientContext(files.upstream_ca_file, files.upstream_cert_file,
+                                       files.upstream_key_file);
   if (!upstream.ok()) {
     return absl::InvalidArgumentError(
         common::StrCat("upstream.tls: ", upstream.status().message()));

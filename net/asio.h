@@ -1,4 +1,4 @@
-// File: router/net/asio.h
+// File: net/asio.h
 // Asio vocabulary for the gateway's .cc files that do I/O (server/, http/, dispatch/,
 // upstream/, fleet/ control calls). Kept out of public headers so that only they pay for Asio;
 // the gateway speaks HTTP/1.1 with its own parser (http/http1.h), so Beast is not used.

@@ -1,4 +1,4 @@
-// File: router/net/body_framing.h
+// File: net/body_framing.h
 // Finds where an HTTP/1.1 message body ends while its bytes stream past: a Content-Length
 // countdown, a close-delimited body, or an incremental parser of the chunked coding (chunk
 // sizes, extensions, zero-length last chunk, trailer section; RFC 9112 §7.1). Fed the bytes
@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
-#include "router/net/http1.h"
+#include "net/http1.h"
 
 namespace kvgate::router::http1 {
 

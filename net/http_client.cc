@@ -1,10 +1,10 @@
-#include "router/net/http_client.h"
+#include "net/http_client.h"
 
 #include "common/strings.h"
-#include "router/net/body_framing.h"
-#include "router/net/http1.h"
-#include "router/net/tls_socket.h"
-#include "router/net/upstream_pool.h"
+#include "net/body_framing.h"
+#include "net/http1.h"
+#include "net/tls_socket.h"
+#include "net/upstream_pool.h"
 
 namespace kvgate::router {
 namespace {
@@ -244,6 +244,32 @@ net::awaitable<absl::StatusOr<HttpResult>> HttpCall(
   auto body_read = co_await (*r)->ReadAll(std::max(left, milliseconds(1)), kMaxCallBytes);
   if (!body_read.ok()) co_return body_read.status();
   co_return HttpResult{(*r)->status(), *std::move(body_read)};
+}
+
+absl::StatusOr<HttpResult> HttpCallBlocking(
+    const common::HttpUrl& url, std::string_view method, std::string path, std::string body,
+    milliseconds timeout, std::vector<std::pair<std::string, std::string>> headers,
+    std::shared_ptr<boost::asio::ssl::context> tls) {
+  net::io_context ioc(1);
+  std::optional<absl::StatusOr<HttpResult>> out;
+  // `url` and `method` outlive the coroutine: ioc.run() returns only once it has ended.
+  net::co_spawn(ioc,
+                HttpCall(ioc, url, method, std::move(path), std::move(body), timeout,
+                         std::move(headers), std::move(tls)),
+                [&out, &url](std::exception_ptr e, absl::StatusOr<HttpResult> r) {
+                  // Asio reports errors as values here; an exception is an allocation failure.
+                  if (e) {
+                    out = absl::InternalError(
+                        common::StrCat(url.Authority(), ": the call failed with an exception"));
+                  } else {
+                    out = std::move(r);
+                  }
+                });
+  ioc.run();
+  if (!out.has_value()) {
+    return absl::InternalError(common::StrCat(url.Authority(), ": the call never completed"));
+  }
+  return *std::move(out);
 }
 
 }  // namespace kvgate::router
