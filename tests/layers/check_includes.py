@@ -5,12 +5,12 @@ A tree is a folder whose sub-folders are layers, listed bottom first. A file in 
 include headers of its own layer and of layers below it. Two trees are checked:
 - router/, whose layers router/CMakeLists.txt declares (and passes here): strict, so a
   folder that is not a layer, or a source directly in router/, is a finding too;
-- the house: common/, config/, kvindex/, ... (the top-level CMakeLists.txt order), where
+- the house: common/, net/, config/, kvindex/, ... (the top-level CMakeLists.txt order), where
   folders outside the list (tests/, docs/, ...) are not checked.
 One line per finding; exit 1 when there is any.
 
-  check_includes.py --root SRC --tree router --strict --layers net pd ... server
-  check_includes.py --root SRC --tree . --layers common config ... bench
+  check_includes.py --root SRC --tree router --strict --layers pd policies ... server
+  check_includes.py --root SRC --tree . --layers common net config ... bench
   ... --self-test: plants an include of the top layer in the bottom one, in a copy of the
       tree, and fails unless the check, run as a process of its own, reports it.
 """
