@@ -102,12 +102,11 @@ net::awaitable<void> RunPrefill(Upstream& upstream, ThreadContext& tc, Exchange&
                                 FetchControl& control, FetchResult& out, bool& done,
                                 net::steady_timer& wake, FetchControl* decode_fetch = nullptr) {
   out = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, control);
-  if (!PrefillOk(out) && !out.cancelled && !ex.response_started) {
+  if (!PrefillOk(out) && !out.cancelled && !ex.response.started()) {
     if (decode_fetch != nullptr) {
       decode_fetch->Cancel();
-    } else if (ex.conn.upstream != nullptr) {
-      error_code ignored;
-      ex.conn.upstream->cancel(ignored);
+    } else {
+      ex.conn.CancelUpstream();
     }
   }
   done = true;
@@ -248,8 +247,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
     if (ex.conn.client_gone || !PrefillOk(pr)) {
       planner.Complete(plan, *decode.first, RouteOutcome{});
       if (ex.conn.client_gone) {
-        ex.status = 499;
-        CloseAfterResponse(ex);
+        RecordClientGone(ex);
         co_return;
       }
       co_await PrefillFailed(tc, ex, plan, c, pr);
@@ -367,8 +365,7 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   outcome.success = dr.answered;
   tc.state.planner.Complete(plan, dec, outcome);
   if (ex.conn.client_gone) {
-    ex.status = 499;
-    CloseAfterResponse(ex);
+    RecordClientGone(ex);
     co_return;
   }
   if (!PrefillOk(pr) && !pr.cancelled) {

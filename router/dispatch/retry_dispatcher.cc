@@ -95,8 +95,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
         result.answered = true;
         co_return result;
       case AttemptOutcome::kClientGone:
-        ex.status = 499;  // nginx's "client closed request"
-        CloseAfterResponse(ex);
+        RecordClientGone(ex);
         spdlog::info("request {}: {}", ex.request_id, r.reason);
         result.answered = true;
         co_return result;
@@ -125,8 +124,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
   }
   if (o.first) planner.Complete(plan, *o.first, RouteOutcome{});
   if (ex.conn.client_gone) {
-    ex.status = 499;
-    CloseAfterResponse(ex);
+    RecordClientGone(ex);
     result.answered = true;
     co_return result;
   }

@@ -20,7 +20,9 @@ net::awaitable<void> WriteNotFound(ThreadContext& tc, Exchange& ex, const absl::
 // A stored response was made by the worker that answered: later requests naming its id go
 // there.
 void LearnResponsePin(ThreadContext& tc, const Exchange& ex) {
-  if (ex.response_id.empty() || ex.worker_id < 0 || ex.status < 200 || ex.status >= 300) return;
+  if (ex.response_id.empty() || ex.worker_id < 0 || ex.response.status() < 200 ||
+      ex.response.status() >= 300)
+    return;
   tc.state.response_pins.Learn(ex.response_id, static_cast<uint32_t>(ex.worker_id),
                                SteadyClock::now());
 }
@@ -108,8 +110,8 @@ net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex) {
     co_return;
   }
   co_await tc.dispatcher->Dispatch(tc, ex, plan);
-  if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.status >= 200 &&
-      ex.status < 300) {
+  if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.response.status() >= 200 &&
+      ex.response.status() < 300) {
     tc.state.response_pins.Forget(id);
   }
 }
