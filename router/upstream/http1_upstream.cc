@@ -65,9 +65,15 @@ ssl::context* UpstreamTls(const Exchange& ex) {
   return ex.snapshot->tls ? ex.snapshot->tls->upstream.get() : nullptr;
 }
 
-void CountTlsFailure(ThreadContext& tc, const absl::Status& s) {
-  if (absl::IsFailedPrecondition(s)) tc.state.metrics.TlsHandshakeErrors("worker").Increment();
+void CountTlsFailure(RouterMetrics& metrics, const absl::Status& s) {
+  if (absl::IsFailedPrecondition(s)) metrics.TlsHandshakeErrors("worker").Increment();
 }
+
+// What the upstream's steps use besides the exchange: the thread's pool, the metrics.
+struct Wire {
+  UpstreamPool& pool;
+  RouterMetrics& metrics;
+};
 
 std::string_view BodyOf(const Exchange& ex, const UpstreamAttempt& attempt) {
   return attempt.body != nullptr ? std::string_view(*attempt.body) : ex.body;
@@ -139,14 +145,14 @@ AttemptResult Failed(AttemptOutcome outcome, std::string reason,
 
 // Opens a new connection for Send under the connect deadline, the link pointing at it while
 // it connects. Null with `*failed` set when it could not.
-net::awaitable<UpstreamConnectionPtr> ConnectForSend(ThreadContext& tc, const Exchange& ex,
+net::awaitable<UpstreamConnectionPtr> ConnectForSend(const Wire& wire, const Exchange& ex,
                                                      Worker& worker, UpstreamLink& link,
                                                      AttemptResult* failed) {
   const config::Config& cfg = *ex.snapshot->config;
   ClientConnection& client = ex.conn;
   client.SetDeadline(DeadlineKind::kUpstream, milliseconds(cfg.upstream.connect_timeout_ms));
   auto connected =
-      co_await tc.pool.Connect(worker.config().url, UpstreamTls(ex), link.connecting());
+      co_await wire.pool.Connect(worker.config().url, UpstreamTls(ex), link.connecting());
   const bool expired = client.deadline_expired;
   client.ClearDeadline();
   if (client.client_gone) {
@@ -156,7 +162,7 @@ net::awaitable<UpstreamConnectionPtr> ConnectForSend(ThreadContext& tc, const Ex
   }
   if (!connected.ok()) {
     worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
-    CountTlsFailure(tc, connected.status());
+    CountTlsFailure(wire.metrics, connected.status());
     *failed =
         Failed(AttemptOutcome::kRetry,
                expired ? common::StrCat("connect to ", worker.authority(), " timed out after ",
@@ -276,9 +282,9 @@ net::awaitable<HeadRead> ReadResponseHead(ThreadContext& tc, const Exchange& ex,
 
 // Relays the response whose head arrived to the client, and puts the connection back in the
 // pool when the worker can take another request on it.
-net::awaitable<AttemptResult> RelayToClient(ThreadContext& tc, Exchange& ex, Worker& worker,
-                                            UpstreamConnectionPtr conn, const HeadRead& h,
-                                            double ttfb_seconds) {
+net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc, Exchange& ex,
+                                            Worker& worker, UpstreamConnectionPtr conn,
+                                            const HeadRead& h, double ttfb_seconds) {
   const config::Config& cfg = *ex.snapshot->config;
   AttemptResult result;
   result.ttfb_seconds = ttfb_seconds;
@@ -296,7 +302,7 @@ net::awaitable<AttemptResult> RelayToClient(ThreadContext& tc, Exchange& ex, Wor
   }
   if (relay.complete && relay.reusable) {
     conn->authority = worker.authority();
-    tc.pool.PutIdle(std::move(conn), cfg.upstream.max_idle_per_worker);
+    wire.pool.PutIdle(std::move(conn), cfg.upstream.max_idle_per_worker);
   } else {
     error_code ignored;
     conn->socket.close(ignored);
@@ -321,8 +327,8 @@ net::awaitable<AttemptResult> RelayToClient(ThreadContext& tc, Exchange& ex, Wor
 
 // One try of Send on `conn` (null: a new connection). nullopt: `conn` was a pooled connection
 // the worker had closed.
-net::awaitable<std::optional<AttemptResult>> SendOnce(ThreadContext& tc, Exchange& ex,
-                                                      const UpstreamAttempt& attempt,
+net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadContext& tc,
+                                                      Exchange& ex, const UpstreamAttempt& attempt,
                                                       UpstreamConnectionPtr conn) {
   Worker& worker = *attempt.worker;
   const config::Config& cfg = *ex.snapshot->config;
@@ -331,7 +337,7 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(ThreadContext& tc, Exchang
   const bool reused = conn != nullptr;
   if (!reused) {
     AttemptResult failed;
-    conn = co_await ConnectForSend(tc, ex, worker, link, &failed);
+    conn = co_await ConnectForSend(wire, ex, worker, link, &failed);
     if (conn == nullptr) co_return failed;
   }
   link.Set(&conn->socket);
@@ -378,16 +384,17 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(ThreadContext& tc, Exchang
                      common::StrCat(worker.name(), " answered ", h.head.status), "status_5xx");
   }
   const double ttfb = std::chrono::duration<double>(Clock::now() - sent_at).count();
-  co_return co_await RelayToClient(tc, ex, worker, std::move(conn), h, ttfb);
+  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, ttfb);
 }
 
 }  // namespace
 
 net::awaitable<AttemptResult> Http1Upstream::Send(ThreadContext& tc, Exchange& ex,
                                                   const UpstreamAttempt& attempt) {
+  const Wire wire{pool_, metrics_};
   std::optional<AttemptResult> r = co_await RetryStale<AttemptResult>(
-      tc.pool, attempt.worker->authority(),
-      [&](UpstreamConnectionPtr conn) { return SendOnce(tc, ex, attempt, std::move(conn)); });
+      pool_, attempt.worker->authority(),
+      [&](UpstreamConnectionPtr conn) { return SendOnce(wire, tc, ex, attempt, std::move(conn)); });
   if (r) co_return *std::move(r);
   co_return Failed(AttemptOutcome::kRetry,
                    common::StrCat(attempt.worker->name(), " closed the connection twice"),
@@ -406,7 +413,7 @@ struct FetchDeadline {
 
 // One fetch, across its tries.
 struct FetchRun {
-  ThreadContext& tc;
+  Wire wire;
   const Exchange& ex;
   const UpstreamAttempt& attempt;
   milliseconds timeout;
@@ -543,11 +550,11 @@ net::awaitable<std::optional<FetchResult>> FetchOnce(FetchRun& run, UpstreamConn
   if (run.Interrupted(result)) co_return result;
   const bool reused = conn != nullptr;
   if (!reused) {
-    auto connected = co_await run.tc.pool.Connect(worker.config().url, UpstreamTls(run.ex));
+    auto connected = co_await run.wire.pool.Connect(worker.config().url, UpstreamTls(run.ex));
     if (run.Interrupted(result)) co_return result;
     if (!connected.ok()) {
       worker.RecordConnectionFailure(Clock::now(), cfg.circuit_breaker);
-      CountTlsFailure(run.tc, connected.status());
+      CountTlsFailure(run.wire.metrics, connected.status());
       result.reason = std::string(connected.status().message());
       co_return result;
     }
@@ -576,20 +583,20 @@ net::awaitable<std::optional<FetchResult>> FetchOnce(FetchRun& run, UpstreamConn
   if (read.reusable) {
     exposure.Set(nullptr);
     conn->authority = worker.authority();
-    run.tc.pool.PutIdle(std::move(conn), cfg.upstream.max_idle_per_worker);
+    run.wire.pool.PutIdle(std::move(conn), cfg.upstream.max_idle_per_worker);
   }
   co_return result;
 }
 
 }  // namespace
 
-net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchange& ex,
+net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext&, const Exchange& ex,
                                                  const UpstreamAttempt& attempt,
                                                  milliseconds timeout, uint64_t max_body_bytes,
                                                  FetchControl& control) {
   auto deadline = std::make_shared<FetchDeadline>();
   deadline->control = &control;
-  net::steady_timer timer(tc.ioc);
+  net::steady_timer timer(co_await net::this_coro::executor);
   timer.expires_after(timeout);
   timer.async_wait([deadline](const error_code& ec) {
     if (ec || deadline->done) return;
@@ -600,10 +607,11 @@ net::awaitable<FetchResult> Http1Upstream::Fetch(ThreadContext& tc, const Exchan
     deadline->done = true;
     timer.cancel();
   };
-  FetchRun run{tc, ex, attempt, timeout, max_body_bytes, control, *deadline, Clock::now(), {}};
+  FetchRun run{Wire{pool_, metrics_}, ex, attempt, timeout, max_body_bytes, control, *deadline,
+               Clock::now(),          {}};
   AppendUpstreamHead(ex, attempt, &run.head);
   std::optional<FetchResult> r = co_await RetryStale<FetchResult>(
-      tc.pool, attempt.worker->authority(),
+      pool_, attempt.worker->authority(),
       [&](UpstreamConnectionPtr conn) { return FetchOnce(run, std::move(conn)); });
   if (r) co_return *std::move(r);
   FetchResult twice;
