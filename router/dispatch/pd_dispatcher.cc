@@ -1,6 +1,7 @@
 #include "router/dispatch/pd_dispatcher.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -33,7 +34,8 @@ void Count(ThreadContext& tc, ShardedFamily& family, std::string_view label) {
 }
 
 // Releases the prefill decision and records what the prefill stage taught.
-void FinishPrefill(ThreadContext& tc, const RoutePlan& plan, Decision& d, const FetchResult& r) {
+void FinishPrefill(ThreadContext& tc, RoutePlanner& planner, RouterMetrics& m,
+                   const RoutePlan& plan, Decision& d, const FetchResult& r) {
   RouteOutcome outcome;
   outcome.success = PrefillOk(r);
   if (outcome.success) {
@@ -46,8 +48,7 @@ void FinishPrefill(ThreadContext& tc, const RoutePlan& plan, Decision& d, const 
     outcome.ttfb_seconds = r.seconds;  // a prefill's whole answer is its time to first token
   }
   const Worker& w = *d.worker;
-  RecordPrediction(tc.ForWorker(w.id(), w.name()), tc.state.planner.Complete(plan, d, outcome));
-  RouterMetrics& m = tc.state.metrics;
+  RecordPrediction(tc.ForWorker(w.id(), w.name()), planner.Complete(plan, d, outcome));
   if (r.answered) {
     const std::string_view stage[] = {"prefill"};
     m.pd_stage.Get(tc.index, stage)->Observe(r.seconds);
@@ -79,19 +80,19 @@ pd::TransferPeer TransferPeerOf(const Worker& w) {
   return peer;
 }
 
-std::string RandomHex(ThreadContext& tc) {
+std::string RandomHex(std::minstd_rand& rng) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex(32, '0');
-  for (char& c : hex) c = kDigits[tc.rng() & 15];
+  for (char& c : hex) c = kDigits[rng() & 15];
   return hex;
 }
 
 // simdjson reads this far past a body's end (the session reserves it for every body).
 constexpr size_t kBodyPadding = 64;
 
-uint64_t RandomRoom(ThreadContext& tc) {
+uint64_t RandomRoom(std::minstd_rand& rng) {
   // minstd gives 31 bits a draw.
-  const uint64_t a = tc.rng(), b = tc.rng(), c = tc.rng();
+  const uint64_t a = rng(), b = rng(), c = rng();
   return ((a << 33) ^ (b << 2) ^ c) & ((uint64_t{1} << 63) - 1);
 }
 
@@ -102,12 +103,11 @@ net::awaitable<void> RunPrefill(Upstream& upstream, ThreadContext& tc, Exchange&
                                 FetchControl& control, FetchResult& out, bool& done,
                                 net::steady_timer& wake, FetchControl* decode_fetch = nullptr) {
   out = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, control);
-  if (!PrefillOk(out) && !out.cancelled && !ex.response_started) {
+  if (!PrefillOk(out) && !out.cancelled && !ex.response.started()) {
     if (decode_fetch != nullptr) {
       decode_fetch->Cancel();
-    } else if (ex.conn.upstream != nullptr) {
-      error_code ignored;
-      ex.conn.upstream->cancel(ignored);
+    } else {
+      ex.conn.CancelUpstream();
     }
   }
   done = true;
@@ -137,16 +137,16 @@ net::awaitable<void> PdDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, Rou
         "request {}: dropped the client's P/D transfer fields (kv_transfer_params, bootstrap_*, "
         "disagg_prefill_dp_rank): only kvgate sets them",
         ex.request_id);
-    tc.state.metrics.pd_client_fields.Get(tc.index, {})->Increment();
+    metrics_.pd_client_fields.Get(tc.index, {})->Increment();
     ex.rewritten_body = *std::move(clean);
     ex.rewritten_body.reserve(ex.rewritten_body.size() + kBodyPadding);
     ex.body = ex.rewritten_body;
     ex.body_capacity = ex.rewritten_body.capacity();
   }
-  PdChoice c = ChoosePd(tc.state.planner, plan, pdc, ex.model, /*commit=*/true, SteadyClock::now());
+  PdChoice c = ChoosePd(planner_, plan, pdc, ex.model, /*commit=*/true, SteadyClock::now());
   if (c.mode != PdMode::kNotPd) {
     const std::string_view labels[] = {pd::PdProtocolName(c.protocol), PdDecisionLabel(c)};
-    tc.state.metrics.pd_decisions.Get(tc.index, labels)->Increment();
+    metrics_.pd_decisions.Get(tc.index, labels)->Increment();
     spdlog::debug("request {}: P/D {}: {}", ex.request_id, PdDecisionLabel(c), c.reason);
   }
   switch (c.mode) {
@@ -176,7 +176,7 @@ net::awaitable<void> PdDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, Rou
 net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex, RoutePlan& plan,
                                                 PdChoice& c) {
   const config::Config& cfg = *ex.snapshot->config;
-  RoutePlanner& planner = tc.state.planner;
+  RoutePlanner& planner = planner_;
   Decision& pre = *c.prefill;
   Worker& pw = *pre.worker;
   Worker& dw = *c.decode->worker;
@@ -201,7 +201,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
       prefill_body = vllm_prefill(ex.body, pd::kNixlPrefillParams);
       break;
     case PdProtocol::kVllmP2pNccl:
-      request_id = pd::P2pNcclRequestId(ZmqAddress(pw), ZmqAddress(dw), RandomHex(tc));
+      request_id = pd::P2pNcclRequestId(ZmqAddress(pw), ZmqAddress(dw), RandomHex(rng_));
       prefill_body = vllm_prefill(ex.body, "");
       break;
     case PdProtocol::kVllmMooncake:
@@ -211,7 +211,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
     case PdProtocol::kSglangBootstrap: {
       // One room for both. With DP, a rank precise mode chose is named to its stage (and
       // prefill's to decode); unnamed, SGLang places the request by the room.
-      const uint64_t room = RandomRoom(tc);
+      const uint64_t room = RandomRoom(rng_);
       const int p_rank = pw.config().dp_size > 1 ? pre.dp_rank : -1;
       const int d_rank = dw.config().dp_size > 1 ? c.decode->dp_rank : -1;
       prefill_body = pd::SglangBody(ex.body, host, bootstrap_port, room, p_rank);
@@ -244,12 +244,11 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   if (c.protocol == PdProtocol::kVllmNixl || c.protocol == PdProtocol::kVllmP2pNccl) {
     FetchControl control;
     const FetchResult pr = co_await upstream_.Fetch(tc, ex, pa, timeout, max_bytes, control);
-    FinishPrefill(tc, plan, pre, pr);
+    FinishPrefill(tc, planner_, metrics_, plan, pre, pr);
     if (ex.conn.client_gone || !PrefillOk(pr)) {
       planner.Complete(plan, *decode.first, RouteOutcome{});
       if (ex.conn.client_gone) {
-        ex.status = 499;
-        CloseAfterResponse(ex);
+        RecordClientGone(ex);
         co_return;
       }
       co_await PrefillFailed(tc, ex, plan, c, pr);
@@ -265,7 +264,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
           planner.Complete(plan, *decode.first, RouteOutcome{});
           spdlog::warn("request {}: refused the kv_transfer_params prefill worker {} returned: {}",
                        ex.request_id, pw.name(), bad->detail);
-          Count(tc, tc.state.metrics.pd_transfer_rejected, bad->field);
+          Count(tc, metrics_.pd_transfer_rejected, bad->field);
           ex.worker = pw.name();
           ex.worker_id = pw.id();
           co_await WriteError(
@@ -291,9 +290,9 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
     const RetryDispatcher::Result r = co_await retry_.Serve(tc, ex, plan, std::move(decode));
     if (r.got_head) {
       const std::string_view stage[] = {"decode_first_token"};
-      tc.state.metrics.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
+      metrics_.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
     } else {
-      if (!ex.conn.client_gone) Count(tc, tc.state.metrics.pd_failures, "decode");
+      if (!ex.conn.client_gone) Count(tc, metrics_.pd_failures, "decode");
       if (!params.empty()) co_await ReleaseHeld(tc, ex, c, params, request_id);
     }
     co_return;
@@ -310,8 +309,9 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   FetchControl control;
   FetchResult pr;
   bool done = false;
-  net::steady_timer wake(tc.ioc);
-  net::co_spawn(tc.ioc,
+  const auto executor = co_await net::this_coro::executor;
+  net::steady_timer wake(executor);
+  net::co_spawn(executor,
                 RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, control, pr, done, wake),
                 net::detached);
   RestrictTo(plan, c.decode_pool);
@@ -319,17 +319,17 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   // Decode is over: a prefill still running is for nobody (its transfer, if any, completed).
   if (!done) control.Cancel();
   co_await Join(done, wake);
-  FinishPrefill(tc, plan, pre, pr);
+  FinishPrefill(tc, planner_, metrics_, plan, pre, pr);
   if (r.got_head) {
     const std::string_view stage[] = {"decode_first_token"};
-    tc.state.metrics.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
+    metrics_.pd_stage.Get(tc.index, stage)->Observe(ex.ttfb_seconds);
   }
   if (r.answered) co_return;
   if (!PrefillOk(pr) && !pr.cancelled) {
     co_await PrefillFailed(tc, ex, plan, c, pr);
     co_return;
   }
-  Count(tc, tc.state.metrics.pd_failures, "decode");
+  Count(tc, metrics_.pd_failures, "decode");
   co_await WriteError(tc, ex, 503,
                       common::StrCat("the decode worker ", dw.name(),
                                      " could not serve the request: ", r.last_error),
@@ -348,8 +348,9 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   prefill_control.outlive_client = true;
   FetchResult pr;
   bool done = false;
-  net::steady_timer wake(tc.ioc);
-  net::co_spawn(tc.ioc,
+  const auto executor = co_await net::this_coro::executor;
+  net::steady_timer wake(executor);
+  net::co_spawn(executor,
                 RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, prefill_control, pr, done,
                            wake, &decode_control),
                 net::detached);
@@ -362,13 +363,12 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   const FetchResult dr = co_await upstream_.Fetch(tc, ex, da, timeout, max_bytes, decode_control);
   if (!done && !PrefillOk(dr)) prefill_control.Cancel();
   co_await Join(done, wake);
-  FinishPrefill(tc, plan, *c.prefill, pr);
+  FinishPrefill(tc, planner_, metrics_, plan, *c.prefill, pr);
   RouteOutcome outcome;
   outcome.success = dr.answered;
-  tc.state.planner.Complete(plan, dec, outcome);
+  planner_.Complete(plan, dec, outcome);
   if (ex.conn.client_gone) {
-    ex.status = 499;
-    CloseAfterResponse(ex);
+    RecordClientGone(ex);
     co_return;
   }
   if (!PrefillOk(pr) && !pr.cancelled) {
@@ -378,7 +378,7 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   ex.worker = dec.worker->name();
   ex.worker_id = dec.worker->id();
   if (!dr.answered) {
-    Count(tc, tc.state.metrics.pd_failures, "decode");
+    Count(tc, metrics_.pd_failures, "decode");
     co_await WriteError(tc, ex, dr.timed_out ? 504 : 502,
                         common::StrCat("decode failed: ", dr.reason), "upstream_error",
                         "decode_failed");
@@ -410,7 +410,7 @@ net::awaitable<void> PdDispatcher::PrefillFailed(ThreadContext& tc, Exchange& ex
   spdlog::warn("request {}: prefill on {} failed: {}", ex.request_id, pw.name(), why);
   if (cfg.pd.fallback_to_mixed && !c.mixed_pool.empty()) {
     const std::string_view labels[] = {pd::PdProtocolName(c.protocol), "fallback_mixed"};
-    tc.state.metrics.pd_decisions.Get(tc.index, labels)->Increment();
+    metrics_.pd_decisions.Get(tc.index, labels)->Increment();
     RestrictTo(plan, c.mixed_pool);
     co_await retry_.Dispatch(tc, ex, plan);
     co_return;
@@ -447,7 +447,7 @@ net::awaitable<void> PdDispatcher::ReleaseHeld(ThreadContext& tc, Exchange& ex, 
     if (PrefillOk(r)) {
       spdlog::info("request {}: the KV prefill held for a failed decode was pulled by {}",
                    ex.request_id, w->name());
-      Count(tc, tc.state.metrics.pd_releases, "ok");
+      Count(tc, metrics_.pd_releases, "ok");
       co_return;
     }
   }
@@ -455,7 +455,7 @@ net::awaitable<void> PdDispatcher::ReleaseHeld(ThreadContext& tc, Exchange& ex, 
       "request {}: no decode worker freed the KV the prefill worker {} holds; the "
       "engine frees it at its abort timeout",
       ex.request_id, c.prefill->worker->name());
-  Count(tc, tc.state.metrics.pd_releases, "failed");
+  Count(tc, metrics_.pd_releases, "failed");
 }
 
 }  // namespace kvgate::router

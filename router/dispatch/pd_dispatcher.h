@@ -16,6 +16,7 @@
 // OpenAI error. Everything else is the retry dispatcher's. Thread-compatible: one per thread.
 #pragma once
 
+#include <random>
 #include <string>
 
 #include "router/dispatch/dispatcher.h"
@@ -27,8 +28,14 @@ namespace kvgate::router {
 
 class PdDispatcher : public Dispatcher {
  public:
-  /// `upstream` must outlive the dispatcher.
-  explicit PdDispatcher(Upstream& upstream) : upstream_(upstream), retry_(upstream) {}
+  /// `upstream`, `planner` and `metrics` outlive the dispatcher; `seed` seeds the retries'
+  /// backoff jitter.
+  PdDispatcher(Upstream& upstream, RoutePlanner& planner, RouterMetrics& metrics, uint32_t seed)
+      : upstream_(upstream),
+        planner_(planner),
+        metrics_(metrics),
+        rng_(seed ^ 0x5044u),
+        retry_(upstream, planner, metrics, seed) {}
 
   // router::Dispatcher
   net::awaitable<void> Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) override;
@@ -50,6 +57,9 @@ class PdDispatcher : public Dispatcher {
                                    const std::string& params, std::string_view request_id);
 
   Upstream& upstream_;
+  RoutePlanner& planner_;
+  RouterMetrics& metrics_;
+  std::minstd_rand rng_;  // request ids and bootstrap rooms
   RetryDispatcher retry_;
 };
 

@@ -12,15 +12,15 @@
 namespace kvgate::router {
 namespace {
 
-net::awaitable<void> Backoff(ThreadContext& tc, const config::RetryConfig& retry,
+net::awaitable<void> Backoff(std::minstd_rand& rng, const config::RetryConfig& retry,
                              uint32_t attempt) {
   double ms = static_cast<double>(retry.backoff_base_ms) *
               static_cast<double>(1u << std::min(attempt, 10u));
   ms = std::min(ms, static_cast<double>(retry.backoff_max_ms));
   std::uniform_real_distribution<double> jitter(1.0 - retry.jitter, 1.0 + retry.jitter);
-  ms *= jitter(tc.rng);
+  ms *= jitter(rng);
   if (ms < 1) co_return;
-  net::steady_timer timer(tc.ioc);
+  net::steady_timer timer(co_await net::this_coro::executor);
   timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
   co_await timer.async_wait(kNoThrow);
 }
@@ -45,7 +45,7 @@ net::awaitable<void> RetryDispatcher::Dispatch(ThreadContext& tc, Exchange& ex, 
 net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc, Exchange& ex,
                                                                RoutePlan& plan, Options o) {
   const config::Config& cfg = *ex.snapshot->config;
-  RoutePlanner& planner = tc.state.planner;
+  RoutePlanner& planner = planner_;
   ArmDisconnectWatch(ex.conn);
   absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
 
@@ -55,7 +55,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     // `first`'s worker is among `tried` already.
     const size_t untried = plan.available.size() - plan.tried.size() + (o.first ? 1 : 0);
     if (untried == 0) break;
-    if (attempt > 0) co_await Backoff(tc, cfg.retry, attempt - 1);
+    if (attempt > 0) co_await Backoff(rng_, cfg.retry, attempt - 1);
     if (ex.conn.client_gone) {
       if (o.first) planner.Complete(plan, *o.first, RouteOutcome{});
       break;
@@ -95,8 +95,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
         result.answered = true;
         co_return result;
       case AttemptOutcome::kClientGone:
-        ex.status = 499;  // nginx's "client closed request"
-        CloseAfterResponse(ex);
+        RecordClientGone(ex);
         spdlog::info("request {}: {}", ex.request_id, r.reason);
         result.answered = true;
         co_return result;
@@ -120,13 +119,12 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     spdlog::warn("request {}: attempt {} on {} failed: {}", ex.request_id, attempt + 1,
                  worker.name(), r.reason);
     if (attempt + 1 < max_attempts && plan.tried.size() < plan.available.size()) {
-      tc.state.metrics.Retries(r.metric_reason).Increment();
+      metrics_.Retries(r.metric_reason).Increment();
     }
   }
   if (o.first) planner.Complete(plan, *o.first, RouteOutcome{});
   if (ex.conn.client_gone) {
-    ex.status = 499;
-    CloseAfterResponse(ex);
+    RecordClientGone(ex);
     result.answered = true;
     co_return result;
   }

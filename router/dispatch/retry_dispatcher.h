@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,7 @@
 
 namespace kvgate::router {
 
+class RouterMetrics;
 struct WorkerSeries;
 
 /// The prediction metrics of one completed attempt, in this thread's shard.
@@ -22,8 +24,10 @@ void RecordPrediction(const WorkerSeries& series, const Prediction& p);
 
 class RetryDispatcher : public Dispatcher {
  public:
-  /// `upstream` must outlive the dispatcher.
-  explicit RetryDispatcher(Upstream& upstream) : upstream_(upstream) {}
+  /// `upstream` sends the attempts, `planner` decides and learns from them, `metrics` counts
+  /// retries; all outlive the dispatcher. `seed` seeds the backoff jitter.
+  RetryDispatcher(Upstream& upstream, RoutePlanner& planner, RouterMetrics& metrics, uint32_t seed)
+      : upstream_(upstream), planner_(planner), metrics_(metrics), rng_(seed) {}
 
   // router::Dispatcher
   net::awaitable<void> Dispatch(ThreadContext& tc, Exchange& ex, RoutePlan& plan) override;
@@ -46,6 +50,9 @@ class RetryDispatcher : public Dispatcher {
 
  private:
   Upstream& upstream_;
+  RoutePlanner& planner_;
+  RouterMetrics& metrics_;
+  std::minstd_rand rng_;
 };
 
 }  // namespace kvgate::router

@@ -69,8 +69,7 @@ class AdmissionControl : public PreHandler {
         AdmissionGate::Client{who, share});
     if (ex.conn.client_gone) {
       ex.admission = AdmissionSlot();  // a place granted as it left goes to the next waiter
-      ex.status = 499;                 // nginx's "client closed request"
-      ex.keep_alive = false;
+      RecordClientGone(ex);
       co_return true;
     }
     DisarmDisconnectWatch(ex.conn);

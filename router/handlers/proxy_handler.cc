@@ -20,16 +20,18 @@ net::awaitable<void> WriteNotFound(ThreadContext& tc, Exchange& ex, const absl::
 // A stored response was made by the worker that answered: later requests naming its id go
 // there.
 void LearnResponsePin(ThreadContext& tc, const Exchange& ex) {
-  if (ex.response_id.empty() || ex.worker_id < 0 || ex.status < 200 || ex.status >= 300) return;
+  if (ex.response_id.empty() || ex.worker_id < 0 || ex.response.status() < 200 ||
+      ex.response.status() >= 300)
+    return;
   tc.state.response_pins.Learn(ex.response_id, static_cast<uint32_t>(ex.worker_id),
                                SteadyClock::now());
 }
 
 }  // namespace
 
-net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher) {
   if (ex.head.path.starts_with(kResponsesPrefix) && ex.head.path.ends_with("/cancel")) {
-    co_await HandleStoredResponse(tc, ex);  // POST /v1/responses/{id}/cancel
+    co_await HandleStoredResponse(tc, ex, dispatcher);  // POST /v1/responses/{id}/cancel
     co_return;
   }
   const Snapshot& snapshot = *ex.snapshot;
@@ -69,11 +71,11 @@ net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex) {
       co_return;
     }
   }
-  co_await tc.dispatcher->Dispatch(tc, ex, *plan);
+  co_await dispatcher.Dispatch(tc, ex, *plan);
   if (endpoint == ApiEndpoint::kResponses && parsed.json.store) LearnResponsePin(tc, ex);
 }
 
-net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher) {
   const Snapshot& snapshot = *ex.snapshot;
   std::string id(ex.head.path.substr(kResponsesPrefix.size()));
   std::string rest;
@@ -107,9 +109,9 @@ net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex) {
     co_await WriteNotFound(tc, ex, pinned, "response_not_found");
     co_return;
   }
-  co_await tc.dispatcher->Dispatch(tc, ex, plan);
-  if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.status >= 200 &&
-      ex.status < 300) {
+  co_await dispatcher.Dispatch(tc, ex, plan);
+  if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.response.status() >= 200 &&
+      ex.response.status() < 300) {
     tc.state.response_pins.Forget(id);
   }
 }

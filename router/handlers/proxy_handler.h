@@ -5,7 +5,8 @@
 // Parse the body once (the routed APIs are validated — a 400 in the API's own error shape — and
 // canonicalised when a policy in force uses the prefix cache), plan (404 for an unknown model,
 // 503 when no worker is available; a Responses continuation goes to the worker that stored its
-// previous response, or is a 404 naming the id), and hand the plan to the thread's dispatcher.
+// previous response, or is a 404 naming the id), and hand the plan to the thread's dispatcher,
+// which the caller passes in.
 #pragma once
 
 #include "net/asio.h"
@@ -13,11 +14,12 @@
 
 namespace kvgate::router {
 
+class Dispatcher;
 class ThreadContext;
 
-net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher);
 
 /// /v1/responses/{id}[/cancel|/input_items]: to the worker that stored the response.
-net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher);
 
 }  // namespace kvgate::router

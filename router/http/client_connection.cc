@@ -103,12 +103,24 @@ void ClientConnection::ClearDeadline() {
   deadline_expired = false;
 }
 
+void ClientConnection::CancelUpstream() {
+  error_code ignored;
+  if (upstream_ != nullptr) upstream_->cancel(ignored);
+}
+
+void ClientConnection::CancelForDisconnect() {
+  error_code ignored;
+  if (upstream_ != nullptr) upstream_->cancel(ignored);
+  if (side_upstream_ != nullptr) side_upstream_->cancel(ignored);
+  if (queue_timer != nullptr) queue_timer->cancel();
+}
+
 void ClientConnection::Expire() {
   deadline_expired = true;
   deadline = SteadyClock::time_point::max();
   error_code ignored;
   if (deadline_kind == DeadlineKind::kUpstream) {
-    if (upstream != nullptr) upstream->cancel(ignored);
+    CancelUpstream();
   } else if (deadline_kind != DeadlineKind::kNone) {
     socket.cancel(ignored);
   }
@@ -183,10 +195,7 @@ void ArmDisconnectWatch(ClientConnection& conn) {
           return;  // a pipelined request: the client is still there
         }
         c->client_gone = true;
-        error_code ignored;
-        if (c->upstream != nullptr) c->upstream->cancel(ignored);
-        if (c->side_upstream != nullptr) c->side_upstream->cancel(ignored);
-        if (c->queue_timer != nullptr) c->queue_timer->cancel();
+        c->CancelForDisconnect();
       });
 }
 

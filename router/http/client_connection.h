@@ -63,10 +63,6 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   SteadyClock::time_point deadline = SteadyClock::time_point::max();
   DeadlineKind deadline_kind = DeadlineKind::kNone;
   bool deadline_expired = false;             // set by the sweep; cleared by the next SetDeadline()
-  tcp::socket* upstream = nullptr;           // the worker connection a kUpstream deadline (and a
-                                             // client disconnect) cancels; null when none
-  tcp::socket* side_upstream = nullptr;      // a P/D prefill stage's connection, which a client
-                                             // disconnect cancels too
   net::steady_timer* queue_timer = nullptr;  // a wait in the admission queue, which a client
                                              // disconnect ends too
   // The disconnect watch: while a request is served, a client that closes its side cancels
@@ -79,6 +75,48 @@ struct ClientConnection : std::enable_shared_from_this<ClientConnection> {
   void ClearDeadline();
   /// Called by the sweep when the deadline passed: cancels what the deadline covers.
   void Expire();
+  /// Cancels the main stage's worker socket, when one is linked (a concurrent P/D prefill
+  /// failed, so the decode waits for nothing).
+  void CancelUpstream();
+  /// The client left: cancels every linked worker socket and the admission queue wait.
+  void CancelForDisconnect();
+
+ private:
+  friend class UpstreamLink;
+  // Set only through an UpstreamLink, which clears its slot when it ends.
+  tcp::socket* upstream_ = nullptr;       // the worker connection a kUpstream deadline (and a
+                                          // client disconnect) cancels; null when none
+  tcp::socket* side_upstream_ = nullptr;  // a P/D prefill stage's connection, which a client
+                                          // disconnect cancels too
+};
+
+/// Links a worker socket to a client connection for as long as the link lives: the client's
+/// disconnect cancels it, and for the main stage (kMain) so does a kUpstream deadline. The
+/// link clears itself when it ends, so no way out of a stage (an error, a retry, a coroutine
+/// destroyed mid-wait) can leave the connection pointing at a closed socket. Not copyable;
+/// one per stage and connection at a time.
+class UpstreamLink {
+ public:
+  enum class Role : uint8_t {
+    kMain,  // the response the client gets: deadline and disconnect
+    kSide,  // a P/D prefill stage beside it: disconnect only
+  };
+  UpstreamLink() = default;  // linked to nothing (a fetch that outlives its client)
+  UpstreamLink(ClientConnection& conn, Role role)
+      : slot_(role == Role::kMain ? &conn.upstream_ : &conn.side_upstream_) {}
+  ~UpstreamLink() { Set(nullptr); }
+  UpstreamLink(const UpstreamLink&) = delete;
+  UpstreamLink& operator=(const UpstreamLink&) = delete;
+
+  /// Points the link at `socket` (null: at none for now).
+  void Set(tcp::socket* socket) {
+    if (slot_ != nullptr) *slot_ = socket;
+  }
+  /// The slot UpstreamPool::Connect points at the socket it is connecting (null when unlinked).
+  tcp::socket** connecting() { return slot_; }
+
+ private:
+  tcp::socket** slot_ = nullptr;
 };
 
 using ClientConnectionPtr = std::shared_ptr<ClientConnection>;
@@ -105,9 +143,10 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
                                     std::chrono::milliseconds timeout);
 
 /// Starts / stops the disconnect watch (idempotent). The watch is an async_wait on the client
-/// socket, not a coroutine; when the client closes it sets `client_gone` and cancels
-/// `conn.upstream`. A client that sends more bytes (a pipelined request) is still there; over
-/// TLS the bytes are looked at through the session, since a close_notify is bytes too.
+/// socket, not a coroutine; when the client closes it sets `client_gone` and cancels the
+/// linked worker sockets (UpstreamLink). A client that sends more bytes (a pipelined request) is
+/// still there; over TLS the bytes are looked at through the session, since a close_notify is bytes
+/// too.
 void ArmDisconnectWatch(ClientConnection& conn);
 void DisarmDisconnectWatch(ClientConnection& conn);
 

@@ -1,8 +1,9 @@
 // File: router/http/exchange.h
 // One request and its response while the gateway serves it, split by who writes what:
 //  - the request, as the session stage read it (head, body, id, endpoint label, timing);
-//  - the response state, written only by the response writer (http/response_writer.h): status,
-//    whether the connection stays open, bytes sent;
+//  - the response state (`ResponseState`), which only the response writer
+//    (http/response_writer.h) can change: status, whether the connection stays open, bytes
+//    sent; every other stage reads it, and says what happened through the writer's functions;
 //  - the access record, filled by the stages that know each field (model, worker, attempts,
 //    time to first byte, cached tokens), and recorded by the session for every request,
 //    including the ones refused at the header stage.
@@ -44,6 +45,28 @@ std::string_view EndpointLabelName(EndpointLabel label);
 /// responses, other.
 std::string_view EndpointLabelApi(EndpointLabel label);
 
+/// The response as the client gets it. Its setters are private, and only the response writer
+/// (ResponseStateWriter, in http/response_writer.cc) holds the key: a stage that wants a
+/// different status or a closed connection asks the writer, which keeps the rules (draining,
+/// framing, a 499 for a client that left) in one place.
+class ResponseState {
+ public:
+  int status() const { return status_; }
+  /// The connection stays open after this response.
+  bool keep_alive() const { return keep_alive_; }
+  /// Bytes went to the client: no other response can follow.
+  bool started() const { return started_; }
+  /// Response body bytes sent.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  friend struct ResponseStateWriter;
+  int status_ = 0;
+  bool keep_alive_ = false;
+  bool started_ = false;
+  uint64_t bytes_sent_ = 0;
+};
+
 struct Exchange {
   explicit Exchange(ClientConnection& conn) : conn(conn) {}
 
@@ -66,11 +89,8 @@ struct Exchange {
   EndpointLabel endpoint = EndpointLabel::kOther;
   SteadyClock::time_point read_done{};
 
-  // The response (written by the response writer only).
-  int status = 0;
-  bool keep_alive = false;        // the connection stays open after this response
-  bool response_started = false;  // bytes went to the client: no other response can follow
-  uint64_t bytes_sent = 0;        // response body bytes
+  // The response: read here, written through the response writer only.
+  ResponseState response;
 
   // The access record.
   std::string model;

@@ -66,11 +66,21 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
+// The one writer of ResponseState (exchange.h names it its friend).
+struct ResponseStateWriter {
+  static void SetStatus(Exchange& ex, int status) { ex.response.status_ = status; }
+  static void SetKeepAlive(Exchange& ex, bool keep) { ex.response.keep_alive_ = keep; }
+  static void MarkStarted(Exchange& ex) { ex.response.started_ = true; }
+  static void AddBytes(Exchange& ex, uint64_t n) { ex.response.bytes_sent_ += n; }
+};
+
 namespace {
+
+using W = ResponseStateWriter;
 
 // The client's wish, unless something forces a close.
 bool KeepAlive(ThreadContext& tc, const Exchange& ex) {
-  return ex.keep_alive && !tc.state.draining.load(std::memory_order_relaxed);
+  return ex.response.keep_alive() && !tc.state.draining.load(std::memory_order_relaxed);
 }
 
 void AppendStatusLine(const Exchange& ex, int status, std::string_view reason, std::string* out) {
@@ -79,7 +89,7 @@ void AppendStatusLine(const Exchange& ex, int status, std::string_view reason, s
 }
 
 void AppendConnection(const Exchange& ex, std::string* out) {
-  if (!ex.keep_alive) {
+  if (!ex.response.keep_alive()) {
     out->append("connection: close\r\n");
   } else if (ex.head.version_minor == 0) {
     out->append("connection: keep-alive\r\n");
@@ -88,13 +98,27 @@ void AppendConnection(const Exchange& ex, std::string* out) {
 
 }  // namespace
 
-void CloseAfterResponse(Exchange& ex) { ex.keep_alive = false; }
+void StartResponse(Exchange& ex) { W::SetKeepAlive(ex, ex.head.keep_alive); }
+
+void CloseAfterResponse(Exchange& ex) { W::SetKeepAlive(ex, false); }
+
+void RecordClientGone(Exchange& ex) {
+  W::SetStatus(ex, 499);
+  W::SetKeepAlive(ex, false);
+}
+
+void RecordBrokenRelay(Exchange& ex) {
+  W::SetStatus(ex, 502);
+  W::SetKeepAlive(ex, false);
+}
+
+void CountBodyBytes(Exchange& ex, uint64_t bytes) { W::AddBytes(ex, bytes); }
 
 net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
                                    std::string_view content_type, std::string_view body,
                                    std::string_view extra_headers) {
-  ex.status = status;
-  ex.keep_alive = KeepAlive(tc, ex);
+  W::SetStatus(ex, status);
+  W::SetKeepAlive(ex, KeepAlive(tc, ex));
   std::string head;
   head.reserve(256);
   AppendStatusLine(ex, status, {}, &head);
@@ -105,15 +129,15 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
   head.append("\r\n");
   const bool with_body = ex.head.method != http1::Method::kHead;
   const net::const_buffer buffers[] = {net::buffer(head), net::buffer(body.data(), body.size())};
-  ex.response_started = true;
+  W::MarkStarted(ex);
   const auto timeout = std::chrono::milliseconds(tc.config().limits.write_timeout_ms);
   const error_code ec =
       co_await WriteAll(ex.conn, absl::MakeConstSpan(buffers, with_body ? 2 : 1), timeout);
   if (ec) {
-    ex.keep_alive = false;
+    W::SetKeepAlive(ex, false);
     co_return false;
   }
-  if (with_body) ex.bytes_sent += body.size();
+  if (with_body) W::AddBytes(ex, body.size());
   co_return true;
 }
 
@@ -132,9 +156,9 @@ net::awaitable<bool> WriteError(ThreadContext& tc, Exchange& ex, int status,
 
 void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_view reason,
                       bool delimited, std::string* out) {
-  ex.status = status;
-  ex.keep_alive = KeepAlive(tc, ex) && delimited;
-  ex.response_started = true;
+  W::SetStatus(ex, status);
+  W::SetKeepAlive(ex, KeepAlive(tc, ex) && delimited);
+  W::MarkStarted(ex);
   AppendStatusLine(ex, status, reason, out);
   common::StrAppend(out, "x-request-id: ", ex.request_id, "\r\nx-kvgate-worker: ", ex.worker,
                     "\r\n");

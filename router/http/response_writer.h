@@ -21,9 +21,24 @@ class ThreadContext;
 /// The reason phrase of `status` ("OK", "Bad Gateway", ...).
 std::string_view ReasonPhrase(int status);
 
+/// Takes the client's keep-alive wish from the parsed request head (the session, once per
+/// request); later responses may only narrow it.
+void StartResponse(Exchange& ex);
+
 /// Marks the exchange's connection to close after this response (framing errors, a stream
 /// that broke off).
 void CloseAfterResponse(Exchange& ex);
+
+/// The client left before it got an answer: recorded as 499 (nginx's "client closed
+/// request"), and the connection closes.
+void RecordClientGone(Exchange& ex);
+
+/// A relayed response broke off after its head: what the client effectively got is a 502,
+/// and the connection closes (the only honest signal left).
+void RecordBrokenRelay(Exchange& ex);
+
+/// Counts `bytes` of a relayed response body as sent to the client.
+void CountBodyBytes(Exchange& ex, uint64_t bytes);
 
 /// Writes a whole response; `extra_headers` are whole "name: value\r\n" lines.
 /// @return false when the client is gone.

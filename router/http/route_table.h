@@ -3,10 +3,11 @@
 // per listener, with a chain of pre-handlers that run before the route's handler and may
 // answer instead — the admin token check today; API keys and admission control go there too.
 // A path that matches with another method is a 405, anything else a 404, both as OpenAI
-// errors. Built once at start; thread-safe (immutable).
+// errors. Built once per gateway thread at start; immutable after.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,9 @@ namespace kvgate::router {
 
 class ThreadContext;
 
-using RouteHandler = net::awaitable<void> (*)(ThreadContext& tc, Exchange& ex);
+/// A route's handler. One that uses a stage of a layer above (the proxy's dispatcher) has it
+/// bound in when the thread's table is built, rather than finding it through the context.
+using RouteHandler = std::function<net::awaitable<void>(ThreadContext& tc, Exchange& ex)>;
 
 /// Method sets, by http1::Method bit.
 constexpr uint32_t MethodBit(http1::Method m) { return 1u << static_cast<int>(m); }
@@ -31,7 +34,7 @@ struct Route {
   std::string_view path;  // exact, or with `prefix` every path that starts with it
   bool prefix = false;
   uint32_t methods = 0;
-  RouteHandler handler = nullptr;
+  RouteHandler handler;
   bool admin = false;    // an admin endpoint (behind the admin listener and token)
   bool limited = false;  // an inference endpoint: rate limits and the concurrency cap apply
 };

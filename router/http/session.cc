@@ -107,7 +107,7 @@ net::awaitable<ReadResult> ReadRequest(ThreadContext& tc, ClientConnection& conn
     }
   }
   ex.snapshot = tc.Lease();
-  ex.keep_alive = ex.head.keep_alive;
+  StartResponse(ex);
   ex.endpoint = EndpointLabelOf(ex.head.path);
   const std::string_view id = ex.head.Find("x-request-id");
   ex.request_id = !id.empty() && id.size() <= kMaxRequestIdBytes ? std::string(id) : NewRequestId();
@@ -216,14 +216,14 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
   const double e2e = ex.read_done == SteadyClock::time_point{}
                          ? 0.0
                          : std::chrono::duration<double>(now - ex.read_done).count();
-  tc.RequestSeries(ex.endpoint, ex.status, ex.worker_id, ex.worker).Increment();
+  tc.RequestSeries(ex.endpoint, ex.response.status(), ex.worker_id, ex.worker).Increment();
   tc.DurationSeries(ex.endpoint).Observe(e2e);
   if (!ex.api_key.empty()) {
     // /metrics is open to whoever reaches it: a key's name (often its owner's) only when asked.
     static const std::string kRedacted = "redacted";
     const bool named = ex.snapshot ? ex.snapshot->config->auth.key_names_in_metrics
                                    : tc.config().auth.key_names_in_metrics;
-    tc.ApiKeySeries(named ? ex.api_key : kRedacted, ex.status).Increment();
+    tc.ApiKeySeries(named ? ex.api_key : kRedacted, ex.response.status()).Increment();
   }
   if (tc.state.access_log.enabled()) {
     AccessRecord r;
@@ -233,8 +233,8 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
     r.model = ex.model;
     r.worker = ex.worker;
     r.api_key = ex.api_key;
-    r.status = ex.status;
-    r.bytes_sent = ex.bytes_sent;
+    r.status = ex.response.status();
+    r.bytes_sent = ex.response.bytes_sent();
     r.ttfb_seconds = ex.ttfb_seconds;
     r.e2e_seconds = e2e;
     r.attempts = ex.attempts;
@@ -258,7 +258,7 @@ net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes, Clien
   if (r == ReadResult::kClosed) co_return false;
   if (r == ReadResult::kRequest) co_await routes.Serve(tc, ex);
   RecordExchange(tc, ex);
-  if (!ex.keep_alive || !conn.socket.is_open()) co_return false;
+  if (!ex.response.keep_alive() || !conn.socket.is_open()) co_return false;
   conn.in.Consume(ex.request_bytes, tc.buffers);
   co_return true;
 }

@@ -21,10 +21,7 @@ SnapshotLease::~SnapshotLease() {
 }
 
 ThreadContext::ThreadContext(GatewayState& state, uint32_t index)
-    : state(state),
-      index(index),
-      rng(0x6b76676174ULL + index),
-      scratch_(std::make_unique_for_overwrite<char[]>(kScratchBytes)) {}
+    : state(state), index(index), scratch_(std::make_unique_for_overwrite<char[]>(kScratchBytes)) {}
 
 ThreadContext::~ThreadContext() = default;
 

@@ -2,8 +2,9 @@
 // What one gateway thread owns: its io_context (run by that thread alone, hence an implicit
 // strand: nothing here needs a lock), its upstream pool, buffer pool and scratch buffer, its
 // client connections and the deadline sweep over them, its view of the published snapshot and
-// its shard of the request metrics. Thread-compatible: touched only from its own thread, or
-// via net::post.
+// its shard of the request metrics. It is not where stages find each other: the gateway gives
+// each stage (upstream, dispatcher, proxy handler) what it uses when it makes it.
+// Thread-compatible: touched only from its own thread, or via net::post.
 #pragma once
 
 #include <atomic>
@@ -11,7 +12,6 @@
 #include <deque>
 #include <list>
 #include <memory>
-#include <random>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,10 +24,6 @@
 #include "router/runtime/buffer_pool.h"
 #include "router/runtime/gateway_state.h"
 #include "router/runtime/snapshot_lease.h"
-
-namespace kvgate::router {
-class Dispatcher;
-}  // namespace kvgate::router
 
 namespace kvgate::router {
 
@@ -55,13 +51,9 @@ class ThreadContext {
   net::io_context ioc{1};
   GatewayState& state;
   const uint32_t index;
-  std::minstd_rand rng;
   BufferPool buffers;
   UpstreamPool pool{ioc};
   absl::flat_hash_set<ClientConnectionPtr> connections;
-  /// Retries, and P/D for models with a protocol: a stage of a layer above, made and owned
-  /// by the gateway, which outlives this context.
-  Dispatcher* dispatcher = nullptr;
 
   /// 64 KiB this thread reuses for bytes that are written on before it yields (response
   /// relay): never hold it across a co_await.

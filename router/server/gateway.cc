@@ -34,8 +34,15 @@ uint32_t ThreadCount(const config::Config& cfg) {
   return cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Every route the gateway serves, in match order.
-std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
+// Every route the gateway serves, in match order, for the thread whose dispatcher is
+// `dispatcher`.
+std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, Dispatcher& dispatcher) {
+  const RouteHandler proxy = [&dispatcher](ThreadContext& tc, Exchange& ex) {
+    return HandleProxy(tc, ex, dispatcher);
+  };
+  const RouteHandler stored = [&dispatcher](ThreadContext& tc, Exchange& ex) {
+    return HandleStoredResponse(tc, ex, dispatcher);
+  };
   std::vector<Route> routes = {
       {"/health", false, kGetOrHead, &HandleHealth},
       {"/ready", false, kGetOrHead, &HandleReady},
@@ -44,9 +51,9 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin) {
       {"/v1/models", false, kGetOrHead, &HandleModels},
       // Stored OpenAI responses: to the worker that holds them (POST .../cancel goes through
       // HandleProxy).
-      {"/v1/responses/", true, kGetOrHead | kDelete, &HandleStoredResponse, false, true},
-      {"/v1/", true, kPost, &HandleProxy, false, true},
-      {"/generate", false, kPost, &HandleProxy, false, true},  // SGLang's native API
+      {"/v1/responses/", true, kGetOrHead | kDelete, stored, false, true},
+      {"/v1/", true, kPost, proxy, false, true},
+      {"/generate", false, kPost, proxy, false, true},  // SGLang's native API
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
       {"/admin/explain", false, kPost, &HandleAdminExplain, true},
       {"/admin/drain", false, kPost, &HandleAdminDrain, true},
@@ -272,7 +279,7 @@ struct Gateway::Impl {
           tc.connections.insert(conn);
           tc.MarkIdle(*conn);  // until its first request (or TLS handshake) is done
           tc.StartSweep();
-          net::co_spawn(tc.ioc, RunSession(tc, *routes, conn), net::detached);
+          net::co_spawn(tc.ioc, RunSession(tc, *stages[tc.index]->routes, conn), net::detached);
         }
       }
       Accept(acc, tc, admin);
@@ -315,12 +322,20 @@ struct Gateway::Impl {
   // Per discovery source.
   std::vector<std::vector<DiscoveredWorker>> discovered ABSL_GUARDED_BY(apply_mu);
   std::vector<std::unique_ptr<DiscoverySource>> discovery;
-  // Each thread's stages: HTTP/1.1 to the workers, and the dispatcher over it. Declared
-  // before the threads, so destroyed after them: a request suspended when an io_context goes
-  // may still reach its dispatcher.
+  // Each thread's stages: HTTP/1.1 to the workers, the dispatcher over it, and the route table
+  // whose proxy handlers use that dispatcher. Each stage is given what it uses (the thread's
+  // pool, the planner, the metrics) rather than finding it through the context per request.
+  // Declared before the threads, so destroyed after them: a request suspended when an
+  // io_context goes may still reach its dispatcher.
   struct ThreadStages {
+    ThreadStages(ThreadContext& tc, GatewayState& state, bool separate_admin)
+        : upstream(tc.pool, state.metrics),
+          dispatcher(upstream, state.planner, state.metrics,
+                     static_cast<uint32_t>(0x6b766761u + tc.index)),
+          routes(MakeRoutes(separate_admin, dispatcher)) {}
     Http1Upstream upstream;
-    PdDispatcher dispatcher{upstream};
+    PdDispatcher dispatcher;
+    std::unique_ptr<RouteTable> routes;  // its handlers hold `dispatcher`
   };
   std::vector<std::unique_ptr<ThreadStages>> stages;
   std::vector<std::unique_ptr<ThreadContext>> threads;
@@ -330,7 +345,6 @@ struct Gateway::Impl {
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per thread, same port
   std::unique_ptr<tcp::acceptor> admin_acceptor;
-  std::unique_ptr<RouteTable> routes;
   // Stable id per worker URL (kvindex holder).
   std::map<std::string, uint32_t> worker_ids ABSL_GUARDED_BY(apply_mu);
   uint32_t next_worker_id ABSL_GUARDED_BY(apply_mu) = 0;
@@ -379,11 +393,10 @@ absl::Status Gateway::Start() {
   const auto cfg = s.state.snapshot()->config;
   const uint32_t n = static_cast<uint32_t>(s.state.threads);
   for (uint32_t i = 0; i < n; ++i) {
-    s.stages.push_back(std::make_unique<Impl::ThreadStages>());
     s.threads.push_back(std::make_unique<ThreadContext>(s.state, i));
-    s.threads.back()->dispatcher = &s.stages.back()->dispatcher;
+    s.stages.push_back(std::make_unique<Impl::ThreadStages>(*s.threads.back(), s.state,
+                                                            !cfg->admin.listen.empty()));
   }
-  s.routes = MakeRoutes(!cfg->admin.listen.empty());
   // One acceptor per thread on the same port (SO_REUSEPORT): the kernel spreads connections
   // and each stays on the thread that accepted it.
   uint16_t port = cfg->listen_port;

@@ -10,8 +10,15 @@
 
 namespace kvgate::router {
 
+class RouterMetrics;
+class UpstreamPool;
+
 class Http1Upstream : public Upstream {
  public:
+  /// `pool`: the thread's keep-alive connections to workers; `metrics`: where TLS failures to
+  /// workers are counted. Both outlive the upstream.
+  Http1Upstream(UpstreamPool& pool, RouterMetrics& metrics) : pool_(pool), metrics_(metrics) {}
+
   // router::Upstream
   net::awaitable<AttemptResult> Send(ThreadContext& tc, Exchange& ex,
                                      const UpstreamAttempt& attempt) override;
@@ -19,6 +26,10 @@ class Http1Upstream : public Upstream {
                                     const UpstreamAttempt& attempt,
                                     std::chrono::milliseconds timeout, uint64_t max_body_bytes,
                                     FetchControl& control) override;
+
+ private:
+  UpstreamPool& pool_;
+  RouterMetrics& metrics_;
 };
 
 /// Appends the request head kvgate sends to `worker` for `ex` (exposed for tests): the

@@ -149,7 +149,7 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
     result.client_gone = true;
     co_return result;
   }
-  ex.bytes_sent += sent;
+  CountBodyBytes(ex, sent);
 
   char* buf = tc.scratch();
   while (!framing.done()) {
@@ -198,7 +198,7 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
         result.client_gone = true;
         co_return result;
       }
-      ex.bytes_sent += bytes;
+      CountBodyBytes(ex, bytes);
     }
   }
   result.complete = true;

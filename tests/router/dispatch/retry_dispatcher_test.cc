@@ -1,0 +1,176 @@
+// RetryDispatcher against a fake upstream (tests/router/fakes): which worker each attempt goes
+// to, when it retries (a failure before the client saw a byte), when it stops (a relayed
+// response, a timeout, a bad response, a client that left, the attempt budget, no worker left)
+// and what the client is answered. No sockets: the fake scripts each attempt's outcome.
+#include "router/dispatch/retry_dispatcher.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+#include "router/routing/parsed_request.h"
+#include "tests/router/fakes/fake_upstream_stage.h"
+#include "tests/router/fakes/thread_harness.h"
+
+namespace kvgate::router {
+namespace {
+
+using testing::FakeUpstreamStage;
+using testing::ThreadHarness;
+
+constexpr std::string_view kBody = R"({"model":"m","prompt":"hello"})";
+
+// A plan over every worker of the harness's snapshot, as the proxy handler makes it.
+struct Planned {
+  ParsedRequest parsed;
+  RoutePlan plan;
+};
+std::unique_ptr<Planned> PlanFor(ThreadHarness& h, Exchange& ex) {
+  auto p = std::make_unique<Planned>();
+  const Snapshot& s = *ex.snapshot;
+  EXPECT_TRUE(
+      ParseRequest(ex.body, ex.body_capacity, ApiEndpoint::kCompletions, false, "", &p->parsed)
+          .ok());
+  auto plan = h.state().planner.Plan(p->parsed, ex.head.path, s.workers, *s.policies,
+                                     s.config->routing, SteadyClock::now());
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  p->plan = *std::move(plan);
+  return p;
+}
+
+RetryDispatcher MakeDispatcher(ThreadHarness& h, Upstream& upstream) {
+  return RetryDispatcher(upstream, h.state().planner, h.state().metrics, /*seed=*/1);
+}
+
+double RetriesCounted(ThreadHarness& h, std::string_view reason) {
+  return h.state().metrics.Retries(reason).Value();
+}
+
+TEST(RetryDispatcherTest, RetriesFailedAttemptsOnOtherWorkersUntilOneRelays) {
+  ThreadHarness h(3);
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kRetry, "stale connection reset", "upstream_reset");
+  upstream.Then(AttemptOutcome::kRetry, "answered 503", "status_5xx");
+  upstream.Then(AttemptOutcome::kRelayed);
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  ASSERT_EQ(upstream.sent().size(), 3u);
+  std::set<std::string> workers;
+  for (const auto& c : upstream.sent()) workers.insert(c.worker);
+  EXPECT_EQ(workers.size(), 3u) << "each retry goes to a worker not tried yet";
+  EXPECT_FALSE(upstream.sent()[0].last);
+  EXPECT_FALSE(upstream.sent()[1].last);
+  EXPECT_TRUE(upstream.sent()[2].last) << "the third attempt is the last chance";
+  EXPECT_EQ(ex->attempts, 3u);
+  EXPECT_EQ(ex->response.status(), 200);
+  EXPECT_EQ(ex->worker, upstream.sent()[2].worker);
+  EXPECT_EQ(RetriesCounted(h, "upstream_reset"), 1);
+  EXPECT_EQ(RetriesCounted(h, "status_5xx"), 1);
+}
+
+TEST(RetryDispatcherTest, GivesUpAfterTheAttemptBudgetWith503) {
+  ThreadHarness h(3, [](config::Config& c) { c.retry.max_attempts = 2; });
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kRetry, "connection refused");
+  upstream.Then(AttemptOutcome::kRetry, "connection refused again");
+  upstream.Then(AttemptOutcome::kRelayed);  // never reached
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  ASSERT_EQ(upstream.sent().size(), 2u);
+  EXPECT_TRUE(upstream.sent()[1].last) << "the budget's last attempt relays a 5xx";
+  EXPECT_EQ(ex->response.status(), 503);
+  EXPECT_EQ(ex->attempts, 2u);
+  // The retry after the first failure is counted; none after the last.
+  EXPECT_EQ(RetriesCounted(h, "connect_error"), 1);
+}
+
+TEST(RetryDispatcherTest, StopsWhenNoWorkerIsLeftToTry) {
+  ThreadHarness h(2, [](config::Config& c) { c.retry.max_attempts = 5; });
+  FakeUpstreamStage upstream;
+  for (int i = 0; i < 5; ++i) upstream.Then(AttemptOutcome::kRetry);
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  ASSERT_EQ(upstream.sent().size(), 2u) << "a worker is not tried twice";
+  EXPECT_NE(upstream.sent()[0].worker, upstream.sent()[1].worker);
+  EXPECT_TRUE(upstream.sent()[1].last) << "the only worker left is the last chance";
+  EXPECT_EQ(ex->response.status(), 503);
+}
+
+TEST(RetryDispatcherTest, ATimeoutIsAnswered504WithoutRetry) {
+  ThreadHarness h(3);
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kTimeout, "w did not answer");
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  EXPECT_EQ(upstream.sent().size(), 1u);
+  EXPECT_EQ(ex->response.status(), 504);
+  EXPECT_EQ(ex->worker, upstream.sent()[0].worker) << "the error names the worker";
+}
+
+TEST(RetryDispatcherTest, ABadResponseIsAnswered502WithoutRetry) {
+  ThreadHarness h(3);
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kBadResponse, "not HTTP");
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  EXPECT_EQ(upstream.sent().size(), 1u);
+  EXPECT_EQ(ex->response.status(), 502);
+}
+
+TEST(RetryDispatcherTest, AClientThatLeftIsRecorded499AndTheConnectionCloses) {
+  ThreadHarness h(3);
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kClientGone, "client disconnected");
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  ASSERT_TRUE(ex->response.keep_alive());
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+
+  EXPECT_EQ(upstream.sent().size(), 1u);
+  EXPECT_EQ(ex->response.status(), 499);
+  EXPECT_FALSE(ex->response.keep_alive());
+}
+
+TEST(RetryDispatcherTest, ServeWithoutRetryMakesOneAttemptAndCanLeaveTheAnswerToItsCaller) {
+  ThreadHarness h(3);
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kRetry, "refused");
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  const std::string body = "rewritten";
+  RetryDispatcher::Options o;
+  o.retry = false;
+  o.answer_unavailable = false;
+  o.body = &body;
+  o.request_id = "shared-id";
+  RetryDispatcher::Result r;
+  h.Run(
+      [&]() -> net::awaitable<void> { r = co_await dispatcher.Serve(h.tc(), *ex, p->plan, o); }());
+
+  ASSERT_EQ(upstream.sent().size(), 1u);
+  EXPECT_TRUE(upstream.sent()[0].last);
+  EXPECT_EQ(upstream.sent()[0].body, "rewritten");
+  EXPECT_EQ(upstream.sent()[0].request_id, "shared-id");
+  EXPECT_FALSE(r.answered);
+  EXPECT_EQ(r.last_error, "refused");
+  EXPECT_EQ(ex->response.status(), 0) << "nothing was written to the client";
+}
+
+}  // namespace
+}  // namespace kvgate::router
