@@ -1,7 +1,8 @@
 // File: config/config.h
-// The gateway's configuration: plain immutable values built by router/config/loader.h. A Config is
-// never modified after loading; a reload builds a new one and publishes it as
-// std::shared_ptr<const Config>. Thread-compatible (and immutable once shared).
+// The gateway's configuration: plain immutable values built by router/config/loader.h (parsing
+// records the files, variables and tokenizers a key names; resolving reads them into the
+// fields marked "resolved"). A Config is never modified after loading; a reload builds a new one
+// and publishes it as std::shared_ptr<const Config>. Thread-compatible (and immutable once shared).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,18 @@ namespace kvgate::config {
 
 enum class WorkerRole { kMixed, kPrefill, kDecode };
 
-const char* WorkerRoleName(WorkerRole role);
+// Inline so that the schema stays header-only (no router library behind it).
+inline const char* WorkerRoleName(WorkerRole role) {
+  switch (role) {
+    case WorkerRole::kPrefill:
+      return "prefill";
+    case WorkerRole::kDecode:
+      return "decode";
+    case WorkerRole::kMixed:
+      break;
+  }
+  return "mixed";
+}
 
 // Where a worker publishes its KV-cache events (vLLM/SGLang --kv-events-config). With DP, rank r
 // publishes on port + r (both endpoints), as vLLM offsets them.
@@ -125,7 +137,7 @@ struct UpstreamConfig {
   // auth.api_keys, a client's own Authorization / x-api-key never reaches a worker.
   std::string api_key_file;
   std::string api_key_env;
-  std::string api_key;  // resolved; never logged
+  std::string api_key;  // resolved (ResolveConfig); never logged
 };
 
 struct RetryConfig {
@@ -321,7 +333,8 @@ struct ApiKeyConfig {
 };
 
 struct AuthConfig {
-  std::vector<ApiKeyConfig> api_keys;  // inline, then api_keys_file's; none: an open data plane
+  // Inline, then api_keys_file's (added when resolved); none: an open data plane.
+  std::vector<ApiKeyConfig> api_keys;
   // More keys from a file (a mounted Secret): a YAML list of api_keys entries. Read at load and
   // at each reload (SIGHUP).
   std::string api_keys_file;
@@ -338,7 +351,7 @@ struct AdminConfig {
   std::string listen;  // "HOST:PORT" for a separate admin listener; empty = main listener
   // When set, admin endpoints need "Authorization: Bearer <token>". Inline, or resolved from
   // `token_file` (a mounted Secret) or the environment variable `token_env` at load and at
-  // each reload; at most one of the three.
+  // each reload; at most one of the three. Resolved (ResolveConfig) into `token`.
   std::string token;
   std::string token_file;
   std::string token_env;

@@ -3,7 +3,7 @@
 // the BPE model: normalizers (NFC/NFD/NFKC/NFKD, Replace, Prepend, Lowercase, Strip, Sequence)
 // and pre-tokenizers (Split with the file's regex, ByteLevel, Metaspace, Digits, Whitespace,
 // WhitespaceSplit, Sequence). Regexes run on Oniguruma, the engine the Rust library uses, so
-// pieces split identically. Built once at load (hf_tokenizer.cc) and then immutable:
+// pieces split identically. Built once at load (hf_load.cc) and then immutable:
 // every stage is thread-safe; each call brings its own buffers.
 #pragma once
 

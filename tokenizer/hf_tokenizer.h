@@ -102,7 +102,7 @@ class HfTokenizer final : public Tokenizer {
   CacheStats cache_stats() const;
 
  private:
-  class Loader;  // Load's steps (hf_tokenizer.cc)
+  class Loader;  // Load's steps (hf_load.cc)
   HfTokenizer();
   absl::Status EncodeSegments(std::string_view text, bool origin0,
                               std::vector<uint32_t>* out) const;

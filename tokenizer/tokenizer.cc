@@ -87,13 +87,16 @@ const Tokenizer* TokenizerByName(std::string_view name) {
   return it == r.by_name.end() ? nullptr : it->second.tokenizer.get();
 }
 
+absl::Status CheckTokenizerName(std::string_view name) {
+  if (name == "bytes4" || IsTokenizerPath(name)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      common::StrCat("unknown tokenizer \"", name,
+                     "\" (known: bytes4, or a directory with the model's tokenizer.json)"));
+}
+
 absl::StatusOr<std::shared_ptr<const Tokenizer>> MakeTokenizer(std::string_view name) {
   if (name == "bytes4") return std::make_shared<const Bytes4Tokenizer>();
-  if (!IsTokenizerPath(name)) {
-    return absl::InvalidArgumentError(
-        common::StrCat("unknown tokenizer \"", name,
-                       "\" (known: bytes4, or a directory with the model's tokenizer.json)"));
-  }
+  if (absl::Status s = CheckTokenizerName(name); !s.ok()) return s;
   const std::string dir(name);
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {

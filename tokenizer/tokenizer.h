@@ -46,6 +46,10 @@ class Bytes4Tokenizer final : public Tokenizer {
                         std::vector<uint32_t>* out) const override;
 };
 
+/// Whether `name` can name a tokenizer ("bytes4" or a directory path), without looking at any
+/// file. @return kInvalidArgument listing the known names (MakeTokenizer's message).
+absl::Status CheckTokenizerName(std::string_view name);
+
 /// The tokenizer called `name`: "bytes4", or a directory holding tokenizer.json (and
 /// optionally tokenizer_config.json and chat_template.jinja), loaded once and registered (a
 /// later call reloads it when its files changed). @return kInvalidArgument listing the known

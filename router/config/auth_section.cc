@@ -1,22 +1,21 @@
 // File: router/config/auth_section.cc
 // Who may use the gateway: the `auth` section (API keys by SHA-256, each with its own rate,
 // inline or from a file, and the failed-key throttle) and the `admin` section (its listener and
-// token). The files are secrets (router/config/secret.h), read at load and at each reload.
+// token). The files are secrets (router/config/secret.h): only named here, read by ResolveConfig
+// (resolve.cc) at load and at each reload.
+#include <cctype>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/strings.h"
 #include "common/url.h"
-#include "router/config/secret.h"
 #include "router/config/sections.h"
 #include "router/config/yaml_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kvgate::config {
-namespace {
 
-// A list of API keys at `path`: names unique across `names`, each key's SHA-256 as 64 hex
-// digits (lower-cased).
 void ReadApiKeys(YamlReader& r, const YAML::Node& keys, const std::string& path,
                  std::set<std::string>* names, std::vector<ApiKeyConfig>* out) {
   if (!keys.IsSequence()) {
@@ -52,32 +51,6 @@ void ReadApiKeys(YamlReader& r, const YAML::Node& keys, const std::string& path,
   }
 }
 
-// `auth.api_keys_file`: the same entries as `auth.api_keys`, as a YAML list in a secret file.
-// Errors name the file and its lines. An empty file or list is an error, not an open door.
-void ReadApiKeysFile(YamlReader& r, const YAML::Node& at, const std::string& file,
-                     std::set<std::string>* names, std::vector<ApiKeyConfig>* out) {
-  auto text = ReadSecretFile(file, "the API keys file");
-  if (!text.ok()) {
-    r.Error(at, "auth.api_keys_file", text.status().message());
-    return;
-  }
-  YamlReader fr(file);
-  try {
-    const YAML::Node keys = YAML::Load(*text);
-    if (!keys.IsDefined() || keys.IsNull() || (keys.IsSequence() && keys.size() == 0)) {
-      fr.Error(keys, "auth.api_keys_file",
-               "lists no keys (expected a YAML list of {name, sha256} entries)");
-    } else {
-      ReadApiKeys(fr, keys, "auth.api_keys_file", names, out);
-    }
-  } catch (const YAML::Exception& e) {
-    fr.errors().push_back(common::StrCat(file, ":", e.mark.line + 1, ": ", e.msg));
-  }
-  for (std::string& e : fr.errors()) r.errors().push_back(std::move(e));
-}
-
-}  // namespace
-
 void ReadRate(YamlReader& r, const YAML::Node& n, const std::string& path, RateLimitConfig* rate) {
   if (!r.ExpectMap(n, path, {"requests_per_minute", "prompt_tokens_per_minute"})) return;
   r.Uint(n, path, "requests_per_minute", &rate->requests_per_minute);
@@ -101,7 +74,7 @@ void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c) {
     if (c->api_keys_file.empty()) {
       r.Error(n["api_keys_file"], "auth.api_keys_file", "is empty (omit it for no file)");
     } else {
-      ReadApiKeysFile(r, n["api_keys_file"], c->api_keys_file, &names, &c->api_keys);
+      r.RecordPlace(n["api_keys_file"], "auth.api_keys_file");  // read by ResolveConfig
     }
   }
 }
@@ -122,13 +95,9 @@ void ReadAdmin(YamlReader& r, const YAML::Node& n, AdminConfig* c) {
     r.Error(n, "admin", "set one of token, token_file and token_env");
     return;
   }
-  // The key that names the source, so that the error points at it.
-  const std::string key = !c->token_file.empty() ? "token_file" : "token_env";
-  if (auto token = ReadSecret(c->token_file, c->token_env, "the admin token"); !token.ok()) {
-    r.Error(n[key], YamlReader::Join("admin", key), token.status().message());
-  } else if (!token->empty()) {
-    c->token = *std::move(token);
-  }
+  // Read by ResolveConfig, whose errors point at the key that names the source.
+  if (!c->token_file.empty()) r.RecordPlace(n["token_file"], "admin.token_file");
+  if (!c->token_env.empty()) r.RecordPlace(n["token_env"], "admin.token_env");
 }
 
 }  // namespace kvgate::config

@@ -1,6 +1,9 @@
 // File: router/config/routing_section.cc
 // `routing` (the policy and its settings, precise mode) and `pd` (disaggregated prefill and
-// decode): the loader's largest sections.
+// decode): the loader's largest sections. Tokenizers are checked by name here, loaded by
+// ResolveConfig.
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "common/strings.h"
@@ -20,11 +23,15 @@ void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
                     "speculative_ttl_ms", "silence_timeout_ms", "replay_timeout_ms", "media"})) {
     return;
   }
+  // The name only: ResolveConfig loads the directory (at the place recorded here).
   auto check_tokenizer = [&](const YAML::Node& node, const std::string& path,
                              const std::string& name) {
-    auto tokenizer = tokenizer::MakeTokenizer(name);
-    if (!tokenizer.ok()) r.Error(node, path, tokenizer.status().message());
-    return tokenizer.ok();
+    if (absl::Status s = tokenizer::CheckTokenizerName(name); !s.ok()) {
+      r.Error(node, path, s.message());
+      return false;
+    }
+    r.RecordPlace(node, path);
+    return true;
   };
   if (r.String(n, p, "tokenizer", &c->tokenizer)) {
     check_tokenizer(n["tokenizer"], p + ".tokenizer", c->tokenizer);

@@ -1,11 +1,13 @@
 // File: router/config/yaml_reader.h
 // Reading one YAML document into config structs: typed getters with ranges that collect every
-// problem, each naming the source, line and key path, instead of stopping at the first.
+// problem, each naming the source, line and key path, instead of stopping at the first; and the
+// places of the keys that name something outside the document, for the resolve step.
 // Used by the loader only. Thread-compatible; one per document.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,13 +25,19 @@ class YamlReader {
   explicit YamlReader(std::string_view source) : source_(source) {}
 
   void Error(const YAML::Node& node, const std::string& path, absl::string_view what) {
-    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
-    if (line > 0) {
-      errors_.push_back(common::StrCat(source_, ":", line, ": ", path, ": ", what));
-    } else {
-      errors_.push_back(common::StrCat(source_, ": ", path, ": ", what));
-    }
+    errors_.push_back(common::StrCat(Place(node), ": ", path, ": ", what));
   }
+
+  /// "source:line" of `node`, or "source" when it has no line.
+  std::string Place(const YAML::Node& node) const {
+    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
+    return line > 0 ? common::StrCat(source_, ":", line) : source_;
+  }
+
+  /// Records where the key `path` (one naming a file, a variable or a tokenizer) stands, so
+  /// that resolving it later (ResolveConfig) reports its errors at the same place.
+  void RecordPlace(const YAML::Node& node, const std::string& path) { places_[path] = Place(node); }
+  std::map<std::string, std::string>& places() { return places_; }
 
   // Reports keys of `map` that are not in `allowed`.
   bool ExpectMap(const YAML::Node& map, const std::string& path,
@@ -126,6 +134,7 @@ class YamlReader {
  private:
   std::string source_;
   std::vector<std::string> errors_;
+  std::map<std::string, std::string> places_;  // key path -> "source:line"
 };
 
 }  // namespace kvgate::config

@@ -610,5 +610,94 @@ TEST(LoaderTest, TlsHandshakeTimeout) {
               HasSubstr("limits.tls_handshake_timeout_ms"));
 }
 
+// Parsing is a pure function of the text (issue 28): keys naming files, variables and
+// tokenizer directories are recorded, never opened, so a config whose files do not exist yet
+// parses; ResolveConfig then reads them, its errors naming the key at its line.
+TEST(ConfigParse, NamesFilesWithoutReadingThem) {
+  const std::string yaml =
+      "upstream: {api_key_file: /nonexistent/worker.key}\n"
+      "auth:\n"
+      "  api_keys_file: /nonexistent/keys.yaml\n"
+      "admin:\n"
+      "  token_file: /nonexistent/token\n"
+      "routing:\n"
+      "  precise: {tokenizer: /nonexistent/model, model_tokenizers: {m: /nonexistent/m}}\n";
+  auto parsed = ParseConfig(yaml, "t.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const Config& c = parsed->config;
+  EXPECT_EQ(c.upstream.api_key_file, "/nonexistent/worker.key");
+  EXPECT_EQ(c.upstream.api_key, "");
+  EXPECT_EQ(c.auth.api_keys_file, "/nonexistent/keys.yaml");
+  EXPECT_EQ(c.admin.token_file, "/nonexistent/token");
+  EXPECT_EQ(c.admin.token, "");
+  EXPECT_EQ(c.routing.precise.tokenizer, "/nonexistent/model");
+  EXPECT_EQ(parsed->places.at("auth.api_keys_file"), "t.yaml:3");
+  EXPECT_EQ(parsed->places.at("admin.token_file"), "t.yaml:5");
+  EXPECT_TRUE(ValidateConfig(c).ok());
+
+  Config resolved = parsed->config;
+  const absl::Status s = ResolveConfig(resolved, parsed->places);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(s.message());
+  // Every problem, each at its key's line.
+  EXPECT_THAT(m, HasSubstr("t.yaml:1: upstream: the worker API key: cannot read "
+                           "/nonexistent/worker.key"));
+  EXPECT_THAT(m, HasSubstr("t.yaml:3: auth.api_keys_file: the API keys file: cannot read "
+                           "/nonexistent/keys.yaml"));
+  EXPECT_THAT(m, HasSubstr("t.yaml:5: admin.token_file: the admin token: cannot read "
+                           "/nonexistent/token"));
+  EXPECT_THAT(m, HasSubstr("t.yaml:7: routing.precise.tokenizer: tokenizer directory "
+                           "/nonexistent/model does not exist"));
+  EXPECT_THAT(m, HasSubstr("t.yaml:7: routing.precise.model_tokenizers.m: tokenizer directory "
+                           "/nonexistent/m does not exist"));
+  // Without the places (a config built in code) the errors still name the key.
+  Config bare = parsed->config;
+  EXPECT_THAT(std::string(ResolveConfig(bare).message()),
+              HasSubstr("\nadmin.token_file: the admin token: cannot read /nonexistent/token"));
+
+  // An unset variable is not looked at while parsing either.
+  ::unsetenv("KVGATE_TEST_UNSET_VARIABLE");
+  auto env = ParseConfig("admin:\n  token_env: KVGATE_TEST_UNSET_VARIABLE\n", "e.yaml");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_THAT(std::string(ResolveConfig(env->config, env->places).message()),
+              HasSubstr("e.yaml:2: admin.token_env: the admin token: environment variable "
+                        "KVGATE_TEST_UNSET_VARIABLE is not set"));
+
+  // What parsing can tell from the text alone it still refuses, at the key's line.
+  auto bad = ParseConfig("routing:\n  precise: {tokenizer: llama3}\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("b.yaml:2: routing.precise.tokenizer: unknown tokenizer \"llama3\""));
+}
+
+// The files are read when resolving, not when parsing: what resolve sees is the file's content
+// at that moment, and parsing alone adds none of the file's keys.
+TEST(ConfigParse, ResolveReadsTheFilesAtResolveTime) {
+  SecretDir d;
+  const std::string keys = d.Write("keys.yaml", std::string("- {name: a, sha256: ") + kSha + "}\n");
+  const std::string token = d.Write("token", "first\n");
+  auto parsed =
+      ParseConfig(std::string("auth:\n  api_keys: [{name: inline, sha256: ") + kSha +
+                      "}]\n  api_keys_file: " + keys + "\nadmin: {token_file: " + token + "}\n",
+                  "t.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->config.auth.api_keys.size(), 1u);  // the inline key only
+  EXPECT_EQ(parsed->config.admin.token, "");
+  d.Write("keys.yaml", std::string("- {name: b, sha256: ") + kSha + "}\n");
+  d.Write("token", "second\n");
+  Config c = parsed->config;
+  ASSERT_TRUE(ResolveConfig(c, parsed->places).ok());
+  ASSERT_EQ(c.auth.api_keys.size(), 2u);
+  EXPECT_EQ(c.auth.api_keys[0].name, "inline");
+  EXPECT_EQ(c.auth.api_keys[1].name, "b");
+  EXPECT_EQ(c.admin.token, "second");
+  // Names stay unique across the inline keys and the file's, checked when the file is read.
+  d.Write("keys.yaml", std::string("- {name: inline, sha256: ") + kSha + "}\n");
+  Config dup = parsed->config;
+  EXPECT_THAT(std::string(ResolveConfig(dup, parsed->places).message()),
+              HasSubstr(keys + ":1: auth.api_keys_file[0].name: duplicate name 'inline'"));
+}
+
 }  // namespace
 }  // namespace kvgate::config

@@ -1,0 +1,77 @@
+// File: router/config/listener_section.cc
+// The gateway's own side: the top-level scalars (listen address, threads, log level, drain),
+// `tls` on the client listener, `limits` (sizes, timeouts, admission) and `access_log`.
+#include <string>
+
+#include "common/logging.h"
+#include "common/strings.h"
+#include "common/url.h"
+#include "router/config/sections.h"
+#include "router/config/yaml_reader.h"
+#include "yaml-cpp/yaml.h"
+
+namespace kvgate::config {
+
+void ReadTopLevel(YamlReader& r, const YAML::Node& root, Config* c) {
+  std::string listen;
+  if (r.String(root, "", "listen", &listen)) {
+    auto hp = common::ParseHostPort(listen);
+    if (!hp.ok()) {
+      r.Error(root["listen"], "listen", hp.status().message());
+    } else {
+      c->listen_host = hp->first;
+      c->listen_port = hp->second;
+    }
+  }
+  r.Uint(root, "", "threads", &c->threads, 0, 1024);
+  if (r.String(root, "", "log_level", &c->log_level) && !common::IsValidLogLevel(c->log_level)) {
+    r.Error(root["log_level"], "log_level",
+            common::StrCat("unknown level '", c->log_level,
+                           "' (expected trace, debug, info, warn, error or off)"));
+  }
+  r.Uint(root, "", "drain_timeout_ms", &c->drain_timeout_ms);
+  r.Uint(root, "", "drain_delay_ms", &c->drain_delay_ms, 0, 600'000);
+  r.Uint(root, "", "models_refresh_interval_ms", &c->models_refresh_interval_ms, 100);
+}
+
+void ReadTls(YamlReader& r, const YAML::Node& n, TlsConfig* c) {
+  if (!r.ExpectMap(n, "tls", {"cert_file", "key_file", "client_ca_file"})) return;
+  r.String(n, "tls", "cert_file", &c->cert_file);
+  r.String(n, "tls", "key_file", &c->key_file);
+  r.String(n, "tls", "client_ca_file", &c->client_ca_file);
+}
+
+void ReadLimits(YamlReader& r, const YAML::Node& n, LimitsConfig* c) {
+  if (!r.ExpectMap(
+          n, "limits",
+          {"max_header_bytes", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
+           "write_timeout_ms", "tls_handshake_timeout_ms", "max_connections",
+           "max_connections_per_client", "health_reserve", "rate", "max_concurrent_requests",
+           "queue_size", "queue_timeout_ms", "queue_share_per_client"})) {
+    return;
+  }
+  r.Uint(n, "limits", "max_header_bytes", &c->max_header_bytes, 1024);
+  r.Uint(n, "limits", "max_body_bytes", &c->max_body_bytes, 1);
+  r.Uint(n, "limits", "idle_timeout_ms", &c->idle_timeout_ms, 1);
+  r.Uint(n, "limits", "read_timeout_ms", &c->read_timeout_ms, 1);
+  r.Uint(n, "limits", "write_timeout_ms", &c->write_timeout_ms, 1);
+  r.Uint(n, "limits", "tls_handshake_timeout_ms", &c->tls_handshake_timeout_ms, 1);
+  r.Uint(n, "limits", "max_connections", &c->max_connections, 1);
+  r.Uint(n, "limits", "max_connections_per_client", &c->max_connections_per_client);
+  r.Uint(n, "limits", "health_reserve", &c->health_reserve, 0, 10'000);
+  if (const YAML::Node rate = n["rate"]; rate.IsDefined() && !rate.IsNull()) {
+    ReadRate(r, rate, "limits.rate", &c->rate);
+  }
+  r.Uint(n, "limits", "max_concurrent_requests", &c->max_concurrent_requests);
+  r.Uint(n, "limits", "queue_size", &c->queue_size);
+  r.Uint(n, "limits", "queue_timeout_ms", &c->queue_timeout_ms, 1);
+  r.Double(n, "limits", "queue_share_per_client", &c->queue_share_per_client, 0.001, 1.0);
+}
+
+void ReadAccessLog(YamlReader& r, const YAML::Node& n, AccessLogConfig* c) {
+  if (!r.ExpectMap(n, "access_log", {"enabled", "path"})) return;
+  r.Bool(n, "access_log", "enabled", &c->enabled);
+  r.String(n, "access_log", "path", &c->path);
+}
+
+}  // namespace kvgate::config
