@@ -82,28 +82,28 @@ DnsResponder::~DnsResponder() {
 std::string DnsResponder::address() const { return "127.0.0.1:" + std::to_string(port_); }
 
 void DnsResponder::SetA(const std::string& name, std::vector<std::string> addresses) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   a_[name] = std::move(addresses);
 }
 
 void DnsResponder::SetSrv(const std::string& name, std::vector<DnsSrv> records) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   srv_[name] = std::move(records);
 }
 
 void DnsResponder::SetRcode(const std::string& name, int rcode) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   rcode_[name] = rcode;
 }
 
 void DnsResponder::SetCname(const std::string& name, const std::string& target) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   cname_[name] = target;
 }
 
 void DnsResponder::SetForeignA(const std::string& name, const std::string& owner,
                                std::vector<std::string> addresses) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   foreign_[name] = {owner, std::move(addresses)};
 }
 
@@ -181,7 +181,7 @@ std::string DnsResponder::Answer(const std::string& q, bool truncate) {
                                               static_cast<uint8_t>(q[at + 2]));
   const std::string question = q.substr(12, at + 5 - 12);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   int rcode = 0;
   if (auto it = rcode_.find(name); it != rcode_.end()) rcode = it->second;
   const bool known = a_.count(name) > 0 || srv_.count(name) > 0 || cname_.count(name) > 0;

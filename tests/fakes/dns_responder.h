@@ -11,11 +11,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace kvgate::testing {
 
@@ -61,14 +62,15 @@ class DnsResponder {
   uint16_t port_ = 0;
   std::atomic<bool> truncate_udp_{false};
   std::atomic<uint64_t> tcp_queries_{0};
-  std::map<std::string, std::string> cname_;
-  std::map<std::string, std::pair<std::string, std::vector<std::string>>> foreign_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> queries_{0};
-  std::mutex mu_;
-  std::map<std::string, std::vector<std::string>> a_;
-  std::map<std::string, std::vector<DnsSrv>> srv_;
-  std::map<std::string, int> rcode_;
+  common::Mutex mu_;
+  std::map<std::string, std::vector<std::string>> a_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<DnsSrv>> srv_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> rcode_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> cname_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> foreign_
+      ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

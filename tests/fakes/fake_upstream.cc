@@ -6,9 +6,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 
 namespace kvgate::testing {
@@ -123,7 +123,7 @@ struct FakeUpstream::Impl {
       return it == req.end() ? std::string("none") : std::string(it->value());
     }();
     {
-      std::lock_guard<std::mutex> lock(mu);
+      common::MutexLock lock(&mu);
       last_request_id = id;
       last_body = req.body();
       last_headers.clear();
@@ -262,10 +262,10 @@ struct FakeUpstream::Impl {
   std::atomic<uint64_t> completed{0};
   std::atomic<uint64_t> streamed_bytes{0};
   std::atomic<int64_t> active_count{0};
-  mutable std::mutex mu;
-  std::string last_request_id;
-  std::string last_body;
-  std::vector<std::pair<std::string, std::string>> last_headers;
+  mutable common::Mutex mu;
+  std::string last_request_id ABSL_GUARDED_BY(mu);
+  std::string last_body ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<std::string, std::string>> last_headers ABSL_GUARDED_BY(mu);
   bool running = false;
 };
 
@@ -322,15 +322,15 @@ uint64_t FakeUpstream::completed_streams() const { return impl_->completed.load(
 uint64_t FakeUpstream::streamed_bytes() const { return impl_->streamed_bytes.load(); }
 int64_t FakeUpstream::active() const { return impl_->active_count.load(); }
 std::string FakeUpstream::last_request_id() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   return impl_->last_request_id;
 }
 std::string FakeUpstream::last_body() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   return impl_->last_body;
 }
 std::string FakeUpstream::last_header(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  common::MutexLock lock(&impl_->mu);
   for (const auto& [k, v] : impl_->last_headers) {
     if (beast::iequals(k, name)) return v;
   }

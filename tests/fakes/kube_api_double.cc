@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/support/loopback.h"
+
 namespace kvgate::testing {
 namespace {
 
@@ -121,18 +123,8 @@ KubeApiDouble::KubeApiDouble(Options options) : options_(std::move(options)) {
     }
     ssl_ctx_ = ctx;
   }
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(listen_fd_, 64) != 0) {
-    throw std::runtime_error("KubeApiDouble: cannot listen");
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  listen_fd_ = ListenLoopback(&port_, 64);
+  if (listen_fd_ < 0) throw std::runtime_error("KubeApiDouble: cannot listen");
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -141,10 +133,10 @@ KubeApiDouble::~KubeApiDouble() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   ::close(listen_fd_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   acceptor_.join();
   for (auto& t : threads_) t.join();
   if (ssl_ctx_ != nullptr) SSL_CTX_free(static_cast<SSL_CTX*>(ssl_ctx_));
@@ -162,7 +154,7 @@ void KubeApiDouble::AcceptLoop() {
       if (stop_) return;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     fds_.push_back(fd);
     threads_.emplace_back([this, fd] { Serve(fd); });
   }
@@ -206,15 +198,15 @@ void KubeApiDouble::Serve(int fd) {
       } else if (path.starts_with("/api/v1" + ns_prefix + "pods/")) {
         ++pod_reads_;
         const std::string name = path.substr(("/api/v1" + ns_prefix + "pods/").size());
-        std::unique_lock<std::mutex> lock(mu_);
+        mu_.Lock();
         const auto it = pods_.find(name);
         if (pod_status_ != 0) {
-          lock.unlock();
+          mu_.Unlock();
           c.Respond(pod_status_, "Forbidden",
                     StatusJson(pod_status_, "Forbidden",
                                "pods \"" + name + "\" is forbidden: User cannot get resource"));
         } else if (it == pods_.end()) {
-          lock.unlock();
+          mu_.Unlock();
           c.Respond(404, "Not Found",
                     StatusJson(404, "NotFound", "pods \"" + name + "\" not found"));
         } else {
@@ -225,7 +217,7 @@ void KubeApiDouble::Serve(int fd) {
               R"(,"annotations":)" + MapJson(it->second.first) +
               R"(},"spec":{"containers":[{"name":"engine","image":"vllm/vllm-openai"}]},)"
               R"("status":{"phase":"Running"}})";
-          lock.unlock();
+          mu_.Unlock();
           c.Respond(200, "OK", body);
         }
       } else {
@@ -235,7 +227,7 @@ void KubeApiDouble::Serve(int fd) {
     }
   }
   ::shutdown(fd, SHUT_RDWR);
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   std::erase(fds_, fd);
   ::close(fd);
 }
@@ -303,7 +295,7 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
   const std::string selector = sel == query.end() ? "" : sel->second;
   const bool watch =
       query.contains("watch") && query.at("watch") != "false" && query.at("watch") != "0";
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   if (!watch) {
     ++lists_;
     std::string items;
@@ -317,7 +309,7 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
     const std::string body =
         R"({"kind":"EndpointSliceList","apiVersion":"discovery.k8s.io/v1","metadata":{"resourceVersion":")" +
         std::to_string(rv_) + R"("},"items":[)" + items + "]}";
-    lock.unlock();
+    mu_.Unlock();
     c.Respond(200, "OK", body);
     return;
   }
@@ -331,7 +323,7 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
         410, "Expired",
         "too old resource version: " + from_text + " (" + std::to_string(compacted_) + ")");
     const bool as_http = gone_as_http_;
-    lock.unlock();
+    mu_.Unlock();
     if (as_http) {
       c.Respond(410, "Gone", status);
     } else {
@@ -350,10 +342,10 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
       query.contains("timeoutSeconds") ? std::stoull(query.at("timeoutSeconds")) : 1800;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   const uint64_t drop_gen = drop_generation_;
-  lock.unlock();
+  mu_.Unlock();
   bool alive = c.Write(
       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
-  lock.lock();
+  mu_.Lock();
   while (alive) {
     std::string out;
     for (const auto& e : history_) {
@@ -369,9 +361,9 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
       out += Chunk(R"({"type":")" + e.type + R"(","object":)" + e.object + "}\n");
     }
     if (!out.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       alive = c.Write(out);
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (stop_ || drop_generation_ != drop_gen) {
@@ -379,39 +371,40 @@ void KubeApiDouble::HandleSlices(Conn& c, const std::map<std::string, std::strin
       break;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      lock.unlock();
+      mu_.Unlock();
       c.Write("0\r\n\r\n");
-      lock.lock();
+      mu_.Lock();
       break;
     }
-    cv_.wait_until(lock, deadline);
+    cv_.WaitUntil(&mu_, deadline);
   }
   --open_watches_;
+  mu_.Unlock();
 }
 
 void KubeApiDouble::Apply(const FakeSlice& slice) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const bool existed = slices_.contains(slice.name);
   slices_[slice.name] = slice;
   slice_rv_[slice.name] = ++rv_;
   history_.push_back(
       {rv_, existed ? "MODIFIED" : "ADDED", slice.service, slice.labels, SliceJson(slice, rv_)});
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void KubeApiDouble::Delete(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const auto it = slices_.find(name);
   if (it == slices_.end()) return;
   ++rv_;
   history_.push_back(
       {rv_, "DELETED", it->second.service, it->second.labels, SliceJson(it->second, rv_)});
   slices_.erase(it);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void KubeApiDouble::Bookmark() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   ++rv_;
   history_.push_back(
       {rv_,
@@ -420,34 +413,35 @@ void KubeApiDouble::Bookmark() {
        {},
        R"({"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"resourceVersion":")" +
            std::to_string(rv_) + R"("}})"});
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void KubeApiDouble::Compact() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   compacted_ = ++rv_;  // versions are cluster-wide: something else changed meanwhile
-  std::erase_if(history_, [this](const Event& e) { return e.rv <= compacted_; });
+  const uint64_t compacted = compacted_;  // a copy: the analysis cannot see into the lambda
+  std::erase_if(history_, [compacted](const Event& e) { return e.rv <= compacted; });
 }
 
 void KubeApiDouble::DropWatches() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   ++drop_generation_;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void KubeApiDouble::SetPod(const std::string& name, std::map<std::string, std::string> annotations,
                            std::map<std::string, std::string> labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   pods_[name] = {std::move(annotations), std::move(labels)};
 }
 
 std::string KubeApiDouble::last_watch_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return last_watch_version_;
 }
 
 uint64_t KubeApiDouble::version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return rv_;
 }
 

@@ -12,14 +12,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace kvgate::testing {
 
@@ -113,20 +113,20 @@ class KubeApiDouble {
       open_watches_{0}, handshake_failures_{0};
   std::thread acceptor_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t rv_ = 100;
-  uint64_t compacted_ = 0;  // events at or below this are forgotten
-  uint64_t drop_generation_ = 0;
-  std::map<std::string, FakeSlice> slices_;
-  std::map<std::string, uint64_t> slice_rv_;  // each slice's version
-  std::vector<Event> history_;
+  mutable common::Mutex mu_;
+  common::CondVar cv_;  // signalled on every change a watch may stream
+  uint64_t rv_ ABSL_GUARDED_BY(mu_) = 100;
+  uint64_t compacted_ ABSL_GUARDED_BY(mu_) = 0;  // events at or below this are forgotten
+  uint64_t drop_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, FakeSlice> slices_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> slice_rv_ ABSL_GUARDED_BY(mu_);  // each slice's version
+  std::vector<Event> history_ ABSL_GUARDED_BY(mu_);
   std::map<std::string,
            std::pair<std::map<std::string, std::string>, std::map<std::string, std::string>>>
-      pods_;
-  std::string last_watch_version_;
-  std::vector<std::thread> threads_;
-  std::vector<int> fds_;
+      pods_ ABSL_GUARDED_BY(mu_);
+  std::string last_watch_version_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::testing

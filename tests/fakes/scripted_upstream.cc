@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "tests/support/loopback.h"
+
 namespace kvgate::testing {
 namespace {
 
@@ -32,17 +34,7 @@ bool SendAll(int fd, const std::string& s) {
 }  // namespace
 
 ScriptedUpstream::ScriptedUpstream(Responder responder) : responder_(std::move(responder)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::listen(listen_fd_, 128);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  listen_fd_ = ListenLoopback(&port_);
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
@@ -52,7 +44,7 @@ ScriptedUpstream::~ScriptedUpstream() {
   ::close(listen_fd_);
   acceptor_.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
   for (auto& t : threads_) t.join();
@@ -61,7 +53,7 @@ ScriptedUpstream::~ScriptedUpstream() {
 std::string ScriptedUpstream::url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
 std::vector<std::string> ScriptedUpstream::requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return requests_;
 }
 
@@ -71,7 +63,7 @@ void ScriptedUpstream::AcceptLoop() {
     if (fd < 0) return;
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     fds_.push_back(fd);
     threads_.emplace_back([this, fd] { Serve(fd); });
   }
@@ -96,7 +88,7 @@ void ScriptedUpstream::Serve(int fd) {
     const std::string request = in.substr(0, total);
     in.erase(0, total);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      common::MutexLock lock(&mu_);
       requests_.push_back(request);
     }
     const Script script = responder_(request);
@@ -117,14 +109,11 @@ void ScriptedUpstream::Serve(int fd) {
 
 std::string RawExchange(uint16_t port, const std::string& bytes, std::chrono::milliseconds timeout,
                         bool* closed) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
   std::string out;
   if (closed != nullptr) *closed = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !SendAll(fd, bytes)) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return out;
+  if (!SendAll(fd, bytes)) {
     ::close(fd);
     return out;
   }

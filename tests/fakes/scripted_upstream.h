@@ -10,10 +10,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace kvgate::testing {
 
@@ -43,10 +44,10 @@ class ScriptedUpstream {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
-  mutable std::mutex mu_;
-  std::vector<std::string> requests_;
-  std::vector<std::thread> threads_;
-  std::vector<int> fds_;
+  mutable common::Mutex mu_;
+  std::vector<std::string> requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Sends `bytes` on a new connection to `port` and returns everything the server sends until

@@ -9,7 +9,7 @@
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {

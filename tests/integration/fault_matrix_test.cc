@@ -6,25 +6,26 @@
 // requests, prefill tokens, decode slots or KV blocks reserved, no client connection is left
 // open, and the next request is served. Lost KV events are the precise-mode cell, in
 // tests/precise/sim_precise_test.cc.
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <mutex>
 #include <csignal>
 #include <regex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {
@@ -37,15 +38,7 @@ using namespace std::chrono_literals;
 class ResettingWorker {
  public:
   ResettingWorker() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    ::listen(fd_, 64);
-    socklen_t len = sizeof(a);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = ListenLoopback(&port_, 64);
     thread_ = std::thread([this] {
       for (;;) {
         const int c = ::accept(fd_, nullptr, nullptr);
@@ -111,8 +104,7 @@ class FaultMatrixTest : public ::testing::Test {
     // Only the connection asking for the metrics is open.
     EXPECT_TRUE(WaitFor(
         [&] {
-          return gateway_->MetricsText().find("\nkvgate_http_connections 0\n") !=
-                 std::string::npos;
+          return gateway_->MetricsText().find("\nkvgate_http_connections 0\n") != std::string::npos;
         },
         5s));
     EXPECT_NE(gateway_->MetricsText().find("\nkvgate_admission_running 0\n"), std::string::npos);
@@ -286,17 +278,17 @@ TEST_F(FaultMatrixTest, GatewayRestartUnderLoad) {
   FakeUpstream fake(o);
   fake.Start();
   const std::string config = WriteTempFile(
-      "kvgate.yaml", common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\ndrain_timeout_ms: 10000\n",
-                                    "admin: {token: ", kAdminToken, "}\nworkers:\n  - url: ",
-                                    fake.url(), "\n"));
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\ndrain_timeout_ms: 10000\n",
+                     "admin: {token: ", kAdminToken, "}\nworkers:\n  - url: ", fake.url(), "\n"));
   auto first = std::make_unique<ChildProcess>(
       std::vector<std::string>{BinDir() + "/kvgate", "--config", config});
   const uint16_t port = first->Port();
   ASSERT_NE(port, 0) << first->Log();
   std::atomic<bool> stop{false};
   std::atomic<int> complete{0}, refused{0}, broken{0};
-  std::mutex mu;
-  std::string first_broken;
+  common::Mutex mu;
+  std::string first_broken;  // guarded by mu (a local: no annotation)
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&] {
@@ -309,7 +301,7 @@ TEST_F(FaultMatrixTest, GatewayRestartUnderLoad) {
           std::this_thread::sleep_for(5ms);
         } else {
           broken.fetch_add(1);
-          std::lock_guard<std::mutex> lock(mu);
+          common::MutexLock lock(&mu);
           if (first_broken.empty()) {
             first_broken = common::StrCat(r.status, " ", r.error, " ", r.body.substr(0, 300));
           }

@@ -20,7 +20,9 @@
 #include "tests/fakes/test_client.h"
 #include "tests/integration/gateway_fixture.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {
@@ -108,7 +110,7 @@ TEST_F(GatewayTest, ClientDisconnectWhileWaitingCancelsUpstream) {
 TEST_F(GatewayTest, DeadWorkerIsSkippedAndRequestRetried) {
   FakeUpstream& f = AddFake();
   auto c = BaseConfig();
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", UnusedPort()));
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
   AddTestWorker(c, f.url());
   c.circuit_breaker.consecutive_failures = 1000;  // keep retrying through the dead one
   StartGateway(c);
@@ -126,7 +128,7 @@ TEST_F(GatewayTest, DeadWorkerIsSkippedAndRequestRetried) {
 TEST_F(GatewayTest, CircuitBreakerEjectsDeadWorker) {
   FakeUpstream& f = AddFake();
   auto c = BaseConfig();
-  const std::string dead = common::StrCat("http://127.0.0.1:", UnusedPort());
+  const std::string dead = common::StrCat("http://127.0.0.1:", FreePort());
   AddTestWorker(c, dead);
   AddTestWorker(c, f.url());
   c.circuit_breaker.consecutive_failures = 2;
@@ -141,8 +143,8 @@ TEST_F(GatewayTest, CircuitBreakerEjectsDeadWorker) {
 
 TEST_F(GatewayTest, AllWorkersDeadGives503Json) {
   auto c = BaseConfig();
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", UnusedPort()));
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", UnusedPort()));
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
   StartGateway(c);
   ExpectOpenAiError(Chat(true), 503);
 }

@@ -13,10 +13,10 @@
 #include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/kube_api_double.h"
-#include "tests/fakes/test_certs.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/test_certs.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {

@@ -10,19 +10,15 @@
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-std::string Binary() {
-  const char* dir = std::getenv("KVGATE_BIN_DIR");
-  return std::string(dir ? dir : KVGATE_TEST_BIN_DIR) + "/kvgate";
-}
 
 // A kvgate process with its output captured.
 class Process : public ChildProcess {
@@ -31,7 +27,7 @@ class Process : public ChildProcess {
 
  private:
   static std::vector<std::string> WithBinary(std::vector<std::string> args) {
-    args.insert(args.begin(), Binary());
+    args.insert(args.begin(), BinDir() + "/kvgate");
     return args;
   }
 };

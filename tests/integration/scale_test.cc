@@ -12,8 +12,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {

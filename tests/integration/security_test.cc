@@ -20,7 +20,9 @@
 #include "tests/fakes/test_client.h"
 #include "tests/integration/held_connection.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {
@@ -435,7 +437,7 @@ TEST_F(SecurityTest, ReadyWaitsForAPassedHealthCheck) {
   c.health_check.enabled = true;
   c.health_check.interval_ms = 60'000;  // only the first round counts here
   config::WorkerConfig dead;
-  dead.url = *common::ParseHttpUrl(common::StrCat("http://127.0.0.1:", UnusedPort()));
+  dead.url = *common::ParseHttpUrl(common::StrCat("http://127.0.0.1:", FreePort()));
   c.workers.push_back(dead);
   Start(c);
   // Its only worker never answered: not ready, and nothing is routed there.

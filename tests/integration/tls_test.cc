@@ -14,12 +14,13 @@
 #include "router/server/gateway.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/scripted_upstream.h"
-#include "tests/fakes/test_certs.h"
 #include "tests/fakes/test_client.h"
 #include "tests/fakes/tls_client.h"
 #include "tests/integration/held_connection.h"
 #include "tests/integration/test_gateway.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_certs.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::testing {
 namespace {

@@ -7,14 +7,14 @@
 
 #include <atomic>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "common/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::kvevents {
 namespace {
@@ -71,7 +71,7 @@ class TestPublisher {
   void Publish(uint64_t seq, const std::string& payload, bool drop_live = false,
                const std::string& topic = "kv") {
     if (topic == "kv") {  // Another topic is another publisher's stream.
-      std::lock_guard lock(mu_);
+      common::MutexLock lock(&mu_);
       buffer_.emplace_back(seq, payload);
     }
     if (drop_live) return;
@@ -84,7 +84,7 @@ class TestPublisher {
   void Resend(uint64_t seq) {
     std::string payload;
     {
-      std::lock_guard lock(mu_);
+      common::MutexLock lock(&mu_);
       for (const auto& [s, p] : buffer_) {
         if (s == seq) payload = p;
       }
@@ -103,7 +103,7 @@ class TestPublisher {
   }
   // A restarted engine: empty buffer, sequence from 0 again.
   void Restart() {
-    std::lock_guard lock(mu_);
+    common::MutexLock lock(&mu_);
     buffer_.clear();
   }
 
@@ -129,7 +129,7 @@ class TestPublisher {
       if (req.size() != 3) continue;
       const uint64_t from =
           *DecodeSequence({static_cast<const char*>(req[2].data()), req[2].size()});
-      std::lock_guard lock(mu_);
+      common::MutexLock lock(&mu_);
       const std::string id(static_cast<const char*>(req[0].data()), req[0].size());
       for (const auto& [seq, payload] : buffer_) {
         if (seq < from) continue;
@@ -151,8 +151,8 @@ class TestPublisher {
   zmq::socket_t pub_;
   std::optional<zmq::socket_t> router_;
   std::string endpoint_, replay_endpoint_;
-  std::mutex mu_;
-  std::deque<std::pair<uint64_t, std::string>> buffer_;
+  common::Mutex mu_;
+  std::deque<std::pair<uint64_t, std::string>> buffer_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

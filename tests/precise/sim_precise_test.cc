@@ -13,9 +13,10 @@
 #include "sim/server.h"
 #include "simdjson.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate {
 namespace {
@@ -150,7 +151,7 @@ double MetricValue(uint16_t port, const std::string& series) {
 
 TEST(PreciseModeWithSimulators, IndexEqualsTheEnginesPoolsAfterATrace) {
   if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
-  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  const std::string dir = testing::MakeTempDir();
   constexpr uint32_t kDp = 2;
   Engine a = StartEngine(dir, 0, kDp);
   Engine b = StartEngine(dir, 1, kDp);
@@ -204,7 +205,7 @@ TEST(PreciseModeWithSimulators, IndexEqualsTheEnginesPoolsAfterATrace) {
 
 TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately) {
   if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
-  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  const std::string dir = testing::MakeTempDir();
   Engine a = StartEngine(dir, 0, 1);
   const std::string config = testing::WriteTempFile(
       "kvgate.yaml",
@@ -236,7 +237,7 @@ TEST(PreciseModeWithSimulators, WrongBlockSizeIsUnverifiedAndRoutesApproximately
 
 TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
   if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
-  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  const std::string dir = testing::MakeTempDir();
   sim::SimOptions o;  // Publishes nothing: its events are "lost".
   o.base_port = 0;
   o.time_scale = 0.02;
@@ -275,7 +276,7 @@ TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
 // reservation is left behind.
 TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
   if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
-  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  const std::string dir = testing::MakeTempDir();
   Engine a = StartEngine(dir, 0, 1, /*drop_events_rate=*/0.3);
   const std::string url = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
   for (const bool replay : {true, false}) {
@@ -337,7 +338,7 @@ TEST(PreciseModeWithSimulators, LostEventsAreReplayedOrCounted) {
 // Responses stay precise on it and every API stays precise on the other worker.
 TEST(PreciseModeWithSimulators, AnApiConvertedDifferentlyFallsBackAloneAndLoudly) {
   if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
-  const std::string dir = std::filesystem::path(testing::WriteTempFile("x", "")).parent_path();
+  const std::string dir = testing::MakeTempDir();
   Engine a = StartEngine(dir, 0, 1, 0, sim::ConvertQuirk::kMessages);
   Engine b = StartEngine(dir, 1, 1);
   const std::string config = testing::WriteTempFile(

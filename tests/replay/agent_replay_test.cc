@@ -10,9 +10,10 @@
 #include "gtest/gtest.h"
 #include "simdjson.h"
 #include "tests/fakes/scripted_upstream.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::replay {
 namespace {

@@ -13,9 +13,11 @@
 #include "gtest/gtest.h"
 #include "simdjson.h"
 #include "tests/fakes/fake_upstream.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
+#include "tests/support/child_process.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::replay {
 namespace {
@@ -104,7 +106,7 @@ TEST(ReplayMooncakeTest, CountsHttpAndTransportErrors) {
   EXPECT_EQ(result->report.error_kinds.at("http_503"), 5u);
   EXPECT_THAT(result->records[0].error, HasSubstr("fake failure"));
 
-  ReplayOptions dead = Options("http://127.0.0.1:" + std::to_string(kvgate::testing::UnusedPort()),
+  ReplayOptions dead = Options("http://127.0.0.1:" + std::to_string(kvgate::testing::FreePort()),
                                Fixture("tiny.jsonl"));
   dead.speedup = 100;
   auto down = RunReplay(dead);

@@ -12,9 +12,10 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
 #include "tests/replay/test_paths.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::replay {
 namespace {

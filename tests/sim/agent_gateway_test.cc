@@ -11,9 +11,9 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
-#include "tests/sim/gateway_binary.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -42,7 +42,7 @@ std::string Words(const std::string& seed, int n) {
 class AgentGatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    binary_ = TestBinary("kvgate");
+    binary_ = testing::TestBinary("kvgate");
     if (binary_.empty()) GTEST_SKIP() << "kvgate binary not built (set KVGATE_GATEWAY_BIN)";
     SimOptions o;
     o.base_port = 0;

@@ -5,8 +5,8 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/sim/gateway_binary.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(GatewayEndToEnd, ProxiesToTheSimulatorAndStreamsIncrementally) {
-  const std::string binary = TestBinary("kvgate");
+  const std::string binary = testing::TestBinary("kvgate");
   if (binary.empty()) GTEST_SKIP() << "kvgate binary not built (set KVGATE_GATEWAY_BIN)";
   SimOptions o;
   o.base_port = 0;

@@ -12,9 +12,10 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
-#include "tests/sim/gateway_binary.h"
+#include "tests/support/child_process.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -55,12 +56,12 @@ class PdE2eTest : public ::testing::TestWithParam<std::string> {
   // Starts one simulated worker per spec and kvgate with `pd_yaml` in front of them.
   void Start(PdProtocol protocol, const std::vector<SimSpec>& specs, const std::string& pd_yaml,
              const std::string& policy = "round_robin") {
-    const std::string gateway = TestBinary("kvgate");
+    const std::string gateway = testing::TestBinary("kvgate");
     if (gateway.empty()) GTEST_SKIP() << "kvgate not built";
     std::string workers;
     for (const SimSpec& spec : specs) {
       if (spec.dead) {
-        common::StrAppend(&workers, "  - {url: \"http://127.0.0.1:", testing::UnusedPort(),
+        common::StrAppend(&workers, "  - {url: \"http://127.0.0.1:", testing::FreePort(),
                           "\", role: prefill, models: [sim-model]}\n");
         sims_.push_back(nullptr);
         continue;

@@ -13,8 +13,9 @@
 #include "sim/pd_protocol.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
 #include "tests/sim/sim_test_util.h"
+#include "tests/support/loopback.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -148,7 +149,7 @@ TEST_F(PdSimTest, NixlDecodeRecomputesWithoutItsPrefill) {
   const std::string params = common::StrCat(
       R"(,"kv_transfer_params":{"do_remote_prefill":true,"do_remote_decode":false,)",
       R"("remote_block_ids":[1,2],"remote_engine_id":"gone","remote_host":"127.0.0.1",)",
-      R"("remote_port":)", testing::UnusedPort(), R"(,"tp_size":1})");
+      R"("remote_port":)", testing::FreePort(), R"(,"tp_size":1})");
   ExpectRecomputed(Fetch(d_, "POST", "/v1/chat/completions", Chat(4, params)));
 }
 
@@ -204,7 +205,7 @@ TEST_F(PdSimTest, P2pNcclDecodeFindsItsPrefillInTheRequestId) {
   ExpectPulled(Fetch(d_, "POST", "/v1/chat/completions", Chat(4), {{"x-request-id", id}}));
 
   // A prefill address nobody serves: recompute.
-  const std::string dead = common::StrCat("___prefill_addr_127.0.0.1:", testing::UnusedPort(),
+  const std::string dead = common::StrCat("___prefill_addr_127.0.0.1:", testing::FreePort(),
                                           "___decode_addr_127.0.0.1:", d_boot_, "_ff");
   auto r =
       Fetch(d_, "POST", "/v1/chat/completions", Chat(4, "", false, 'r'), {{"x-request-id", dead}});

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {

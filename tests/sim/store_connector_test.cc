@@ -15,9 +15,9 @@
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
 #include "tests/sim/sim_test_util.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {

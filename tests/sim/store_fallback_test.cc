@@ -11,10 +11,10 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
-#include "tests/sim/gateway_binary.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::sim {
 namespace {
@@ -57,8 +57,8 @@ class StoreFallbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
     kvgate::testing::TestCredentialsFile();  // The children find it through the environment.
-    const std::string gateway = TestBinary("kvgate");
-    const std::string store = TestBinary("kvgate-store");
+    const std::string gateway = testing::TestBinary("kvgate");
+    const std::string store = testing::TestBinary("kvgate-store");
     if (gateway.empty() || store.empty()) GTEST_SKIP() << "kvgate or kvgate-store not built";
     store_ = std::make_unique<testing::ChildProcess>(std::vector<std::string>{
         store, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--memory", "64MiB",

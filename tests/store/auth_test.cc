@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -24,9 +23,11 @@
 #include "store/store_cli.h"
 #include "store/wire.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/child_process.h"
+#include "tests/support/loopback.h"
+#include "tests/support/test_util.h"
 #include "transfer/shm/unix_socket.h"
 
 namespace kvgate::store {
@@ -45,12 +46,8 @@ using transfer::PeerRole;
 constexpr uint64_t kSize = 16 << 10;
 
 int ConnectLoopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const int fd = kvgate::testing::ConnectLoopback(port);
+  EXPECT_GE(fd, 0) << "cannot connect to 127.0.0.1:" << port;
   return fd;
 }
 
@@ -352,16 +349,13 @@ TEST(StoreShmTest, AnotherUserCannotMapThePool) {
     return got;
   };
   EXPECT_TRUE(map_pool());  // The store's own user: served (the check below can fail).
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-    ::_exit(map_pool() ? 1 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "nobody mapped root's pool (2: could not become nobody)";
+  const int code = kvgate::testing::RunInChild([&] {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 2;
+    return map_pool() ? 1 : 0;
+  });
+  ASSERT_GE(code, 0) << "cannot fork";
+  ASSERT_LT(code, 128) << "the child was killed by signal " << code - 128;
+  EXPECT_EQ(code, 0) << "nobody mapped root's pool (2: could not become nobody)";
 }
 
 // One connection sending its request a byte at a time once blocked /health for everyone (and

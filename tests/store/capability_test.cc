@@ -14,9 +14,9 @@
 #include "store/master_service.h"
 #include "store/rpc.h"
 #include "store/wire.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::store {
 namespace {

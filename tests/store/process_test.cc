@@ -12,23 +12,20 @@
 #include "store/client.h"
 #include "store/master_client.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/child_process.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/test_credentials.h"
-#include "tests/transfer/etcd_server.h"
-#include "tests/transfer/test_support.h"
+#include "tests/support/child_process.h"
+#include "tests/support/etcd_server.h"
+#include "tests/support/loopback.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::store {
 namespace {
 
 using kvgate::testing::ChildProcess;
+using kvgate::testing::FreePort;
 using kvgate::testing::WaitFor;
-using transfer::testing::FreePort;
 
-std::string Bin(const std::string& name) {
-  const char* dir = std::getenv("KVGATE_BIN_DIR");
-  return std::string(dir != nullptr ? dir : KVGATE_TEST_BIN_DIR) + "/" + name;
-}
+std::string Bin(const std::string& name) { return kvgate::testing::BinDir() + "/" + name; }
 
 // GET http://127.0.0.1:port/path: {status, body}; {0, ""} when nothing answered.
 std::pair<int, std::string> HttpGet(uint16_t port, const std::string& path) {
@@ -150,9 +147,9 @@ TEST_F(StoreProcessTest, KilledDataNodeTakesOnlyItsKeys) {
 }
 
 TEST_F(StoreProcessTest, StandbyMasterTakesOverAndNothingOnTheNodesIsLost) {
-  const std::string etcd_bin = transfer::testing::FindEtcd();
+  const std::string etcd_bin = kvgate::testing::FindEtcd();
   if (etcd_bin.empty()) GTEST_SKIP() << "skipped: etcd not installed (scripts/setup installs it)";
-  transfer::testing::EtcdServer etcd;
+  kvgate::testing::EtcdServer etcd;
   ASSERT_TRUE(etcd.Start(etcd_bin));
   const std::string uri = "etcd://127.0.0.1:" + std::to_string(etcd.port()) + "/failover";
   auto master = [&](uint16_t port, uint16_t http) {

@@ -12,9 +12,9 @@
 #include "store/master_service.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::store {
 namespace {

@@ -18,9 +18,10 @@
 #include "store/client.h"
 #include "store/data_node.h"
 #include "store/master_service.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/loopback.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::store {
 namespace {
@@ -44,15 +45,8 @@ size_t ThreadCount() {
 }
 
 int Connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
+  const int fd = kvgate::testing::ConnectLoopback(port);
+  if (fd < 0) return -1;
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return fd;

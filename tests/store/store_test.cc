@@ -20,9 +20,11 @@
 #include "store/data_node.h"
 #include "store/master_service.h"
 #include "store/store_metrics.h"
-#include "tests/integration/test_util.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
+#include "tests/support/test_util.h"
 
 namespace kvgate::store {
 namespace {
@@ -357,12 +359,8 @@ TEST(StoreMasterSocketTest, BadInputIsRefusedAndTheMasterServesOn) {
   auto svc = kvgate::testing::StartTestMaster();
   ASSERT_TRUE(svc.ok());
   auto connect = [&] {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((*svc)->port());
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = kvgate::testing::ConnectLoopback((*svc)->port());
+    EXPECT_GE(fd, 0) << "cannot connect to the master";
     return fd;
   };
   int bad = connect();

@@ -10,33 +10,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_files.h"
 #include "tokenizer/hf_split.h"
 #include "tokenizer/hf_text.h"
 
 namespace kvgate::tokenizer {
 namespace {
 
-namespace fs = std::filesystem;
+using kvgate::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("kvgate_tok_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  void Write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 // Byte-level BPE: "Ġ" is the byte alphabet's space. Merges by rank: a+b, ab+c, Ġ+a.
 constexpr const char* kTinyJson = R"({

@@ -2,7 +2,6 @@
 // engines find each other, and a killed process's segment disappears when its lease expires.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,18 +12,17 @@
 #include "common/url.h"
 #include "gtest/gtest.h"
 #include "net/http_client.h"
-#include "tests/transfer/etcd_server.h"
+#include "tests/support/etcd_server.h"
+#include "tests/support/loopback.h"
 #include "tests/transfer/test_support.h"
 #include "transfer/metadata/etcd_metadata.h"
 #include "transfer/transfer_engine.h"
 
-extern char** environ;
-
 namespace kvgate::transfer {
 namespace {
 
-using testing::EtcdServer;
-using testing::FindEtcd;
+using kvgate::testing::EtcdServer;
+using kvgate::testing::FindEtcd;
 using testing::FindPatternMismatch;
 
 class EtcdTest : public ::testing::Test {

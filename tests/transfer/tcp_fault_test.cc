@@ -9,11 +9,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "common/mutex.h"
 #include "gtest/gtest.h"
+#include "tests/support/loopback.h"
 #include "tests/transfer/test_support.h"
 #include "transfer/crc32c.h"
 #include "transfer/metadata/static_metadata.h"
@@ -39,15 +40,7 @@ class FaultRelay {
  public:
   FaultRelay(uint16_t target_port, RelayFaults faults, uint64_t seed)
       : target_port_(target_port), faults_(faults), seed_(seed) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(listen_fd_, 64);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = kvgate::testing::ListenLoopback(&port_, 64);
     accept_thread_ = std::thread([this] { AcceptLoop(); });
   }
   ~FaultRelay() {
@@ -55,7 +48,7 @@ class FaultRelay {
     accept_thread_.join();
     std::vector<std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      common::MutexLock lock(&mu_);
       threads.swap(threads_);
     }
     for (auto& t : threads) t.join();
@@ -84,14 +77,9 @@ class FaultRelay {
       if (poll(&p, 1, 20) <= 0) continue;
       const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) continue;
-      const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(target_port_);
-      if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      const int s = kvgate::testing::ConnectLoopback(target_port_);
+      if (s < 0) {
         close(c);
-        close(s);
         continue;
       }
       const int one = 1;
@@ -101,7 +89,7 @@ class FaultRelay {
       auto pair = std::make_shared<Pair>();
       pair->client = c;
       pair->server = s;
-      std::lock_guard<std::mutex> lock(mu_);
+      common::MutexLock lock(&mu_);
       threads_.emplace_back([this, pair, seed = seed_ + 2 * n] { Pump(pair, true, seed); });
       threads_.emplace_back([this, pair, seed = seed_ + 2 * n + 1] { Pump(pair, false, seed); });
       ++n;
@@ -159,8 +147,8 @@ class FaultRelay {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> resets_{0}, flips_{0}, connections_{0};
   std::thread accept_thread_;
-  std::mutex mu_;
-  std::vector<std::thread> threads_;
+  common::Mutex mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 // Reads the static metadata, pointing every peer's tcp endpoint at the relay.

@@ -1,17 +1,11 @@
 #include "tests/transfer/test_support.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -20,9 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/strings.h"
+#include "tests/support/child_process.h"
 #include "transfer/crc32c.h"
-
-extern char** environ;
 
 #if defined(__SANITIZE_THREAD__)
 // TSan's dynamic annotations (in its runtime).
@@ -89,33 +82,6 @@ int64_t FindPatternMismatch(const uint8_t* p, uint64_t length, uint64_t seed,
   return -1;
 }
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = common::StrCat(base != nullptr ? base : "/tmp", "/kvgate-transfer-XXXXXX");
-  if (mkdtemp(templ.data()) != nullptr) path_ = templ;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  uint16_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 TransferEngineOptions TestEngineOptions(const std::string& name, const std::string& metadata_uri,
                                         std::vector<std::string> transports) {
   TransferEngineOptions o;
@@ -141,15 +107,10 @@ PeerProcess::PeerProcess(PeerOptions options) : options_(std::move(options)) {
                                    "--bytes",        std::to_string(options_.bytes),
                                    "--seed",         std::to_string(options_.seed),
                                    "--managed",      options_.managed ? "1" : "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-  posix_spawn_file_actions_destroy(&fa);
+  kvgate::testing::ChildStdio stdio;
+  stdio.stdin_fd = in[0];
+  stdio.stdout_fd = out[1];
+  pid_ = kvgate::testing::SpawnChild(std::move(args), stdio);
   close(in[0]);
   close(out[1]);
   to_child_ = in[1];
@@ -233,10 +194,9 @@ bool PeerProcess::Stop() {
 
 int PeerProcess::Wait() {
   if (pid_ <= 0) return -1;
-  int status = 0;
-  waitpid(pid_, &status, 0);
+  const int code = kvgate::testing::ReapChild(pid_);
   pid_ = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return code;
 }
 
 // ---------------------------------------------------------------------------------------------

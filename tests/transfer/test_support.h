@@ -1,7 +1,8 @@
 // File: tests/transfer/test_support.h
-// Helpers for the transfer tests: a second process (this test binary re-run with
+// The transfer tests' own fixtures: a second process (this test binary re-run with
 // --transfer-peer) that owns a segment and answers line commands on stdin/stdout, a
-// deterministic byte pattern, temp directories and free loopback ports. Thread-compatible.
+// deterministic byte pattern, and engine options for tests. Temp dirs, ports and processes come
+// from tests/support. Thread-compatible.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/support/loopback.h"
+#include "tests/support/temp_files.h"
 #include "transfer/transfer_engine.h"
 
 namespace kvgate::transfer::testing {
@@ -24,19 +27,9 @@ void FillPattern(uint8_t* p, uint64_t length, uint64_t seed, uint64_t first_offs
 int64_t FindPatternMismatch(const uint8_t* p, uint64_t length, uint64_t seed,
                             uint64_t first_offset = 0);
 
-/// A fresh directory under $TMPDIR, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-/// A loopback TCP port that was free a moment ago.
-uint16_t FreePort();
+// The transfer tests name these testing::TempDir and testing::FreePort.
+using kvgate::testing::FreePort;
+using kvgate::testing::TempDir;
 
 /// Options for a peer process.
 struct PeerOptions {

@@ -1,13 +1,15 @@
-#include "tests/fakes/test_certs.h"
+// File: tests/support/test_certs.cc
+#include "tests/support/test_certs.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
-#include <stdlib.h>
 
 #include <cstdio>
 #include <stdexcept>
+
+#include "tests/support/temp_files.h"
 
 namespace kvgate::testing {
 namespace {
@@ -67,10 +69,9 @@ void WritePem(const std::string& path, X509* cert, EVP_PKEY* key) {
 }  // namespace
 
 TestCerts MakeTestCerts() {
-  char tmpl[] = "/tmp/kvgate-certs-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   TestCerts out;
-  out.dir = tmpl;
+  out.dir = MakeTempDir("kvgate-certs");
+  if (out.dir.empty()) throw std::runtime_error("cannot make a temp dir for the certificates");
   out.ca_cert = out.dir + "/ca.pem";
   out.server_cert = out.dir + "/server.pem";
   out.server_key = out.dir + "/server-key.pem";

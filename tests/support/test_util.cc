@@ -1,14 +1,13 @@
-#include "tests/integration/test_util.h"
+// File: tests/support/test_util.cc
+#include "tests/support/test_util.h"
 
 #include <malloc.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 // Declared here: Debian's gcc ships the sanitizer runtimes without their interface headers.
@@ -18,6 +17,29 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 
 namespace kvgate::testing {
 
+std::string BinDir() {
+  const char* dir = std::getenv("KVGATE_BIN_DIR");
+  return dir != nullptr ? dir : KVGATE_TEST_BIN_DIR;
+}
+
+std::string SourceDir() {
+  const char* dir = std::getenv("KVGATE_SOURCE_DIR");
+  return dir != nullptr ? dir : KVGATE_TEST_SOURCE_DIR;
+}
+
+std::string TestBinary(const std::string& name) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("KVGATE_GATEWAY_BIN"); env != nullptr && name == "kvgate") {
+    candidates.push_back(env);
+  }
+  candidates.push_back(BinDir() + "/" + name);
+  candidates.push_back(SourceDir() + "/build/debug/bin/" + name);
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  }
+  return "";
+}
+
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
@@ -25,19 +47,6 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return pred();
-}
-
-uint16_t UnusedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 uint64_t ProcessRssBytes(int pid) {
@@ -64,20 +73,6 @@ bool UnderSanitizerAllocator() {
 #else
   return false;
 #endif
-}
-
-std::string WriteTempFile(const std::string& name, const std::string& content) {
-  char tmpl[] = "/tmp/kvgate-test-XXXXXX";
-  const char* dir = ::mkdtemp(tmpl);
-  const std::string path = std::string(dir) + "/" + name;
-  std::ofstream(path) << content;
-  return path;
-}
-
-std::string WriteSecretFile(const std::string& name, const std::string& content) {
-  const std::string path = WriteTempFile(name, content);
-  ::chmod(path.c_str(), 0600);
-  return path;
 }
 
 }  // namespace kvgate::testing
