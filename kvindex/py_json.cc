@@ -153,22 +153,20 @@ absl::Status AppendNumber(od::value& v, std::string* out, bool json_safe) {
   }
   double d = 0;
   const auto ec = v.get_double().get(d);
+  // A token the number parser refuses (`0"x"`, `1.e`) is invalid JSON, as the canonical walk's
+  // Validate says too: both walks must agree on what a body is.
+  if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
   // For a chat body (json_safe), what the canonical JSON keeps, the spelling, whenever a double
-  // cannot hold the number: out of range, or a token simdjson's number parser refuses.
+  // cannot hold the number.
   if (ec && json_safe) {
     out->append(raw);
     return absl::OkStatus();
   }
   if (raw.find_first_of(".eE") == std::string_view::npos) {  // a Python int: its digits
-    if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
     out->append(raw == "-0" ? std::string_view("0") : raw);
     return absl::OkStatus();
   }
-  if (ec == simdjson::NUMBER_OUT_OF_RANGE) {
-    d = raw.starts_with('-') ? -HUGE_VAL : HUGE_VAL;
-  } else if (ec) {
-    return JsonError(ec, "number");
-  }
+  if (ec == simdjson::NUMBER_OUT_OF_RANGE) d = raw.starts_with('-') ? -HUGE_VAL : HUGE_VAL;
   AppendFloat(d, out);
   return absl::OkStatus();
 }

@@ -108,6 +108,25 @@ TEST(AgentChatTest, OpaqueBlocksNamedLikeChatFieldsConvertToTheSameBytes) {
   }
 }
 
+// A number token the parser refuses inside chat_template_kwargs (which the converter copies,
+// and the canonical walk only validates) is invalid for both, not copied as spelt (a fuzzer
+// found `{"k":0"object"}`).
+TEST(AgentChatTest, MalformedNumberInTemplateKwargsIsInvalidForBothWalks) {
+  for (const ApiKind api : {ApiKind::kResponses, ApiKind::kMessages}) {
+    const std::string main = api == ApiKind::kResponses
+                                 ? R"("input":"hello")"
+                                 : R"("messages":[{"role":"user","content":"hi"}])";
+    for (const std::string number : {R"(0"object")", "1.e", "-", "01x"}) {
+      const std::string body =
+          R"({"model":"m","chat_template_kwargs":{"k":)" + number + "}," + main + "}";
+      EXPECT_FALSE(CanonicalizeRequest(body, api).ok()) << body;
+      AgentChatConverter converter;
+      std::string chat;
+      EXPECT_FALSE(converter.ConvertToChatBody(body, api, &chat).ok()) << body << " -> " << chat;
+    }
+  }
+}
+
 TEST(AgentChatTest, BillingHeaderCacheControlAndMetadataNeverReachTheChain) {
   std::string other = kMessages;
   auto replace = [&other](std::string_view from, std::string_view to) {
