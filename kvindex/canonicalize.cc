@@ -599,12 +599,12 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth,
       return absl::OkStatus();
     }
     case od::json_type::number: {
-      if (out == nullptr) {
-        double d;
-        const auto ec = v.get_double().get(d);
-        if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
-        return absl::OkStatus();
-      }
+      // A token the number parser refuses (`0750`, `0"x"`) is invalid wherever it stands, in a
+      // value only validated or in one kept (tools): the converter's chat body says the same.
+      double d;
+      const auto ec = v.get_double().get(d);
+      if (ec && ec != simdjson::NUMBER_OUT_OF_RANGE) return JsonError(ec, "number");
+      if (out == nullptr) return absl::OkStatus();
       out->push_back('#');
       od::number n;
       char buf[64];

@@ -127,6 +127,26 @@ TEST(AgentChatTest, MalformedNumberInTemplateKwargsIsInvalidForBothWalks) {
   }
 }
 
+// The same in a tool's schema, which the canonical walk keeps (found by the fuzzers: `0750.0`
+// in an input_schema, `0"shell"` as a tool's name).
+TEST(AgentChatTest, MalformedNumberInAToolIsInvalidForBothWalks) {
+  for (const std::string number : {"0750.0", R"(0"shell")"}) {
+    const std::string messages =
+        R"({"model":"m","max_tokens":5,"tools":[{"name":"Bash","input_schema":{"minimum":)" +
+        number + R"(}}],"messages":[{"role":"user","content":"hi"}]})";
+    const std::string responses =
+        R"({"model":"m","tools":[{"type":"function","name":"f","parameters":{"minimum":)" + number +
+        R"(}}],"input":"hi"})";
+    for (const auto& [body, api] :
+         {std::pair{messages, ApiKind::kMessages}, std::pair{responses, ApiKind::kResponses}}) {
+      EXPECT_FALSE(CanonicalizeRequest(body, api).ok()) << body;
+      AgentChatConverter converter;
+      std::string chat;
+      EXPECT_FALSE(converter.ConvertToChatBody(body, api, &chat).ok()) << body << " -> " << chat;
+    }
+  }
+}
+
 TEST(AgentChatTest, BillingHeaderCacheControlAndMetadataNeverReachTheChain) {
   std::string other = kMessages;
   auto replace = [&other](std::string_view from, std::string_view to) {
