@@ -36,6 +36,8 @@ target_include_directories(kvgate_msgpuck_headers INTERFACE ${MSGPUCK_INCLUDE_DI
 
 # --- kvgate-sim (issue 5): ZeroMQ (libzmq + header-only cppzmq). ---
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+# Replica sync (router/cluster/): Redis pub/sub and keys through hiredis.
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)
 add_library(kvgate_zmq INTERFACE)
 target_include_directories(kvgate_zmq INTERFACE ${CPPZMQ_INCLUDE_DIR})

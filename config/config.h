@@ -372,6 +372,30 @@ struct AccessLogConfig {
   std::string path = "-";  // "-" = stdout
 };
 
+// Replica sync (docs/scale-out.md): kvgate replicas that name the same Redis and the same
+// cluster name share their in-flight load, approximate-mode learning, OpenAI Responses pins and
+// admin drains. Nothing on the request path waits for Redis; without it (or with `redis`
+// empty) each replica routes alone. Changes need a restart.
+struct ClusterConfig {
+  std::string redis;            // "redis://HOST:PORT"; empty = no sync
+  std::string name = "kvgate";  // channel and key prefix: one per fleet of replicas
+  std::string replica;          // this replica's name in /admin/cluster; empty = hostname:pid
+  // Redis AUTH password: inline, from password_file (a mounted Secret) or from the environment
+  // variable password_env; at most one. Resolved (ResolveConfig) into `password`.
+  std::string password;
+  std::string password_file;
+  std::string password_env;
+  uint32_t heartbeat_ms = 500;             // full load table and liveness, this often
+  uint32_t peer_timeout_ms = 3'000;        // a replica silent this long: its load is forgotten
+  uint32_t snapshot_interval_ms = 60'000;  // the state kept in Redis for joiners, rewritten
+  uint32_t connect_timeout_ms = 1'000;
+  uint64_t max_queue_bytes = 64ull << 20;  // updates waiting to be published (then dropped)
+  uint32_t max_chain_blocks = 32'768;      // block hashes a learned prompt may carry
+
+  bool enabled() const { return !redis.empty(); }
+  friend bool operator==(const ClusterConfig&, const ClusterConfig&) = default;
+};
+
 struct Config {
   std::string listen_host = "0.0.0.0";
   uint16_t listen_port = 8000;
@@ -396,6 +420,7 @@ struct Config {
   std::vector<WorkerConfig> workers;
   DiscoveryConfig discovery;
   std::vector<StoreConfig> stores;
+  ClusterConfig cluster;
 };
 
 using ConfigConstSharedPtr = std::shared_ptr<const Config>;

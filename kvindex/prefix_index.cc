@@ -134,6 +134,14 @@ class PrefixIndex::Table {
     __builtin_prefetch(&slots_[Home(static_cast<uint32_t>(hash))]);
   }
 
+  // The high hash bits of record `id`, whose low bits are `lo` (it must be in the table).
+  uint32_t TagOf(uint32_t id, uint32_t lo) const {
+    const size_t mask = slots_.size() - 1;
+    size_t i = Home(lo);
+    while (slots_[i].id != id && slots_[i].id != kNil) i = (i + 1) & mask;
+    return slots_[i].tag;
+  }
+
   size_t size() const { return size_; }
   size_t MemoryBytes() const { return slots_.capacity() * sizeof(Slot); }
 
@@ -622,6 +630,22 @@ void PrefixIndex::ClearSlot(int slot) {
 }
 
 // ---- Public writers --------------------------------------------------------------------
+
+std::vector<BlockHash> PrefixIndex::Held(Holder holder, Tier tier, size_t max) const {
+  std::vector<BlockHash> out;
+  common::MutexLock lock(&writer_mu_);
+  const int slot = LookupSlot(holder);
+  if (slot < 0) return out;
+  const List& list = lists_[slot * kNumTiers + static_cast<int>(tier)];
+  out.reserve(std::min<uint64_t>(list.count, max));
+  for (uint32_t node = list.head; node != kNil && out.size() < max; node = *NextOf(node)) {
+    const Shard& s = *shards_[NodeShard(node)];
+    const uint32_t id = IsOverflow(node) ? s.ovf[NodeIndex(node)].record : NodeIndex(node);
+    const uint32_t lo = s.Rec(id).lo;
+    out.push_back((static_cast<uint64_t>(s.table.TagOf(id, lo)) << 32) | lo);
+  }
+  return out;
+}
 
 absl::Status PrefixIndex::SetCapacity(Holder holder, Tier tier, uint64_t capacity_blocks) {
   common::MutexLock lock(&writer_mu_);

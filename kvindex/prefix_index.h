@@ -123,6 +123,11 @@ class PrefixIndex {
   std::vector<MatchResult> Match(absl::Span<const BlockHash> chain,
                                  absl::Span<const Holder> eligible = {}) const;
 
+  /// The blocks (holder, tier) holds, most recently used first, at most `max` of them: what a
+  /// replica hands a joining one (router/cluster/). Insert()ing the list rebuilds the LRU
+  /// order, and a prefix-closed list stays prefix-closed (ancestors are at least as recent).
+  std::vector<BlockHash> Held(Holder holder, Tier tier, size_t max) const;
+
   IndexStats Stats() const;
   uint64_t MemoryBytes() const;
 

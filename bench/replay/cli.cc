@@ -54,6 +54,12 @@ per-worker load (X-Kvgate-Worker).
   --no-bounds                  skip the trace bounds
   --request-timeout SECONDS    per-request timeout (default 600)
   --header NAME:VALUE          extra request header (repeatable)
+  --connection-per-request     open a new connection for every request and close it after
+                               (Connection: close), as a client without keep-alive; behind a
+                               TCP balancer each turn of a session may reach another replica
+  --request-sample FILE.jsonl  write a uniform sample of the requests sent, one JSON line each
+                               ({"path", "headers", "body"}), e.g. to ask /admin/explain later
+  --request-sample-size N      how many requests --request-sample keeps (default 50)
   --progress auto|on|off|lines live progress line on stderr (default auto: when a TTY);
                                lines: a line every 5 s (done, errors, cached share so far)
   --no-table                   do not print the human table on stdout
@@ -65,6 +71,7 @@ per-worker load (X-Kvgate-Worker).
 absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args) {
   CliOptions cli;
   ReplayOptions& o = cli.replay;
+  uint64_t sample_size = 50;
   auto u64 = [](uint64_t* out) {
     return [out](std::string_view flag, std::string_view v) -> absl::Status {
       if (!common::ParseUint64(v, out)) return Bad(flag, "expected a non-negative integer");
@@ -91,6 +98,8 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       {"trace", str(&o.trace)},
       {"report", str(&cli.report_path)},
       {"records", str(&cli.records_path)},
+      {"request-sample", str(&cli.request_sample_path)},
+      {"request-sample-size", u64(&sample_size)},
       {"conversations", u64(&o.conversations)},
       {"max-conversations", u64(&o.max_conversations)},
       {"ramp-up", dbl(&o.ramp_up_s, false)},
@@ -179,6 +188,10 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
         o.body.thinking = true;
         continue;
       }
+      if (name == "connection-per-request") {
+        o.connection_per_request = true;
+        continue;
+      }
       if (name == "responses-store") {
         o.body.responses_store = true;
         continue;
@@ -192,6 +205,10 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     }
     auto status = it->second(name, *value);
     if (!status.ok()) return status;
+  }
+  if (!cli.request_sample_path.empty()) {
+    if (sample_size == 0) return Bad("request-sample-size", "expected a positive integer");
+    o.request_sample_size = sample_size;
   }
   if (o.target.empty()) return Bad("target", "required");
   if (o.trace.empty()) return Bad("trace", "required");

@@ -12,9 +12,10 @@ namespace kvgate::replay {
 
 struct CliOptions {
   ReplayOptions replay;
-  std::string report_path;   // --report; empty = no JSON file.
-  std::string records_path;  // --records; empty = no per-request JSONL file.
-  bool table = true;         // Human table on stdout (--no-table turns it off).
+  std::string report_path;          // --report; empty = no JSON file.
+  std::string records_path;         // --records; empty = no per-request JSONL file.
+  std::string request_sample_path;  // --request-sample; empty = no sample of sent requests.
+  bool table = true;                // Human table on stdout (--no-table turns it off).
   bool help = false;
 };
 

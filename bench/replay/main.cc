@@ -43,6 +43,14 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (!cli->request_sample_path.empty()) {
+    std::ofstream out(cli->request_sample_path, std::ios::trunc);
+    out << RequestsToJsonl(result->sampled_requests);
+    if (!out) {
+      std::fprintf(stderr, "kvgate-replay: cannot write %s\n", cli->request_sample_path.c_str());
+      return 1;
+    }
+  }
   if (cli->table) std::fputs(ReportToTable(result->report).c_str(), stdout);
   return 0;
 }

@@ -105,6 +105,7 @@ class Session {
   Clock::time_point start() const { return start_; }
   const ReplayOptions& options() const { return options_; }
   std::vector<RequestRecord>& records() { return records_; }
+  RequestSample& sample() { return sample_; }
   const std::map<std::string, uint64_t>& max_concurrent() const { return load_.max; }
   uint64_t conversations_started() const { return conversations_; }
   void CountConversation() { ++conversations_; }
@@ -148,8 +149,9 @@ class Session {
     for (const auto& [k, v] : request.headers) req.set(k, v);
     for (const auto& [k, v] : options_.headers) req.set(k, v);  // --header wins.
     req.body() = request.body;
-    req.keep_alive(true);
+    req.keep_alive(!options_.connection_per_request);
     req.prepare_payload();
+    if (options_.request_sample_size > 0) Sample(req, request);
     co_await Exchange(req, t0, rec, answer);
     rec->e2e_s = Seconds(Clock::now() - t0);
     --in_flight_;
@@ -197,6 +199,20 @@ class Session {
   }
 
  private:
+  // Offers the request as sent (with --header) to the sample, without the transport's headers.
+  void Sample(const http::request<http::string_body>& req, const ApiRequest& request) {
+    ApiRequest sent{request.path, {}, request.body};
+    for (const auto& field : req) {
+      const http::field f = field.name();
+      if (f == http::field::host || f == http::field::content_length ||
+          f == http::field::connection) {
+        continue;
+      }
+      sent.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    sample_.Offer(sent);
+  }
+
   // A pooled connection (unless `fresh`) whose peer has not closed it, or a new one.
   net::awaitable<std::unique_ptr<Connection>> Acquire(bool fresh, beast::error_code* ec) {
     while (!fresh && !idle_.empty()) {
@@ -233,7 +249,8 @@ class Session {
     for (int attempt = 0; attempt < 2; ++attempt) {
       beast::error_code ec;
       // A retry never takes another pooled connection: it may be just as stale.
-      std::unique_ptr<Connection> conn = co_await Acquire(/*fresh=*/attempt > 0, &ec);
+      std::unique_ptr<Connection> conn =
+          co_await Acquire(/*fresh=*/attempt > 0 || options_.connection_per_request, &ec);
       if (!conn) {
         rec->error = StrCat("connect: ", ec.message());
         co_return;
@@ -265,7 +282,8 @@ class Session {
       load_.Open(rec->worker);
       co_await ReadBody(conn.get(), parser, success, t0, rec, answer);
       load_.Close(rec->worker);
-      if (rec->ok() && parser.is_done() && parser.keep_alive()) {
+      if (rec->ok() && parser.is_done() && parser.keep_alive() &&
+          !options_.connection_per_request) {
         conn->stream.expires_never();
         idle_.push_back(std::move(conn));
       }
@@ -337,6 +355,7 @@ class Session {
   StreamEventParser events_{DialectOf(options_.api)};
   WorkerLoad load_;
   std::vector<RequestRecord> records_;
+  RequestSample sample_{options_.request_sample_size};
   uint64_t sent_ = 0;
   uint64_t finished_ = 0;
   uint64_t failed_ = 0;
@@ -519,6 +538,7 @@ absl::StatusOr<ReplayResult> RunOn(const ReplayOptions& options, Body body) {
   result.report.responses_store = options.api == Api::kResponses && options.body.responses_store;
   result.report.conversations = session.conversations_started();
   result.records = std::move(session.records());
+  result.sampled_requests = std::move(session.sample().kept());
   return result;
 }
 

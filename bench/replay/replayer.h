@@ -1,7 +1,8 @@
 // File: bench/replay/replayer.h
 // The kvgate-replay engine: sends a trace's requests to an OpenAI-compatible target (the
-// gateway or a worker) over keep-alive HTTP/1.1 from one io_context thread, open-loop for
-// Mooncake traces and closed-loop for agentic sessions, and measures every stream.
+// gateway or a worker) over keep-alive HTTP/1.1 (or a connection per request) from one
+// io_context thread, open-loop for Mooncake traces and closed-loop for agentic sessions, and
+// measures every stream.
 // RunReplay and friends block until the replay ends; each call is independent (thread-safe to
 // call from different threads, nothing is shared).
 #pragma once
@@ -16,6 +17,7 @@
 #include "bench/replay/bounds.h"
 #include "bench/replay/prompt.h"
 #include "bench/replay/report.h"
+#include "bench/replay/request_sample.h"
 #include "bench/replay/trace.h"
 
 namespace kvgate::replay {
@@ -39,11 +41,17 @@ struct ReplayOptions {
   double request_timeout_s = 600;
   int progress = -1;  // 1 on, 0 off, -1 when stderr is a terminal, 2 a line every 5 s.
   std::vector<std::pair<std::string, std::string>> headers;  // Extra request headers.
+  // A new TCP connection for every request, closed after it (Connection: close), as a client
+  // without keep-alive: a TCP balancer in front of gateway replicas then spreads a session's
+  // turns over them instead of pinning the session to the replica of its first connection.
+  bool connection_per_request = false;
+  uint64_t request_sample_size = 0;  // Keep a uniform sample of this many sent requests.
 };
 
 struct ReplayResult {
   Report report;
-  std::vector<RequestRecord> records;  // In completion order.
+  std::vector<RequestRecord> records;        // In completion order.
+  std::vector<ApiRequest> sampled_requests;  // request_sample_size of those sent, as sent.
 };
 
 /// Loads `options.trace` and replays it. kInvalidArgument / kNotFound for bad options or

@@ -61,7 +61,8 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
                       "access_log",
                       "workers",
                       "discovery",
-                      "stores"})) {
+                      "stores",
+                      "cluster"})) {
       return absl::InvalidArgumentError(common::StrJoin(r.errors(), "\n"));
     }
     ReadTopLevel(r, root, &c);
@@ -79,6 +80,7 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
     Section(r, root, "access_log", ReadAccessLog, &c.access_log);
     Section(r, root, "workers", ReadWorkers, &c.workers);
     Section(r, root, "stores", ReadStores, &c.stores);
+    Section(r, root, "cluster", ReadCluster, &c.cluster);
   } catch (const YAML::Exception& e) {
     r.errors().push_back(common::StrCat(source, ":", e.mark.line + 1, ": ", e.msg));
   }

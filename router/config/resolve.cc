@@ -83,6 +83,16 @@ void ResolveAdminToken(Problems& p, AdminConfig* c) {
   }
 }
 
+void ResolveClusterPassword(Problems& p, ClusterConfig* c) {
+  auto password = ReadSecret(c->password_file, c->password_env, "the cluster password");
+  if (!password.ok()) {
+    p.Add(!c->password_file.empty() ? "cluster.password_file" : "cluster.password_env",
+          password.status().message());
+  } else if (!password->empty()) {
+    c->password = *std::move(password);
+  }
+}
+
 void ResolveTokenizers(Problems& p, const PreciseConfig& c) {
   auto load = [&](const std::string& key, const std::string& name) {
     if (auto t = tokenizer::MakeTokenizer(name); !t.ok()) p.Add(key, t.status().message());
@@ -100,6 +110,7 @@ absl::Status ResolveConfig(Config& config, const KeyPlaces& places) {
   ResolveUpstreamKey(p, &config.upstream);
   ResolveApiKeysFile(p, &config.auth);
   ResolveAdminToken(p, &config.admin);
+  ResolveClusterPassword(p, &config.cluster);
   ResolveTokenizers(p, config.routing.precise);
   if (p.errors().empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(common::StrJoin(p.errors(), "\n"));

@@ -75,6 +75,10 @@ void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c);
 /// ResolveConfig).
 void ReadAdmin(YamlReader& r, const YAML::Node& n, AdminConfig* c);
 
+/// `cluster`: replica sync through Redis; the password's file or variable is read by
+/// ResolveConfig (cluster_section.cc).
+void ReadCluster(YamlReader& r, const YAML::Node& n, ClusterConfig* c);
+
 /// `routing`: the policy, its settings and precise mode (routing_section.cc).
 void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c);
 

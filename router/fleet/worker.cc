@@ -131,13 +131,29 @@ bool Worker::ServesModel(std::string_view model) const {
   return std::binary_search(discovered_models_.begin(), discovered_models_.end(), model);
 }
 
-LoadSnapshot Worker::load() const {
+LoadSnapshot Worker::local_load() const {
   LoadSnapshot s;
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   s.pending_prefill_tokens = pending_prefill_.load(std::memory_order_relaxed);
   s.active_decode = active_decode_.load(std::memory_order_relaxed);
   s.active_kv_blocks = active_blocks_.load(std::memory_order_relaxed);
   return s;
+}
+
+LoadSnapshot Worker::load() const {
+  LoadSnapshot s = local_load();
+  s.in_flight += remote_in_flight_.load(std::memory_order_relaxed);
+  s.pending_prefill_tokens += remote_pending_prefill_.load(std::memory_order_relaxed);
+  s.active_decode += remote_active_decode_.load(std::memory_order_relaxed);
+  s.active_kv_blocks += remote_active_blocks_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Worker::SetRemoteLoad(const LoadSnapshot& remote) {
+  remote_in_flight_.store(remote.in_flight, std::memory_order_relaxed);
+  remote_pending_prefill_.store(remote.pending_prefill_tokens, std::memory_order_relaxed);
+  remote_active_decode_.store(remote.active_decode, std::memory_order_relaxed);
+  remote_active_blocks_.store(remote.active_kv_blocks, std::memory_order_relaxed);
 }
 
 void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) {

@@ -131,7 +131,12 @@ class Worker {
   double prediction_accuracy() const { return accuracy_.load(std::memory_order_relaxed); }
   void ObservePrediction(int64_t predicted, int64_t actual);
 
+  /// What routing weighs: this replica's reservations plus the other replicas' (cluster sync).
   LoadSnapshot load() const;
+  /// This replica's reservations only (what it tells the others).
+  LoadSnapshot local_load() const;
+  /// The other replicas' reservations on this worker, summed (router/cluster/).
+  void SetRemoteLoad(const LoadSnapshot& remote);
   /// Reserves one request's load: in-flight, pending prefill, decode slot and KV blocks.
   void Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks);
   /// The first response byte arrived: the prefill is done.
@@ -180,6 +185,10 @@ class Worker {
   std::atomic<int64_t> pending_prefill_{0};
   std::atomic<int64_t> active_decode_{0};
   std::atomic<int64_t> active_blocks_{0};
+  std::atomic<int64_t> remote_in_flight_{0};
+  std::atomic<int64_t> remote_pending_prefill_{0};
+  std::atomic<int64_t> remote_active_decode_{0};
+  std::atomic<int64_t> remote_active_blocks_{0};
   std::atomic<uint64_t> connect_errors_{0};
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<double> accuracy_{1.0};

@@ -1,5 +1,7 @@
 #include "router/handlers/admin.h"
 
+#include <algorithm>
+
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "router/http/response_writer.h"
@@ -368,6 +370,8 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     }
     out += "],\"load\":";
     AppendLoad(out, w->load());
+    out += ",\"local_load\":";  // this replica's reservations (load adds the other replicas')
+    AppendLoad(out, w->local_load());
     out += ",\"engine\":";
     AppendEngine(out, w->engine_stats());
     out += ",\"prefill_tokens_per_second\":";
@@ -386,7 +390,14 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
       }
       common::StrAppend(&out, "},\"capacity_blocks\":", hs.tiers[0].capacity_blocks,
                         ",\"evicted_blocks\":", hs.tiers[0].evicted_blocks,
-                        ",\"removed_blocks\":", hs.tiers[0].removed_blocks, "}");
+                        ",\"removed_blocks\":", hs.tiers[0].removed_blocks);
+      if (block_ids) {
+        // The approximate index's blocks, sorted: replicas that agree list the same ones.
+        auto held = state.planner.index().Held(h, kvindex::Tier::kGpu, hs.tiers[0].blocks);
+        std::sort(held.begin(), held.end());
+        common::StrAppend(&out, ",\"gpu_block_hashes\":[", common::StrJoin(held, ","), "]");
+      }
+      out += "}";
     }
     if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";
     out += ",\"precise\":";
@@ -429,6 +440,10 @@ net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
                       "explain_failed");
 }
 
+net::awaitable<void> HandleAdminCluster(ThreadContext& tc, Exchange& ex) {
+  co_await WriteResponse(tc, ex, 200, "application/json", tc.state.planner.cluster().StatusJson());
+}
+
 net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex) {
   std::string body(ex.body);
   body.reserve(body.size() + simdjson::SIMDJSON_PADDING);
@@ -451,6 +466,7 @@ net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex) {
   for (const auto& w : ex.snapshot->workers) {
     if (w->name() != url) continue;
     w->SetDraining(draining);
+    tc.state.planner.cluster().Drained(*w, draining);
     spdlog::warn("worker {} {} (admin)", w->name(), draining ? "draining" : "no longer draining");
     std::string out = "{\"worker\":";
     common::AppendJsonString(out, w->name());

@@ -23,8 +23,11 @@ void LearnResponsePin(ThreadContext& tc, const Exchange& ex) {
   if (ex.response_id.empty() || ex.worker_id < 0 || ex.response.status() < 200 ||
       ex.response.status() >= 300)
     return;
-  tc.state.response_pins.Learn(ex.response_id, static_cast<uint32_t>(ex.worker_id),
-                               SteadyClock::now());
+  const auto id = static_cast<uint32_t>(ex.worker_id);
+  tc.state.response_pins.Learn(ex.response_id, id, SteadyClock::now());
+  for (const auto& w : ex.snapshot->workers) {
+    if (w->id() == id) tc.state.planner.cluster().Pinned(ex.response_id, *w);
+  }
 }
 
 }  // namespace
@@ -113,6 +116,7 @@ net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispa
   if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.response.status() >= 200 &&
       ex.response.status() < 300) {
     tc.state.response_pins.Forget(id);
+    tc.state.planner.cluster().Unpinned(id);
   }
 }
 

@@ -58,6 +58,19 @@ ResponsePins::Shard& ResponsePins::ShardOf(std::string_view id) const {
   return *shards_[XXH3_64bits(id.data(), id.size()) % kShards];
 }
 
+std::vector<std::pair<std::string, uint32_t>> ResponsePins::Live(Clock::time_point now) const {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (const auto& s : shards_) {
+    common::MutexLock lock(&s->mu);
+    // Least recently used first, so that Learn()ing them in turn keeps their order.
+    for (auto it = s->order.rbegin(); it != s->order.rend(); ++it) {
+      const auto e = s->entries.find(*it);
+      if (e->second.expires > now) out.emplace_back(*it, e->second.pin.worker_id);
+    }
+  }
+  return out;
+}
+
 void ResponsePins::Learn(std::string_view response_id, uint32_t worker_id, Clock::time_point now) {
   if (response_id.empty() || response_id.size() > kMaxIdBytes) return;
   Shard& s = ShardOf(response_id);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -39,6 +40,9 @@ class ResponsePins {
   /// The pin of `response_id`, refreshed (its TTL starts again); nullopt when unknown or
   /// expired.
   std::optional<Pin> Find(std::string_view response_id, Clock::time_point now);
+  /// Every unexpired pin (id, worker id), least recently used first: what a replica hands a
+  /// joining one (router/cluster/).
+  std::vector<std::pair<std::string, uint32_t>> Live(Clock::time_point now) const;
   /// Forgets `response_id` (after a successful DELETE).
   void Forget(std::string_view response_id);
   /// Changes the bounds (reload); extra pins go at the next Learn.

@@ -332,6 +332,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
       const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
       // A request that prefills nothing (count_tokens) holds only its place in flight.
       d.worker->Reserve(d.reservation, plan.learn ? uncached : 0, plan.learn ? blocks : 0);
+      cluster().LoadChanged();
     }
   }
   if (!commit) return d;
@@ -342,6 +343,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
       IndexError(s, *d.worker);
     }
+    cluster().Learned(*d.worker, plan.chain, r.prompt_tokens);
   }
   if (d.candidates[d.index].precise && plan.learn) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
@@ -360,6 +362,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   Worker& w = *d.worker;
   const config::RoutingConfig& config = *plan.config;
   w.Release(d.reservation);
+  cluster().LoadChanged();
   if (outcome.success && outcome.ttfb_seconds > 0) {
     // What the engine prefilled: the prompt less what it reported cached (GPU, host and store
     // alike), else what the decision predicted.
@@ -398,8 +401,9 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     const size_t to = std::min(
         plan.chain.size(), static_cast<size_t>(d.predicted_cached_tokens / config.block_tokens));
     if (to > from) {
-      index_.Remove(HolderOf(w), absl::MakeConstSpan(plan.chain).subspan(from, to - from),
-                    kvindex::Tier::kGpu);
+      const auto lost = absl::MakeConstSpan(plan.chain).subspan(from, to - from);
+      index_.Remove(HolderOf(w), lost, kvindex::Tier::kGpu);
+      cluster().Forgot(w, lost);
       spdlog::debug("worker {}: predicted {} cached tokens, engine reported {}; dropped {} blocks",
                     w.name(), p.predicted_tokens, p.actual_tokens, to - from);
     }

@@ -30,6 +30,7 @@
 #include "router/policies/policy_registry.h"
 #include "router/policies/routing_policy.h"
 #include "router/precise/precise_mode.h"
+#include "router/routing/cluster_sink.h"
 #include "router/routing/parsed_request.h"
 #include "router/routing/response_pins.h"
 #include "router/routing/store_load_rate.h"
@@ -125,6 +126,11 @@ class RoutePlanner {
 
   static kvindex::Holder HolderOf(const Worker& worker) { return {worker.id(), 0}; }
 
+  /// Where decisions are told to the other replicas (router/cluster/); NoClusterSink() until
+  /// set. Set before the gateway's threads start; `sink` must outlive the planner's use.
+  void SetClusterSink(ClusterSink* sink) { sink_.store(sink, std::memory_order_release); }
+  ClusterSink& cluster() const { return *sink_.load(std::memory_order_acquire); }
+
   /// The store tier's load rate as learned from TTFTs (admin, kvaware).
   const StoreLoadRate& store_rate() const { return store_rate_; }
 
@@ -148,6 +154,7 @@ class RoutePlanner {
 
   kvindex::PrefixIndex index_;
   PreciseMode* const precise_;
+  std::atomic<ClusterSink*> sink_{&NoClusterSink()};
   std::atomic<uint64_t> index_errors_{0};
   StoreLoadRate store_rate_;
   common::Mutex decision_mu_;  // one decision (choose + reserve) at a time; a leaf lock

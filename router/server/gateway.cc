@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "net/tls_socket.h"
+#include "router/cluster/cluster_sync.h"
 #include "router/control/health_checker.h"
 #include "router/control/precise_prober.h"
 #include "router/discovery/discovery_source.h"
@@ -57,6 +58,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, Dispatcher& dispatch
       {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
       {"/admin/explain", false, kPost, &HandleAdminExplain, true},
       {"/admin/drain", false, kPost, &HandleAdminDrain, true},
+      {"/admin/cluster", false, kGetOrHead, &HandleAdminCluster, true},
   };
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());
@@ -353,6 +355,7 @@ struct Gateway::Impl {
   uint16_t admin_port = 0;
   std::unique_ptr<HealthChecker> health;
   std::unique_ptr<PreciseProber> prober;
+  std::unique_ptr<cluster::ClusterSync> cluster;  // replica sync, when cluster.redis is set
   uint16_t port = 0;
 
   common::Mutex mu;
@@ -415,6 +418,12 @@ absl::Status Gateway::Start() {
     spdlog::info("admin API listening on {}:{}", hp.first, s.admin_port);
   }
 
+  if (cfg->cluster.enabled()) {
+    // Before any request: the first decisions already see the other replicas' state.
+    s.cluster = std::make_unique<cluster::ClusterSync>(cfg->cluster, s.state);
+    s.state.planner.SetClusterSink(s.cluster.get());
+    s.cluster->Start();
+  }
   s.health = std::make_unique<HealthChecker>(s.control, s.state);
   s.health->Start();
   // Precise mode runs whenever it could be needed: a reload may add kv_events later.
@@ -486,6 +495,10 @@ absl::Status Gateway::Reload(config::Config config) {
   if (config.admin.listen != old->admin.listen) {
     spdlog::warn("reload: admin listener changes need a restart; keeping '{}'", old->admin.listen);
     config.admin.listen = old->admin.listen;
+  }
+  if (config.cluster != old->cluster) {
+    spdlog::warn("reload: cluster changes need a restart; keeping the running sync");
+    config.cluster = old->cluster;
   }
   if (config.discovery != old->discovery) {
     spdlog::warn("reload: discovery changes need a restart; keeping the running sources");
@@ -579,6 +592,10 @@ void Gateway::Stop() {
     if (th.joinable()) th.join();
   }
   for (auto& t : s.threads) t->pool.Clear();
+  if (s.cluster) {
+    s.state.planner.SetClusterSink(&NoClusterSink());
+    s.cluster->Stop();
+  }
   s.state.precise.Stop();
   s.cv.SignalAll();
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks of deploy/ (issue 17), one ctest each (tests/deploy/CMakeLists.txt):
 
-  render      `kubectl kustomize` renders every overlay; the objects each mode needs are there
+  render      `kubectl kustomize` renders every overlay; the objects each mode needs are there,
+              the central and sidecar ones with the cluster engine (Redis) their replicas share
+              state through (manifest_checks.py)
   schema      the rendered objects, the examples and monitoring/ validate against the Kubernetes
               API schemas (npm kubernetes-models, via validate_schemas.mjs), plus our own checks
               of the Prometheus Operator objects
@@ -30,11 +32,17 @@ import urllib.request
 
 import yaml
 
+from manifest_checks import (check_cluster, check_network_policy, fail, find,
+                             secret_volume_for)
+
 SKIP = 77
 OVERLAYS = ["central", "sidecar", "pd", "store"]
+# The overlays whose replicas share state through the cluster engine (deploy/cluster).
+CLUSTER_OVERLAYS = {"central", "sidecar"}
 ALERTS = {"KvgateNoHealthyWorker", "KvgatePreciseModeUnverified", "KvgatePreciseApiDisagrees",
           "KvgatePrefixPredictionAccuracyLow", "KvgateRouterOverheadHigh",
-          "KvgateStoreUnavailable", "KvgateErrorRateHigh"}
+          "KvgateStoreUnavailable", "KvgateErrorRateHigh", "KvgateClusterDegraded",
+          "KvgateClusterMessagesLost"}
 # Dashboard queries that may return nothing with a healthy fleet, and why.
 ALLOWED_EMPTY = {
     "kvgate_pd_held_block_releases_total":
@@ -47,11 +55,6 @@ NPM_DIR = os.environ.get("KVGATE_NPM_DIR", "/var/cache/kvgate/npm")
 def skip(msg):
     print(f"SKIP: {msg}")
     sys.exit(SKIP)
-
-
-def fail(msg):
-    print(f"FAIL: {msg}")
-    sys.exit(1)
 
 
 def need(tool):
@@ -75,10 +78,6 @@ def kvgate_yaml(objects):
     if len(cms) != 1:
         fail(f"expected one ConfigMap with kvgate.yaml, got {len(cms)}")
     return cms[0]["data"]["kvgate.yaml"]
-
-
-def find(objects, kind, name=None):
-    return [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
 
 
 # ---------------------------------------------------------------------------------------- render
@@ -143,6 +142,10 @@ def check_render(repo):
             for labels in store_pods:
                 check_network_policy(overlay, objs, labels, {})
         check_admin_token(overlay, objs, cfg, pod, kv)
+        # The cluster engine: where the overlay is meant to have it, and wherever a config
+        # names one.
+        if overlay in CLUSTER_OVERLAYS or (cfg.get("cluster") or {}).get("redis"):
+            check_cluster(overlay, objs, cfg, pod, kv, gw[0]["spec"]["template"]["metadata"]["labels"])
         # The sidecar's API is on loopback: no peer may reach its port at all.
         open_ports = {"metrics": PROMETHEUS}
         if overlay != "sidecar":
@@ -164,63 +167,9 @@ def check_admin_token(overlay, objs, cfg, pod, kv):
     if "token" in admin or not admin.get("token_file"):
         fail(f"{overlay}: admin needs token_file (a mounted Secret), not an inline token")
     if find(objs, "Secret"):
-        fail(f"{overlay}: a Secret is rendered; the operator creates the admin token's Secret")
-    directory, name = os.path.split(admin["token_file"])
-    mounts = [m for m in kv.get("volumeMounts", []) if m["mountPath"] == directory]
-    if len(mounts) != 1 or "subPath" in mounts[0]:
-        fail(f"{overlay}: no volume mounted at {directory} (admin.token_file), or a subPath one "
-             "(never updated)")
-    vol = next((v for v in pod.get("volumes", []) if v["name"] == mounts[0]["name"]), {})
-    secret = vol.get("secret")
-    if not secret or not secret.get("secretName"):
-        fail(f"{overlay}: admin.token_file's volume is not a Secret")
-    items = secret.get("items")
-    if items is not None and name not in [i["path"] for i in items]:
-        fail(f"{overlay}: the Secret volume has no item at {name}")
-    if secret.get("defaultMode", 0o644) & 0o007:
-        fail(f"{overlay}: the Secret volume is readable by other users (defaultMode "
-             f"{oct(secret.get('defaultMode', 0o644))}): kvgate refuses such a file")
-    if not (pod.get("securityContext") or {}).get("fsGroup"):
-        fail(f"{overlay}: no fsGroup: the non-root kvgate cannot read a 0440 Secret")
-
-
-def peer_is(peer, label):
-    """Whether a NetworkPolicy peer selects only pods with `label` (key, value)."""
-    sel = peer.get("podSelector") or {}
-    key, value = label
-    return (sel.get("matchLabels", {}).get(key) == value or
-            any(e["key"] == key and e["operator"] == "In" and e["values"] == [value]
-                for e in sel.get("matchExpressions", [])))
-
-
-def check_network_policy(overlay, objs, pod_labels, open_ports, closed=()):
-    """A NetworkPolicy selects the pods, and each of `open_ports` (port name -> the one peer
-    label allowed) is reachable only from that peer; no rule admits everyone, and none the
-    `closed` ports."""
-    pols = [p for p in find(objs, "NetworkPolicy")
-            if p["spec"]["podSelector"].get("matchLabels")
-            and p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()]
-    if len(pols) != 1:
-        fail(f"{overlay}: expected one NetworkPolicy selecting pods {pod_labels}, got {len(pols)}")
-    spec = pols[0]["spec"]
-    if "Ingress" not in spec.get("policyTypes", []):
-        fail(f"{overlay}: NetworkPolicy {pols[0]['metadata']['name']} does not restrict ingress")
-    for rule in spec.get("ingress", []):
-        if not rule.get("from"):
-            fail(f"{overlay}: a NetworkPolicy rule admits every peer: {rule}")
-        ports = {p.get("port") for p in rule.get("ports", [])}
-        if not rule.get("ports"):
-            # Every port: only for peers no listed port is kept from.
-            ports = set(open_ports) | set(closed)
-        if ports & set(closed):
-            fail(f"{overlay}: a NetworkPolicy rule opens {sorted(ports & set(closed))}: {rule}")
-        for port in ports & set(open_ports):
-            if not all(peer_is(peer, open_ports[port]) for peer in rule["from"]):
-                fail(f"{overlay}: port {port} is open to peers other than {open_ports[port]}: {rule}")
-    for port, peer in open_ports.items():
-        if not any(port in {p.get("port") for p in r.get("ports", [])} and
-                   any(peer_is(x, peer) for x in r["from"]) for r in spec.get("ingress", [])):
-            fail(f"{overlay}: port {port} is not open to {peer}")
+        fail(f"{overlay}: a Secret is rendered; the operator creates the Secrets (admin token, "
+             "cluster password)")
+    secret_volume_for(overlay, "admin.token_file", admin["token_file"], pod, kv)
 
 
 # ---------------------------------------------------------------------------------------- schema
@@ -538,15 +487,17 @@ def check_configs(repo, kvgate):
                 if not os.path.exists(local):
                     os.symlink(tok_src, local)
                 text = text.replace(tok, local)
-            # The admin token's Secret, as the pod mounts it: readable by the owner only.
-            token_file = cfg.get("admin", {}).get("token_file")
-            if token_file:
-                local = os.path.join(tmp, overlay, "admin-token")
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-                with open(local, "w") as f:
-                    f.write("test-admin-token\n")
-                os.chmod(local, 0o600)
-                text = text.replace(token_file, local)
+            # The admin token's and the Redis password's Secrets, as the pod mounts them:
+            # readable by the owner only.
+            for section, key in (("admin", "token_file"), ("cluster", "password_file")):
+                secret_file = (cfg.get(section) or {}).get(key)
+                if secret_file:
+                    local = os.path.join(tmp, overlay, f"{section}-{key}")
+                    os.makedirs(os.path.dirname(local), exist_ok=True)
+                    with open(local, "w") as f:
+                        f.write(f"test-{section}-secret\n")
+                    os.chmod(local, 0o600)
+                    text = text.replace(secret_file, local)
             path = os.path.join(tmp, f"{overlay}.yaml")
             with open(path, "w") as f:
                 f.write(text)

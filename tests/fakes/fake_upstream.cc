@@ -242,6 +242,7 @@ struct FakeUpstream::Impl {
       auto& target = *contexts[next++ % contexts.size()];
       auto [ec, socket] = co_await acceptor->async_accept(target, kNoThrow);
       if (ec) co_return;
+      connections_count.fetch_add(1);
       net::co_spawn(target, Serve(std::move(socket)), net::detached);
     }
   }
@@ -256,6 +257,7 @@ struct FakeUpstream::Impl {
   std::atomic<bool> healthy{true};
   std::atomic<uint64_t> released{0};
   std::atomic<uint64_t> requests_count{0};
+  std::atomic<uint64_t> connections_count{0};
   std::atomic<uint64_t> health_count{0};
   std::atomic<uint64_t> health_checks{0};
   std::atomic<uint64_t> cancelled_count{0};
@@ -316,6 +318,7 @@ void FakeUpstream::set_force_status(int status) { impl_->force_status = status; 
 void FakeUpstream::set_healthy(bool healthy) { impl_->healthy = healthy; }
 void FakeUpstream::ReleaseChunk() { impl_->released.fetch_add(1); }
 uint64_t FakeUpstream::requests() const { return impl_->requests_count.load(); }
+uint64_t FakeUpstream::connections() const { return impl_->connections_count.load(); }
 uint64_t FakeUpstream::health_checks() const { return impl_->health_checks.load(); }
 uint64_t FakeUpstream::cancelled() const { return impl_->cancelled_count.load(); }
 uint64_t FakeUpstream::completed_streams() const { return impl_->completed.load(); }

@@ -54,6 +54,7 @@ class FakeUpstream {
   void ReleaseChunk();
 
   uint64_t requests() const;       // completion requests received
+  uint64_t connections() const;    // TCP connections accepted
   uint64_t health_checks() const;  // GET /health received
   uint64_t cancelled() const;      // streams whose client (the gateway) went away early
   uint64_t completed_streams() const;

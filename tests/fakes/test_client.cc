@@ -63,6 +63,36 @@ std::string HeldReservations(uint16_t port) {
   return out;
 }
 
+std::map<std::string, std::string> AdminIndexBlocks(uint16_t port) {
+  const std::string body = AdminFetch(port, "GET", "/admin/workers?blocks=1").body;
+  std::map<std::string, std::string> out;
+  // Plain finds: the lists can be long, and std::regex recurses per character.
+  size_t at = 0;
+  while ((at = body.find("{\"url\":\"", at)) != std::string::npos) {
+    at += 8;
+    const std::string url = body.substr(at, body.find('"', at) - at);
+    const size_t list = body.find("\"gpu_block_hashes\":[", at);
+    const size_t next = body.find("{\"url\":\"", at);
+    if (list == std::string::npos || (next != std::string::npos && list > next)) {
+      out[url] = "";
+      continue;
+    }
+    const size_t begin = list + 20;
+    out[url] = body.substr(begin, body.find(']', begin) - begin);
+  }
+  return out;
+}
+
+std::pair<int64_t, int64_t> AdminInFlight(uint16_t port, const std::string& worker) {
+  const std::string body = AdminFetch(port, "GET", "/admin/workers").body;
+  const size_t at = body.find("{\"url\":\"" + worker + "\"");
+  if (at == std::string::npos) return {-1, -1};
+  const size_t load = body.find("\"load\":{\"in_flight\":", at);
+  const size_t local = body.find("\"local_load\":{\"in_flight\":", at);
+  if (load == std::string::npos || local == std::string::npos) return {-1, -1};
+  return {std::stoll(body.substr(load + 20)), std::stoll(body.substr(local + 26))};
+}
+
 HttpResponse Fetch(uint16_t port, const std::string& method, const std::string& target,
                    const std::string& body, const Headers& headers,
                    std::chrono::milliseconds timeout) {

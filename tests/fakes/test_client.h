@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvgate::testing {
@@ -40,6 +41,14 @@ HttpResponse AdminFetch(uint16_t port, const std::string& method, const std::str
 /// routing reservations) is not back to zero, described; "" when every one is. Needs
 /// admin.token = kAdminToken.
 std::string HeldReservations(uint16_t port);
+
+/// /admin/workers?blocks=1: each worker's approximate-index blocks (the sorted hash list as
+/// shown), by worker URL. Replicas in sync list the same (issue 29).
+std::map<std::string, std::string> AdminIndexBlocks(uint16_t port);
+
+/// A worker's in-flight requests in /admin/workers: {load (this replica's plus the other
+/// replicas'), local_load (this replica's)}; {-1, -1} when the worker is not listed.
+std::pair<int64_t, int64_t> AdminInFlight(uint16_t port, const std::string& worker);
 
 /// A streamed response read as it arrives.
 class StreamingRequest {

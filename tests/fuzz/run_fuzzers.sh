@@ -40,6 +40,7 @@ CONFIG_SRCS="router/config/loader.cc router/config/resolve.cc router/config/secr
 CONFIG_SRCS+=" router/config/auth_section.cc router/config/discovery_section.cc"
 CONFIG_SRCS+=" router/config/listener_section.cc router/config/routing_section.cc"
 CONFIG_SRCS+=" router/config/upstream_section.cc router/config/workers_section.cc"
+CONFIG_SRCS+=" router/config/cluster_section.cc"
 CONFIG_SRCS+=" common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
@@ -54,6 +55,7 @@ TARGETS=(
   "request_path|tests/fuzz/request_path_fuzzer.cc|${HTTP1_SRCS} ${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "relay_framing|tests/fuzz/relay_framing_fuzzer.cc|${HTTP1_SRCS}|absl_strings|20"
   "usage_scanner|tests/fuzz/usage_scanner_fuzzer.cc|router/upstream/usage_scanner.cc||20"
+  "cluster_frame|tests/fuzz/cluster_frame_fuzzer.cc|router/cluster/cluster_message.cc common/strings.cc|absl_status absl_statusor absl_strings|10"
   "config_loader|tests/fuzz/config_loader_fuzzer.cc|${CONFIG_SRCS}|yaml-cpp spdlog fmt simdjson oniguruma libutf8proc libxxhash absl_status absl_statusor absl_strings absl_hash absl_raw_hash_set absl_str_format_internal|20"
 )
 

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "bench/replay/trace.h"
@@ -252,6 +253,55 @@ TEST(ReplayAgenticTest, SurvivesTheServerClosingPooledConnections) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->report.ok, 2u);
   EXPECT_EQ(replacement->requests(), 1u);
+}
+
+TEST(ReplayAgenticTest, ConnectionPerRequestOpensOneConnectionPerTurn) {
+  // Kept alive, one conversation's turns share one connection: a TCP balancer would send them
+  // all to one replica.
+  auto pooled = StartFake(/*chunks=*/1);
+  auto kept = RunAgentic({Conversation("c", 3, /*think_s=*/0.01, 0)}, Options(pooled->url()));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->report.ok, 3u);
+  EXPECT_EQ(pooled->connections(), 1u);
+
+  auto fresh = StartFake(/*chunks=*/1);
+  ReplayOptions o = Options(fresh->url());
+  o.connection_per_request = true;
+  auto result = RunAgentic({Conversation("c", 3, /*think_s=*/0.01, 0)}, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->report.ok, 3u);
+  EXPECT_EQ(fresh->connections(), 3u);
+  EXPECT_EQ(fresh->last_header("connection"), "close");
+}
+
+TEST(ReplayAgenticTest, SamplesTheRequestsAsSent) {
+  auto fake = StartFake(/*chunks=*/1);
+  ReplayOptions o = Options(fake->url());
+  o.headers = {{"x-extra", "1"}};
+  o.request_sample_size = 10;  // More than the 4 turns: every request is kept.
+  auto all = RunAgentic({Conversation("c", 4, /*think_s=*/0, 0)}, o);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->sampled_requests.size(), 4u);
+  bool last_found = false;
+  for (const ApiRequest& r : all->sampled_requests) {
+    EXPECT_EQ(r.path, "/v1/chat/completions");
+    last_found |= r.body == fake->last_body();
+    std::map<std::string, std::string> headers(r.headers.begin(), r.headers.end());
+    EXPECT_EQ(headers["x-extra"], "1");
+    EXPECT_EQ(headers["User-Agent"], "kvgate-replay");
+    EXPECT_FALSE(headers.contains("Host"));  // The transport's headers are left out.
+    EXPECT_FALSE(headers.contains("Content-Length"));
+  }
+  EXPECT_TRUE(last_found);
+
+  o.request_sample_size = 2;
+  auto some = RunAgentic({Conversation("c", 4, /*think_s=*/0, 0)}, o);
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(some->sampled_requests.size(), 2u);
+  o.request_sample_size = 0;
+  auto none = RunAgentic({Conversation("c", 4, /*think_s=*/0, 0)}, o);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->sampled_requests.empty());
 }
 
 // --- processes ---

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "sim/server.h"
 #include "tests/fakes/test_client.h"
+#include "tests/sim/sim_test_util.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_files.h"
 #include "tests/support/test_util.h"
@@ -20,38 +21,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int64_t Field(const std::string& body, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(body, m, std::regex("\"" + name + "\":([0-9]+)"))) return -1;
-  return std::stoll(m[1]);
-}
-
-std::string StringField(const std::string& body, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(body, m, std::regex("\"" + name + "\":\"([^\"]*)\""))) return "";
-  return m[1];
-}
-
-// Block text: `n` distinct words, so that prompts are long enough to fill prefix blocks.
-std::string Words(const std::string& seed, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) common::StrAppend(&out, seed, i, " ");
-  return out;
-}
-
 class AgentGatewayTest : public ::testing::Test {
  protected:
   void SetUp() override {
     binary_ = testing::TestBinary("kvgate");
     if (binary_.empty()) GTEST_SKIP() << "kvgate binary not built (set KVGATE_GATEWAY_BIN)";
-    SimOptions o;
-    o.base_port = 0;
-    o.workers = 2;
-    o.time_scale = 0.02;
-    o.profile.num_gpu_blocks = 4096;
-    sim_ = std::make_unique<SimProcess>(o);
-    ASSERT_TRUE(sim_->Start().ok());
-    sim_->StartThread();
+    sim_ = StartTwoWorkerSim();
+    ASSERT_NE(sim_, nullptr);
     std::string workers;
     for (uint16_t p : sim_->ports())
       common::StrAppend(&workers, "  - url: http://127.0.0.1:", p, "\n");

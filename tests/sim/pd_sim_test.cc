@@ -36,12 +36,6 @@ std::string Chat(int max_tokens, const std::string& extra = "", bool stream = fa
                         stream ? R"(,"stream_options":{"include_usage":true})" : "", extra, "}");
 }
 
-int Field(const std::string& body, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(body, m, std::regex("\"" + name + "\":([0-9]+)"))) return -1;
-  return std::stoi(m[1]);
-}
-
 // One sample of an unlabelled or exactly labelled series; -1 when absent.
 int64_t Metric(uint16_t port, const std::string& series) {
   const std::string m = Fetch(port, "GET", "/metrics").body;
