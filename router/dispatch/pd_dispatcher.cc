@@ -1,6 +1,7 @@
 #include "router/dispatch/pd_dispatcher.h"
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <utility>
 
@@ -96,29 +97,58 @@ uint64_t RandomRoom(std::minstd_rand& rng) {
   return ((a << 33) ^ (b << 2) ^ c) & ((uint64_t{1} << 63) - 1);
 }
 
+// What a concurrent prefill stage shares with the request beside it. Both hold it: when the
+// gateway stops mid-request, its io_context destroys the suspended coroutines in no set order,
+// and whichever goes last still unlinks its socket from the control and the client connection.
+struct PrefillStage {
+  PrefillStage(const net::any_io_executor& executor, ClientConnectionPtr client)
+      : wake(executor), client(std::move(client)) {}
+  FetchControl control;
+  FetchControl decode_control;  // the decode fetch a failed prefill cancels, when it has one
+  FetchResult result;
+  bool done = false;
+  net::steady_timer wake;
+  ClientConnectionPtr client;  // the connection the prefill's fetch links its socket into
+};
+using PrefillStagePtr = std::shared_ptr<PrefillStage>;
+
 // The prefill stage of a concurrent protocol: when it fails before the client saw a byte, the
-// decode stage (waiting for a KV transfer that will not come) is cancelled.
+// decode stage (waiting for a KV transfer that will not come) is cancelled: `cancel_decode`
+// cancels the stage's decode_control, else the client connection's main worker socket.
 net::awaitable<void> RunPrefill(Upstream& upstream, ThreadContext& tc, Exchange& ex,
                                 UpstreamAttempt attempt, milliseconds timeout, uint64_t max_bytes,
-                                FetchControl& control, FetchResult& out, bool& done,
-                                net::steady_timer& wake, FetchControl* decode_fetch = nullptr) {
-  out = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, control);
+                                PrefillStagePtr stage, bool cancel_decode) {
+  stage->result = co_await upstream.Fetch(tc, ex, attempt, timeout, max_bytes, stage->control);
+  const FetchResult& out = stage->result;
   if (!PrefillOk(out) && !out.cancelled && !ex.response.started()) {
-    if (decode_fetch != nullptr) {
-      decode_fetch->Cancel();
+    if (cancel_decode) {
+      stage->decode_control.Cancel();
     } else {
       ex.conn.CancelUpstream();
     }
   }
-  done = true;
-  wake.cancel();
+  stage->done = true;
+  stage->wake.cancel();
+}
+
+// Starts `RunPrefill` beside the caller, which Join()s it before it returns.
+PrefillStagePtr SpawnPrefill(const net::any_io_executor& executor, Upstream& upstream,
+                             ThreadContext& tc, Exchange& ex, const UpstreamAttempt& attempt,
+                             milliseconds timeout, uint64_t max_bytes, bool outlive_client,
+                             bool cancel_decode) {
+  auto stage = std::make_shared<PrefillStage>(executor, ex.conn.shared_from_this());
+  stage->control.outlive_client = outlive_client;
+  net::co_spawn(executor,
+                RunPrefill(upstream, tc, ex, attempt, timeout, max_bytes, stage, cancel_decode),
+                net::detached);
+  return stage;
 }
 
 // Waits until the concurrent prefill stage has ended.
-net::awaitable<void> Join(bool& done, net::steady_timer& wake) {
-  while (!done) {
-    wake.expires_at(SteadyClock::time_point::max());
-    co_await wake.async_wait(kNoThrow);
+net::awaitable<void> Join(PrefillStage& stage) {
+  while (!stage.done) {
+    stage.wake.expires_at(SteadyClock::time_point::max());
+    co_await stage.wake.async_wait(kNoThrow);
   }
 }
 
@@ -306,19 +336,15 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   if (!decode_body->empty()) decode.body = &*decode_body;
   decode.retry = false;  // the rendezvous names this decode worker
   decode.answer_unavailable = false;
-  FetchControl control;
-  FetchResult pr;
-  bool done = false;
-  const auto executor = co_await net::this_coro::executor;
-  net::steady_timer wake(executor);
-  net::co_spawn(executor,
-                RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, control, pr, done, wake),
-                net::detached);
+  const PrefillStagePtr stage =
+      SpawnPrefill(co_await net::this_coro::executor, upstream_, tc, ex, pa, timeout, max_bytes,
+                   /*outlive_client=*/false, /*cancel_decode=*/false);
   RestrictTo(plan, c.decode_pool);
   const RetryDispatcher::Result r = co_await retry_.Serve(tc, ex, plan, std::move(decode));
   // Decode is over: a prefill still running is for nobody (its transfer, if any, completed).
-  if (!done) control.Cancel();
-  co_await Join(done, wake);
+  if (!stage->done) stage->control.Cancel();
+  co_await Join(*stage);
+  const FetchResult& pr = stage->result;
   FinishPrefill(tc, planner_, metrics_, plan, pre, pr);
   if (r.got_head) {
     const std::string_view stage[] = {"decode_first_token"};
@@ -344,25 +370,20 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   const uint64_t max_bytes = cfg.limits.max_body_bytes;
   // Both answers whole: decode's is rewritten before the client sees it. The client's
   // disconnect ends the decode fetch, which ends the prefill.
-  FetchControl prefill_control, decode_control;
-  prefill_control.outlive_client = true;
-  FetchResult pr;
-  bool done = false;
-  const auto executor = co_await net::this_coro::executor;
-  net::steady_timer wake(executor);
-  net::co_spawn(executor,
-                RunPrefill(upstream_, tc, ex, pa, timeout, max_bytes, prefill_control, pr, done,
-                           wake, &decode_control),
-                net::detached);
+  const PrefillStagePtr stage =
+      SpawnPrefill(co_await net::this_coro::executor, upstream_, tc, ex, pa, timeout, max_bytes,
+                   /*outlive_client=*/true, /*cancel_decode=*/true);
   UpstreamAttempt da;
   da.worker = dec.worker;
   da.dp_rank = dec.dp_rank;
   da.last = true;
   da.body = &decode_body;
   da.request_id = pa.request_id;
-  const FetchResult dr = co_await upstream_.Fetch(tc, ex, da, timeout, max_bytes, decode_control);
-  if (!done && !PrefillOk(dr)) prefill_control.Cancel();
-  co_await Join(done, wake);
+  const FetchResult dr =
+      co_await upstream_.Fetch(tc, ex, da, timeout, max_bytes, stage->decode_control);
+  if (!stage->done && !PrefillOk(dr)) stage->control.Cancel();
+  co_await Join(*stage);
+  const FetchResult& pr = stage->result;
   FinishPrefill(tc, planner_, metrics_, plan, *c.prefill, pr);
   RouteOutcome outcome;
   outcome.success = dr.answered;

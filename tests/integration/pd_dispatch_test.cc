@@ -624,6 +624,29 @@ TEST_F(PdDispatchTest, DecodeWorkerHoldingThePromptSkipsPrefill) {
             1);
 }
 
+// A gateway stopped with both concurrent stages in flight: its io_context destroys the two
+// suspended coroutines in no set order, and the prefill's, when last, still unlinks its socket
+// (it once wrote into the request's freed frame; ASan catches that here).
+TEST_F(PdDispatchTest, StoppingWithBothStagesInFlightFreesThemInAnyOrder) {
+  auto hold = [this](const std::string& request) {
+    if (request.starts_with("POST")) WaitFor([this] { return release_.load(); }, 20s);
+    return Script{{JsonResponse(kDecodeJson)}};
+  };
+  fleet_.prefill = std::make_unique<ScriptedUpstream>(hold);
+  fleet_.decode = std::make_unique<ScriptedUpstream>(hold);
+  Start("sglang-bootstrap");
+  // The streamed relay and the logprobs merge spawn the prefill stage each their own way.
+  StreamingRequest relay(port_, "/v1/chat/completions",
+                         R"({"model":"fake-model","messages":[],"stream":true})");
+  StreamingRequest merge(port_, "/generate",
+                         R"({"model":"fake-model","text":"a","return_logprob":true})");
+  ASSERT_TRUE(WaitFor(
+      [&] { return Posts(*fleet_.prefill).size() == 2 && Posts(*fleet_.decode).size() == 2; }));
+  gateway_->Stop();
+  gateway_.reset();
+  release_ = true;
+}
+
 // peers.md §8.1: load counted only when decode streams back sends a burst of long prompts to
 // one prefill worker. Here each prefill's load is reserved at dispatch.
 TEST_F(PdDispatchTest, BurstOfLongPromptsSpreadsOverThePrefillPool) {
