@@ -200,6 +200,8 @@ struct KvAwarePolicyConfig {
   double balance_weight = 0.1;                 // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
   double kv_full_wait_seconds = 10.0;  // wait predicted when a prompt does not fit the free KV
+  // Answers carry x-kvgate-prediction: the predicted TTFT and its parts (calibration, replay).
+  bool prediction_header = false;
 };
 
 // Precise mode: routing on the engines' own KV events (workers with `kv_events`).

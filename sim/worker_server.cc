@@ -500,7 +500,9 @@ net::awaitable<bool> SimServer::AnswerStream(beast::tcp_stream& stream, const Re
       (void)co_await FinishPrefill(g.pd, *g.runner, g.engine_id, g.held_prompt);
     }
     if (done) w.End(Usage(g), &out);
-    if (!out.empty()) {
+    // vLLM sends a stream's first event (the role, message_start) with its first token: only
+    // the head goes before the prefill.
+    if (!out.empty() && (sent > 0 || done)) {
       auto [ec, k] =
           co_await net::async_write(stream, http::make_chunk(net::buffer(out)), kNoThrow);
       out.clear();

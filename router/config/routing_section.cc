@@ -227,7 +227,7 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
                     {"min_match_tokens", "prefill_tokens_per_second", "host_tokens_per_second",
                      "store_tokens_per_second", "decode_interference_seconds", "spill_bound",
                      "affinity_margin_seconds", "balance_weight", "balance_half_life_ms",
-                     "kv_full_wait_seconds"})) {
+                     "kv_full_wait_seconds", "prediction_header"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
       r.Double(s, q, "host_tokens_per_second", &k.host_tokens_per_second, 1, 1e12);
@@ -238,6 +238,7 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Double(s, q, "balance_weight", &k.balance_weight, 0, 1e3);
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
       r.Double(s, q, "kv_full_wait_seconds", &k.kv_full_wait_seconds, 0, 3600);
+      r.Bool(s, q, "prediction_header", &k.prediction_header);
     }
   }
   if (const YAML::Node s = n["precise"]; s.IsDefined() && !s.IsNull())

@@ -46,7 +46,7 @@ void FinishPrefill(ThreadContext& tc, RoutePlanner& planner, RouterMetrics& m,
                                 : UsageScanner::Dialect::kOpenAi);
     usage.Feed(r.body);
     outcome.cached_tokens = usage.cached_tokens();
-    outcome.ttfb_seconds = r.seconds;  // a prefill's whole answer is its time to first token
+    outcome.ttft_seconds = r.seconds;  // a prefill's whole answer is its time to first token
   }
   const Worker& w = *d.worker;
   RecordPrediction(tc.ForWorker(w.id(), w.name()), planner.Complete(plan, d, outcome));

@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
+#include "router/routing/ttft_prediction.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -28,6 +29,11 @@ net::awaitable<void> Backoff(std::minstd_rand& rng, const config::RetryConfig& r
 }  // namespace
 
 void RecordPrediction(const WorkerSeries& s, const Prediction& p) {
+  if (p.ttft_compared) {
+    s.ttft_error->Observe(TtftPredictionError(p.predicted_ttft_s, p.actual_ttft_s).abs_relative);
+    s.ttft_predicted->Increment(p.predicted_ttft_s);
+    s.ttft_observed->Increment(p.actual_ttft_s);
+  }
   if (!p.compared) return;
   s.predicted->Increment(static_cast<double>(p.predicted_tokens));
   s.actual->Increment(static_cast<double>(p.actual_tokens));
@@ -71,6 +77,10 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     a.body = o.body;
     a.request_id = o.request_id;
     ex.attempts = attempt + 1;
+    ex.prediction.clear();
+    if (d.predicted_ttft && plan.config->kvaware.prediction_header) {
+      ex.prediction = PredictionHeader(*d.predicted_ttft);
+    }
     const AttemptResult r = co_await upstream_.Send(tc, ex, a);
 
     const WorkerSeries& series = tc.ForWorker(worker.id(), worker.name());
@@ -79,6 +89,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
       ex.ttfb_seconds = r.ttfb_seconds;
       series.ttfb->Observe(r.ttfb_seconds);
     }
+    if (r.ttft_seconds >= 0) series.ttft->Observe(r.ttft_seconds);
     ex.cached_tokens = r.cached_tokens;
     ex.prompt_tokens = r.prompt_tokens;
     ex.response_id = r.response_id;
@@ -86,7 +97,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     outcome.success = r.outcome == AttemptOutcome::kRelayed;
     if (o.learn && plan.learn) {
       outcome.cached_tokens = r.cached_tokens;
-      outcome.ttfb_seconds = r.ttfb_seconds;
+      outcome.ttft_seconds = r.ttft_seconds;
     }
     RecordPrediction(series, planner.Complete(plan, d, outcome));
 

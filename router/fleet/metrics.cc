@@ -29,6 +29,11 @@ std::vector<double> OverheadBuckets() {
           0.001,    0.0025,  0.005,    0.01,    0.025,  0.1};
 }
 
+// Relative prediction errors: 5% steps to 40%, then coarser up to 10x.
+std::vector<double> ErrorBuckets() {
+  return {0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10};
+}
+
 MetricFamily PerWorker(std::string name, std::string help, MetricType type,
                        const WorkerList& workers, double (*value)(const Worker&)) {
   MetricFamily f{std::move(name), std::move(help), type, {}};
@@ -73,6 +78,21 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r, size_t shards)
       ttfb("kvgate_upstream_time_to_first_byte_seconds",
            "Request written to a worker until its first response byte", Type::kHistogram,
            {"worker"}, LatencyBuckets(), shards),
+      ttft("kvgate_upstream_time_to_first_token_seconds",
+           "Request written to a worker until the first event of its streamed answer (the "
+           "first token; the head comes before the prefill)",
+           Type::kHistogram, {"worker"}, LatencyBuckets(), shards),
+      ttft_error("kvgate_ttft_prediction_error_ratio",
+                 "|predicted - observed| / observed time to first token of kvaware-routed "
+                 "streamed answers",
+                 Type::kHistogram, {"worker"}, ErrorBuckets(), shards),
+      ttft_predicted("kvgate_ttft_predicted_seconds_total",
+                     "Predicted time to first token, summed over the compared requests (with "
+                     "kvgate_ttft_observed_seconds_total: the bias)",
+                     Type::kCounter, {"worker"}, {}, shards),
+      ttft_observed("kvgate_ttft_observed_seconds_total",
+                    "Observed time to first token, summed over the compared requests",
+                    Type::kCounter, {"worker"}, {}, shards),
       predicted_tokens("kvgate_prefix_prediction_predicted_tokens_total",
                        "Prompt tokens the prefix index predicted cached on the chosen worker",
                        Type::kCounter, {"worker"}, {}, shards),
@@ -203,7 +223,8 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
     families.push_back(f->Collect());
   }
   for (const ShardedFamily* f :
-       {&ttfb, &predicted_tokens, &actual_tokens, &overestimated_tokens, &underestimated_tokens}) {
+       {&ttfb, &ttft, &ttft_error, &ttft_predicted, &ttft_observed, &predicted_tokens,
+        &actual_tokens, &overestimated_tokens, &underestimated_tokens}) {
     families.push_back(f->Collect(current_worker(0)));
   }
   families.push_back(PerWorker("kvgate_worker_in_flight_requests",

@@ -39,6 +39,10 @@ class RouterMetrics {
   ShardedFamily request_duration;       // kvgate_http_request_duration_seconds{endpoint}
   ShardedFamily router_overhead;        // kvgate_router_overhead_seconds
   ShardedFamily ttfb;                   // kvgate_upstream_time_to_first_byte_seconds{worker}
+  ShardedFamily ttft;                   // kvgate_upstream_time_to_first_token_seconds{worker}
+  ShardedFamily ttft_error;             // kvgate_ttft_prediction_error_ratio{worker}
+  ShardedFamily ttft_predicted;         // kvgate_ttft_predicted_seconds_total{worker}
+  ShardedFamily ttft_observed;          // kvgate_ttft_observed_seconds_total{worker}
   ShardedFamily predicted_tokens;       // kvgate_prefix_prediction_predicted_tokens_total{worker}
   ShardedFamily actual_tokens;          // kvgate_prefix_prediction_actual_tokens_total{worker}
   ShardedFamily overestimated_tokens;   // ..._overestimated_tokens_total{worker}

@@ -98,6 +98,9 @@ struct Exchange {
   int64_t worker_id = -1;
   uint32_t attempts = 0;
   double ttfb_seconds = -1;
+  // x-kvgate-prediction for the attempt being relayed ("" none: routing.kvaware.
+  // prediction_header off, or a policy that predicts nothing).
+  std::string prediction;
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
   std::string response_id;         // POST /v1/responses: the id the worker gave the response

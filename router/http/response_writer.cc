@@ -162,6 +162,8 @@ void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_v
   AppendStatusLine(ex, status, reason, out);
   common::StrAppend(out, "x-request-id: ", ex.request_id, "\r\nx-kvgate-worker: ", ex.worker,
                     "\r\n");
+  if (!ex.prediction.empty())
+    common::StrAppend(out, "x-kvgate-prediction: ", ex.prediction, "\r\n");
   AppendConnection(ex, out);
 }
 

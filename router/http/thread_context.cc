@@ -93,10 +93,15 @@ const WorkerSeries& ThreadContext::ForWorker(uint32_t worker_id, std::string_vie
   if (inserted) {
     const std::string_view values[] = {name};
     RouterMetrics& m = state.metrics;
-    it->second =
-        WorkerSeries{m.ttfb.Get(index, values), m.predicted_tokens.Get(index, values),
-                     m.actual_tokens.Get(index, values), m.overestimated_tokens.Get(index, values),
-                     m.underestimated_tokens.Get(index, values)};
+    it->second = WorkerSeries{m.ttfb.Get(index, values),
+                              m.ttft.Get(index, values),
+                              m.ttft_error.Get(index, values),
+                              m.ttft_predicted.Get(index, values),
+                              m.ttft_observed.Get(index, values),
+                              m.predicted_tokens.Get(index, values),
+                              m.actual_tokens.Get(index, values),
+                              m.overestimated_tokens.Get(index, values),
+                              m.underestimated_tokens.Get(index, values)};
   }
   return it->second;
 }

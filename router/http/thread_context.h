@@ -30,6 +30,10 @@ namespace kvgate::router {
 /// Cached handles of this thread's shard, per worker.
 struct WorkerSeries {
   ShardedFamily::Series* ttfb = nullptr;
+  ShardedFamily::Series* ttft = nullptr;
+  ShardedFamily::Series* ttft_error = nullptr;
+  ShardedFamily::Series* ttft_predicted = nullptr;
+  ShardedFamily::Series* ttft_observed = nullptr;
   ShardedFamily::Series* predicted = nullptr;
   ShardedFamily::Series* actual = nullptr;
   ShardedFamily::Series* over = nullptr;

@@ -12,7 +12,7 @@ double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c) con
 
 double KvAwarePolicy::PredictTtft(const RouteRequest& r, const Candidate& c, double rate) const {
   const TtftParts p = PredictParts(r, c, rate);
-  return p.queue + p.prefill + p.host_load + p.store_load + p.decode_interference + p.kv_wait;
+  return p.total();
 }
 
 TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
@@ -51,6 +51,26 @@ TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
   return p;
 }
 
+double KvAwarePolicy::FleetRate(absl::Span<const Candidate> c) const {
+  double observed_sum = 0;
+  int observed = 0;
+  for (const auto& x : c) {
+    if (x.prefill_rate > 0) {
+      observed_sum += x.prefill_rate;
+      ++observed;
+    }
+  }
+  return observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
+}
+
+std::optional<TtftParts> KvAwarePolicy::Predict(const RouteRequest& request,
+                                                absl::Span<const Candidate> c,
+                                                size_t chosen) const {
+  if (chosen >= c.size()) return std::nullopt;
+  const double rate = c[chosen].prefill_rate > 0 ? c[chosen].prefill_rate : FleetRate(c);
+  return PredictParts(request, c[chosen], rate);
+}
+
 size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
                              std::vector<CandidateScore>* scores) {
   double mean_recent = 0;
@@ -64,19 +84,7 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   }
   if (!any) eligible.assign(c.size(), true);
 
-  // A worker whose rate was never observed is assumed as fast as the observed ones on average:
-  // with the configured guess instead, one fast observation would make every unobserved worker
-  // look slow and never get the traffic that would correct it.
-  double observed_sum = 0;
-  int observed = 0;
-  for (const auto& x : c) {
-    if (x.prefill_rate > 0) {
-      observed_sum += x.prefill_rate;
-      ++observed;
-    }
-  }
-  const double fleet_rate =
-      observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
+  const double fleet_rate = FleetRate(c);
   std::vector<double> score(c.size());
   std::vector<double> ttft(c.size());
   std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);

@@ -33,6 +33,9 @@ class KvAwarePolicy : public RoutingPolicy {
   // router::RoutingPolicy
   size_t Choose(const RouteRequest& request, absl::Span<const Candidate> candidates,
                 std::vector<CandidateScore>* scores) override;
+  std::optional<TtftParts> Predict(const RouteRequest& request,
+                                   absl::Span<const Candidate> candidates,
+                                   size_t chosen) const override;
   bool UsesPrefixCache() const override { return true; }
   std::string_view name() const override { return "kvaware"; }
 
@@ -43,6 +46,10 @@ class KvAwarePolicy : public RoutingPolicy {
   /// The same prediction term by term.
   TtftParts PredictParts(const RouteRequest& request, const Candidate& candidate,
                          double rate) const;
+  /// The rate assumed for a worker whose own was never observed: the observed ones' mean (with
+  /// the configured guess instead, one fast observation would make every unobserved worker
+  /// look slow and never get the traffic that would correct it), else the configured guess.
+  double FleetRate(absl::Span<const Candidate> candidates) const;
 
  private:
   const config::KvAwarePolicyConfig config_;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +85,9 @@ struct TtftParts {
   double store_load = 0;  // tokens loadable from a store
   double decode_interference = 0;
   double kv_wait = 0;  // waiting for KV room beside the running requests
+  double total() const {
+    return queue + prefill + host_load + store_load + decode_interference + kv_wait;
+  }
 };
 
 struct CandidateScore {
@@ -104,6 +108,15 @@ class RoutingPolicy {
   /// keep unsynchronised state but must not block.
   virtual size_t Choose(const RouteRequest& request, absl::Span<const Candidate> candidates,
                         std::vector<CandidateScore>* scores) = 0;
+
+  /// The policy's predicted time to first token of `request` on candidates[chosen], term by
+  /// term, as Choose() saw it; nullopt for a policy that predicts none. The gateway compares it
+  /// with the TTFT it observes (kvgate_ttft_prediction_error_ratio).
+  virtual std::optional<TtftParts> Predict(const RouteRequest& /*request*/,
+                                           absl::Span<const Candidate> /*candidates*/,
+                                           size_t /*chosen*/) const {
+    return std::nullopt;
+  }
 
   /// True when the policy reads `cached_blocks`: the gateway then hashes prompts and learns.
   virtual bool UsesPrefixCache() const { return false; }

@@ -310,6 +310,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     KVGATE_BUG(d.index < d.candidates.size(), "routing policy chose no candidate");
     if (d.index >= d.candidates.size()) d.index = 0;
     d.worker = workers[d.index];
+    d.predicted_ttft = policy.Predict(r, d.candidates, d.index);
     const Candidate& chosen = d.candidates[d.index];
     d.dp_rank = chosen.dp_rank;
     d.predicted_cached_tokens = std::min<int64_t>(
@@ -363,7 +364,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   const config::RoutingConfig& config = *plan.config;
   w.Release(d.reservation);
   cluster().LoadChanged();
-  if (outcome.success && outcome.ttfb_seconds > 0) {
+  if (outcome.success && outcome.ttft_seconds > 0) {
     // What the engine prefilled: the prompt less what it reported cached (GPU, host and store
     // alike), else what the decision predicted.
     double computed = static_cast<double>(d.reservation.prefill_tokens);
@@ -375,16 +376,21 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
           outcome.cached_tokens - d.predicted_cached_tokens, 0, d.predicted_store_tokens));
     }
     const double queued = static_cast<double>(d.queue_tokens_at_dispatch);
-    double prefill_seconds = outcome.ttfb_seconds;
+    double prefill_seconds = outcome.ttft_seconds;
     if (loaded >= StoreLoadRate::kMinTokens) {
       const double configured = config.kvaware.store_tokens_per_second;
       const double rate = w.PrefillRate(config.kvaware.prefill_tokens_per_second);
-      store_rate_.Observe(loaded, outcome.ttfb_seconds - (queued + computed) / rate, configured);
+      store_rate_.Observe(loaded, outcome.ttft_seconds - (queued + computed) / rate, configured);
       prefill_seconds -= loaded / store_rate_.TokensPerSecond(configured);
     }
     w.ObservePrefill(queued + computed, prefill_seconds);
   }
   Prediction p;
+  if (outcome.success && outcome.ttft_seconds > 0 && d.predicted_ttft) {
+    p.ttft_compared = true;
+    p.predicted_ttft_s = d.predicted_ttft->total();
+    p.actual_ttft_s = outcome.ttft_seconds;
+  }
   if (!outcome.success || outcome.cached_tokens < 0 || !plan.policy->UsesPrefixCache() ||
       plan.chain.empty()) {
     return p;

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,21 +70,28 @@ struct Decision {
   int64_t predicted_cached_tokens = 0;   // in the chosen worker's GPU tier
   int64_t predicted_store_tokens = 0;    // beyond its GPU and host tiers, from a store
   int64_t queue_tokens_at_dispatch = 0;
-  int dp_rank = -1;  // the DP rank to name in X-data-parallel-rank, -1 none
+  int dp_rank = -1;                         // the DP rank to name in X-data-parallel-rank, -1 none
+  std::optional<TtftParts> predicted_ttft;  // the policy's, for the chosen worker (kvaware)
 };
 
 /// How an attempt ended.
 struct RouteOutcome {
   bool success = false;        // a response was relayed to the client
   int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
-  double ttfb_seconds = -1;    // request written -> first response byte; -1 if none
+  // Request written -> the first body byte of a streamed answer (vLLM and SGLang send it with
+  // the first token; the head comes before the prefill), or a P/D prefill's whole answer; -1
+  // when unknown (a whole answer's arrival includes its decode).
+  double ttft_seconds = -1;
 };
 
 /// What Complete compared, for the prediction metrics (recorded by the caller's thread).
 struct Prediction {
-  bool compared = false;
+  bool compared = false;  // cached tokens compared
   int64_t predicted_tokens = 0;
   int64_t actual_tokens = 0;
+  bool ttft_compared = false;  // time to first token compared
+  double predicted_ttft_s = 0;
+  double actual_ttft_s = 0;
 };
 
 class RoutePlanner {

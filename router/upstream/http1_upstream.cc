@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "common/strings.h"
 #include "net/body_framing.h"
 #include "net/http1.h"
@@ -280,18 +282,29 @@ net::awaitable<HeadRead> ReadResponseHead(ThreadContext& tc, const Exchange& ex,
   }
 }
 
+bool IsEventStream(const http1::ResponseHead& head) {
+  const std::string_view type = head.Find("content-type");
+  const absl::string_view value(type.data(), type.size());
+  return absl::StartsWithIgnoreCase(absl::StripLeadingAsciiWhitespace(value), "text/event-stream");
+}
+
 // Relays the response whose head arrived to the client, and puts the connection back in the
 // pool when the worker can take another request on it.
 net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc, Exchange& ex,
                                             Worker& worker, UpstreamConnectionPtr conn,
-                                            const HeadRead& h, double ttfb_seconds) {
+                                            const HeadRead& h, Clock::time_point sent_at) {
   const config::Config& cfg = *ex.snapshot->config;
   AttemptResult result;
-  result.ttfb_seconds = ttfb_seconds;
+  result.ttfb_seconds = std::chrono::duration<double>(Clock::now() - sent_at).count();
   UsageScanner usage(ScannerDialect(ex.endpoint), ex.endpoint == EndpointLabel::kResponses);
   ex.worker = worker.name();
   ex.worker_id = worker.id();
   const RelayResult relay = co_await RelayResponse(tc, ex, *conn, h.head, h.body_start, usage);
+  // vLLM and SGLang send a stream's head before the prefill and its first event with the first
+  // token: that event times the prefill. A whole answer's body comes after its decode too.
+  if (relay.first_payload && IsEventStream(h.head)) {
+    result.ttft_seconds = std::chrono::duration<double>(*relay.first_payload - sent_at).count();
+  }
   result.cached_tokens = usage.cached_tokens();
   result.prompt_tokens = usage.prompt_tokens();
   result.response_id = usage.response_id();
@@ -383,8 +396,7 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
     co_return Failed(AttemptOutcome::kRetry,
                      common::StrCat(worker.name(), " answered ", h.head.status), "status_5xx");
   }
-  const double ttfb = std::chrono::duration<double>(Clock::now() - sent_at).count();
-  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, ttfb);
+  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, sent_at);
 }
 
 }  // namespace

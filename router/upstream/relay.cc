@@ -119,6 +119,7 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
   auto feed = [&](std::string_view bytes) {
     size_t consumed = 0;
     const auto status = framing.Feed(bytes, &consumed, [&](std::string_view payload) {
+      if (!result.first_payload && !payload.empty()) result.first_payload = SteadyClock::now();
       usage.Feed(payload);
       out.Payload(payload);
     });

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,9 @@ struct RelayResult {
   bool reusable = false;   // the worker connection may carry another request
   bool client_gone = false;
   std::string error;  // why the response could not be relayed or broke off
+  // When the first body byte arrived from the worker (the framing's payload, not the chunk
+  // sizes); unset when the body was empty.
+  std::optional<SteadyClock::time_point> first_payload;
 };
 
 /// Relays the response whose head is `head` to the client. `body_start` holds body bytes read

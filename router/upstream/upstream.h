@@ -42,7 +42,9 @@ struct AttemptResult {
   std::string reason;              // for logs and the client's error message
   std::string_view metric_reason;  // kvgate_upstream_retries_total{reason}
   double ttfb_seconds = -1;        // request written -> response head; -1 if none
-  int64_t cached_tokens = -1;      // from the relayed response's usage, -1 if absent
+  // Request written -> the first body byte of an event stream (see RouteOutcome); -1 if none.
+  double ttft_seconds = -1;
+  int64_t cached_tokens = -1;  // from the relayed response's usage, -1 if absent
   int64_t prompt_tokens = -1;
   std::string response_id;  // POST /v1/responses: the response's id ("" when none came)
 };

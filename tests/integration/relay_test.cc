@@ -96,6 +96,39 @@ TEST_F(RelayTest, ChunkExtensionsTrailersAndLastChunkRelayedAsIs) {
   EXPECT_EQ(BodyOf(r), "data: adata: bb\r\n");
 }
 
+// vLLM sends a stream's head before the prefill and its first event with the first token: the
+// TTFT kvgate learns prefill rates from is timed to the first body byte, not to the head.
+TEST_F(RelayTest, TimeToFirstTokenIsTheFirstEventNotTheHead) {
+  Start([](const std::string&) {
+    return Script{{"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n",
+                   "8\r\ndata: a\n\r\n", "0\r\n\r\n"},
+                  300ms};
+  });
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+  ASSERT_EQ(r.status, 200);
+  auto metric = [&](const std::string& series) {
+    const HttpResponse m = Fetch(port_, "GET", "/metrics");
+    const std::string key = "\n" + series + "{worker=\"" + upstream_->url() + "\"} ";
+    const size_t at = ("\n" + m.body).find(key);
+    return at == std::string::npos ? -1.0 : std::stod(m.body.substr(at + key.size() - 1));
+  };
+  EXPECT_EQ(metric("kvgate_upstream_time_to_first_token_seconds_count"), 1);
+  EXPECT_GE(metric("kvgate_upstream_time_to_first_token_seconds_sum"), 0.3);
+  EXPECT_LT(metric("kvgate_upstream_time_to_first_byte_seconds_sum"), 0.3);
+  // A whole answer's body comes after its decode: it times no first token.
+  upstream_.reset();
+  gateway_->Stop();
+  Start([](const std::string&) {
+    return Script{
+        {"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n", "{}"},
+        50ms};
+  });
+  EXPECT_EQ(Fetch(port_, "POST", "/v1/chat/completions", kBody).status, 200);
+  EXPECT_EQ(metric("kvgate_upstream_time_to_first_byte_seconds_count"), 1);
+  EXPECT_LE(metric("kvgate_upstream_time_to_first_token_seconds_count"), 0);  // none or 0
+}
+
 TEST_F(RelayTest, ContentLengthBodyRelayedAsIs) {
   Start([&](const std::string&) {
     return Script{{"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello", " world"}, 5ms};

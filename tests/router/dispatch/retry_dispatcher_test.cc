@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "router/routing/parsed_request.h"
+#include "router/routing/ttft_prediction.h"
 #include "tests/router/fakes/fake_upstream_stage.h"
 #include "tests/router/fakes/thread_harness.h"
 
@@ -170,6 +171,71 @@ TEST(RetryDispatcherTest, ServeWithoutRetryMakesOneAttemptAndCanLeaveTheAnswerTo
   EXPECT_FALSE(r.answered);
   EXPECT_EQ(r.last_error, "refused");
   EXPECT_EQ(ex->response.status(), 0) << "nothing was written to the client";
+}
+
+// kvaware's prediction for the chosen worker goes out in x-kvgate-prediction (when configured)
+// and, once the stream's first token came, into the error histogram and the bias counters.
+TEST(RetryDispatcherTest, KvawarePredictionReachesTheHeadAndTheErrorHistogram) {
+  ThreadHarness h(2, [](config::Config& c) {
+    c.routing.policy = "kvaware";
+    c.routing.kvaware.prediction_header = true;
+    c.routing.kvaware.prefill_tokens_per_second = 100;
+    c.routing.kvaware.decode_interference_seconds = 0;
+  });
+  FakeUpstreamStage upstream;
+  AttemptResult relayed;
+  relayed.outcome = AttemptOutcome::kRelayed;
+  relayed.ttfb_seconds = 0.001;
+  upstream.ThenResult(relayed);
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  const double tokens = p->plan.prompt_tokens;
+  ASSERT_GT(tokens, 0);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  ASSERT_EQ(upstream.sent().size(), 1u);
+  // Nothing cached, nothing queued: the whole prompt at the configured 100 tokens/s.
+  const std::string expected = PredictionHeader(TtftParts{.prefill = tokens / 100});
+  EXPECT_NE(upstream.sent()[0].head.find("x-kvgate-prediction: " + expected + "\r\n"),
+            std::string::npos)
+      << upstream.sent()[0].head;
+  auto histogram = [&] {
+    const auto family = h.state().metrics.ttft_error.Collect();
+    return family.metric.empty() ? prometheus::ClientMetric::Histogram{}
+                                 : family.metric[0].histogram;
+  };
+  EXPECT_EQ(histogram().sample_count, 0u) << "no first token observed: nothing compared";
+
+  // Observed twice the prediction: |error| 0.5, bias counters in seconds.
+  relayed.ttft_seconds = 2 * tokens / 100;
+  upstream.ThenResult(relayed);
+  auto ex2 = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p2 = PlanFor(h, *ex2);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex2, p2->plan));
+  ASSERT_EQ(upstream.sent().size(), 2u);
+  const auto hist = histogram();
+  EXPECT_EQ(hist.sample_count, 1u);
+  EXPECT_NEAR(hist.sample_sum, 0.5, 0.01);  // the prediction may now include the first's queue
+  double predicted = 0, observed = 0;
+  for (const auto& m : h.state().metrics.ttft_predicted.Collect().metric)
+    predicted += m.counter.value;
+  for (const auto& m : h.state().metrics.ttft_observed.Collect().metric)
+    observed += m.counter.value;
+  EXPECT_DOUBLE_EQ(observed, 2 * tokens / 100);
+  EXPECT_NEAR(predicted, tokens / 100, 0.01 * tokens / 100);
+}
+
+TEST(RetryDispatcherTest, NoPredictionHeaderUnlessConfigured) {
+  ThreadHarness h(2, [](config::Config& c) { c.routing.policy = "kvaware"; });
+  FakeUpstreamStage upstream;
+  upstream.Then(AttemptOutcome::kRelayed);
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  ASSERT_EQ(upstream.sent().size(), 1u);
+  EXPECT_EQ(upstream.sent()[0].head.find("x-kvgate-prediction"), std::string::npos);
+  EXPECT_NE(upstream.sent()[0].head.find("x-kvgate-worker: "), std::string::npos);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ class FakeUpstreamStage : public Upstream {
     int dp_rank = -1;
     std::string body;  // the attempt's own body ("" for the client's)
     std::string request_id;
+    std::string head;  // a relayed answer's head as the client would get it
   };
 
   /// Scripts the next Send().
@@ -42,6 +43,8 @@ class FakeUpstreamStage : public Upstream {
     s.relayed_status = relayed_status;
     sends_.push_back(std::move(s));
   }
+  /// Scripts the next Send() with a whole result (e.g. a relayed stream's TTFT).
+  void ThenResult(AttemptResult result) { sends_.push_back(Scripted{std::move(result), 200}); }
   /// Scripts the next Fetch().
   void ThenFetch(FetchResult r) { fetches_.push_back(std::move(r)); }
 
@@ -62,8 +65,7 @@ class FakeUpstreamStage : public Upstream {
     if (s.result.outcome == AttemptOutcome::kRelayed) {
       ex.worker = attempt.worker->name();
       ex.worker_id = attempt.worker->id();
-      std::string head;
-      BeginRelayedHead(tc, ex, s.relayed_status, {}, /*delimited=*/true, &head);
+      BeginRelayedHead(tc, ex, s.relayed_status, {}, /*delimited=*/true, &sent_.back().head);
     }
     co_return s.result;
   }

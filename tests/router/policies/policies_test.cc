@@ -274,6 +274,26 @@ TEST_F(KvAwareTest, PredictsTtftFromQueueAndUncachedTokens) {
   EXPECT_EQ(Choose(p), 1u);
 }
 
+// What the gateway compares with the observed TTFT is the prediction Choose() ranked by: the
+// chosen worker's, at the fleet's mean rate when its own was never observed.
+TEST_F(KvAwareTest, PredictGivesTheChosenCandidatesPredictionTermByTerm) {
+  KvAwarePolicy p(cfg_);
+  candidates_[0].load.pending_prefill_tokens = 20000;
+  candidates_[1].cached_blocks[0] = 500;
+  candidates_[2].prefill_rate = 20000;  // observed; the other two assume it too
+  std::vector<CandidateScore> s;
+  const size_t chosen = p.Choose(request_, candidates_, &s);
+  EXPECT_EQ(chosen, 1u);
+  const std::optional<TtftParts> parts = p.Predict(request_, candidates_, chosen);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_NEAR(parts->prefill, 8000.0 / 20000, 1e-9);
+  EXPECT_NEAR(parts->queue, 0, 1e-9);
+  EXPECT_NEAR(parts->total(), s[chosen].predicted_ttft_s, 1e-12);
+  EXPECT_NEAR(p.Predict(request_, candidates_, 0)->queue, 20000.0 / 20000, 1e-9);
+  EXPECT_FALSE(p.Predict(request_, candidates_, 3).has_value());
+  EXPECT_FALSE(RoundRobinPolicy().Predict(request_, candidates_, 0).has_value());
+}
+
 TEST_F(KvAwareTest, SpillsWhenOwnerQueueCostsMoreThanRecompute) {
   KvAwarePolicy p(cfg_);
   candidates_[1].cached_blocks[0] = 1000;  // everything cached on worker 1
