@@ -39,7 +39,8 @@ def rows_from_markdown(text):
             continue
         if workload is None or not line.startswith("|"):
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        # Split on unescaped pipes: a header may hold "\|err\|".
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if header is None:
             header = cells
             continue
@@ -47,12 +48,18 @@ def rows_from_markdown(text):
             continue
         r = dict(zip(header, cells))
         gpu = _num(r.get("cached in GPU", r.get("cached tokens", "n/a")))
-        results.setdefault(workload, []).append({
+        x = {
             "policy": r["policy"],
             "ttft_mean": _num(r.get("TTFT mean s", "n/a")),
             "gpu_cached": gpu,
             "store_cached": _num(r.get("loaded from store", "n/a")),
-        })
+        }
+        # Columns of newer tables; absent from older ones.
+        for key, column in (("ttft_mean_above_floor", "mean above floor s"),
+                            ("ttft_p99_above_floor", "p99 above floor s")):
+            if column in r:
+                x[key] = _num(r[column])
+        results.setdefault(workload, []).append(x)
     return results
 
 

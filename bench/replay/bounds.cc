@@ -27,15 +27,7 @@ void CollectSession(const AgentSession& session, std::string_view ns, double sta
                     bool share_prefix, size_t* seq, std::vector<TimedRequest>* out) {
   const uint64_t prefix = session.PrefixBlocks();
   for (const auto& r : session.requests) {
-    BoundsRequest b;
-    b.block_tokens = kAgenticBlockTokens;
-    b.input_tokens = r.in;
-    b.block_keys.reserve(r.hash_ids.size());
-    for (size_t i = 0; i < r.hash_ids.size(); ++i) {
-      const bool shared = share_prefix && i < prefix;
-      b.block_keys.push_back(BlockKey(shared ? kSharedPrefixNamespace : ns, r.hash_ids[i]));
-    }
-    out->push_back({start + r.t, (*seq)++, std::move(b)});
+    out->push_back({start + r.t, (*seq)++, AgenticBoundsRequest(r, ns, prefix, share_prefix)});
   }
   for (const auto& sub : session.subagents) {
     CollectSession(sub, ns, start + sub.t, share_prefix, seq, out);
@@ -90,6 +82,30 @@ ReuseResult PooledLruReuse(const std::vector<BoundsRequest>& requests, uint64_t 
   return result;
 }
 
+BoundsRequest MooncakeBoundsRequest(const MooncakeRequest& request) {
+  BoundsRequest b;
+  b.block_tokens = kMooncakeBlockTokens;
+  b.input_tokens = request.input_length;
+  b.block_keys.reserve(request.hash_ids.size());
+  for (const uint64_t id : request.hash_ids) {
+    b.block_keys.push_back(BlockKey(kMooncakeNamespace, id));
+  }
+  return b;
+}
+
+BoundsRequest AgenticBoundsRequest(const AgentRequest& request, std::string_view ns,
+                                   uint64_t prefix_blocks, bool share_prefix) {
+  BoundsRequest b;
+  b.block_tokens = kAgenticBlockTokens;
+  b.input_tokens = request.in;
+  b.block_keys.reserve(request.hash_ids.size());
+  for (size_t i = 0; i < request.hash_ids.size(); ++i) {
+    const bool shared = share_prefix && i < prefix_blocks;
+    b.block_keys.push_back(BlockKey(shared ? kSharedPrefixNamespace : ns, request.hash_ids[i]));
+  }
+  return b;
+}
+
 std::vector<BoundsRequest> MooncakeBoundsRequests(const std::vector<MooncakeRequest>& requests) {
   std::vector<const MooncakeRequest*> order;
   order.reserve(requests.size());
@@ -98,13 +114,7 @@ std::vector<BoundsRequest> MooncakeBoundsRequests(const std::vector<MooncakeRequ
                    [](const auto* a, const auto* b) { return a->timestamp_ms < b->timestamp_ms; });
   std::vector<BoundsRequest> out;
   out.reserve(requests.size());
-  for (const auto* r : order) {
-    BoundsRequest b;
-    b.block_tokens = kMooncakeBlockTokens;
-    b.input_tokens = r->input_length;
-    for (const uint64_t id : r->hash_ids) b.block_keys.push_back(BlockKey(kMooncakeNamespace, id));
-    out.push_back(std::move(b));
-  }
+  for (const auto* r : order) out.push_back(MooncakeBoundsRequest(*r));
   return out;
 }
 

@@ -39,6 +39,14 @@ ReuseResult PooledLruReuse(const std::vector<BoundsRequest>& requests, uint64_t 
 /// A block key: XXH3 of (namespace, id).
 uint64_t BlockKey(std::string_view ns, uint64_t id);
 
+/// One Mooncake request's blocks, keyed as MooncakePrompt names them.
+BoundsRequest MooncakeBoundsRequest(const MooncakeRequest& request);
+
+/// One agentic turn's blocks, keyed as AgentConversation names them: the first
+/// `prefix_blocks` in the shared-prefix namespace when `share_prefix`, the rest in `ns`.
+BoundsRequest AgenticBoundsRequest(const AgentRequest& request, std::string_view ns,
+                                   uint64_t prefix_blocks, bool share_prefix);
+
 /// Bounds requests of a Mooncake trace, in timestamp order.
 std::vector<BoundsRequest> MooncakeBoundsRequests(const std::vector<MooncakeRequest>& requests);
 

@@ -52,6 +52,12 @@ per-worker load (X-Kvgate-Worker).
   --max-output-tokens N        cap on max_tokens; 0 = the trace's value (default 512)
   --fleet-capacity-tokens N    capacity of the pooled-LRU bound (default 0 = skip it)
   --no-bounds                  skip the trace bounds
+  --floor-prefill-rate TOK/S   one worker's prefill rate in wall-clock tokens per second: the
+                               TTFT floor is each request's compulsory tokens (no earlier
+                               request sent them) / this. Against a simulator running faster
+                               than real time, its rate divided by its --time-scale (kvgate-sim's
+                               default 1/7e-5 = 14286 tokens per simulated s at --time-scale
+                               0.05: 285714). Default 0 = no floor
   --request-timeout SECONDS    per-request timeout (default 600)
   --header NAME:VALUE          extra request header (repeatable)
   --connection-per-request     open a new connection for every request and close it after
@@ -111,6 +117,7 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       {"model", str(&o.body.model)},
       {"max-output-tokens", u64(&o.body.max_output_tokens)},
       {"fleet-capacity-tokens", u64(&o.fleet_capacity_tokens)},
+      {"floor-prefill-rate", dbl(&o.floor_prefill_rate, false)},
       {"request-timeout", dbl(&o.request_timeout_s, true)},
       {"share-prefix",
        [&](std::string_view flag, std::string_view v) -> absl::Status {

@@ -19,6 +19,8 @@
 #include <optional>
 
 #include "bench/replay/bounds.h"
+#include "bench/replay/floor.h"
+#include "bench/replay/prediction.h"
 #include "bench/replay/sse.h"
 #include "common/strings.h"
 #include "common/url.h"
@@ -135,8 +137,10 @@ class Session {
   }
 
   // Sends one streaming request and fills `*rec` (send time, latencies, usage, worker,
-  // errors); the generated text and response id go to `*answer` if non-null. Never throws.
-  net::awaitable<void> Send(const ApiRequest& request, RequestRecord* rec, Answer* answer) {
+  // errors); the generated text and response id go to `*answer` if non-null; with `blocks`,
+  // the request's TTFT floor. Never throws.
+  net::awaitable<void> Send(const ApiRequest& request, RequestRecord* rec, Answer* answer,
+                            const BoundsRequest* blocks = nullptr) {
     ++in_flight_;
     const Clock::time_point t0 = Clock::now();
     rec->send_s = Seconds(t0 - start_);
@@ -152,7 +156,7 @@ class Session {
     req.keep_alive(!options_.connection_per_request);
     req.prepare_payload();
     if (options_.request_sample_size > 0) Sample(req, request);
-    co_await Exchange(req, t0, rec, answer);
+    co_await Exchange(req, t0, rec, answer, blocks);
     rec->e2e_s = Seconds(Clock::now() - t0);
     --in_flight_;
     ++finished_;
@@ -244,7 +248,7 @@ class Session {
   }
 
   net::awaitable<void> Exchange(http::request<http::string_body>& req, Clock::time_point t0,
-                                RequestRecord* rec, Answer* answer) {
+                                RequestRecord* rec, Answer* answer, const BoundsRequest* blocks) {
     const auto timeout = FromSeconds(options_.request_timeout_s);
     for (int attempt = 0; attempt < 2; ++attempt) {
       beast::error_code ec;
@@ -256,6 +260,11 @@ class Session {
         co_return;
       }
       const bool may_retry = conn->reused && attempt == 0;
+      if (blocks && attempt == 0) {
+        // Counted as the request goes out: new connections may reorder requests sent at once.
+        rec->compulsory_tokens = compulsory_.Add(*blocks);
+        rec->floor_s = static_cast<double>(rec->compulsory_tokens) / options_.floor_prefill_rate;
+      }
       conn->stream.expires_after(timeout);
       auto [wec, wn] = co_await http::async_write(conn->stream, req, kNoThrow);
       if (wec) {
@@ -277,6 +286,9 @@ class Session {
       rec->status = static_cast<int>(head.result_int());
       if (auto it = head.find("X-Kvgate-Worker"); it != head.end()) {
         rec->worker = std::string(it->value());
+      }
+      if (auto it = head.find("X-Kvgate-Prediction"); it != head.end()) {
+        ParsePredictionHeader({it->value().data(), it->value().size()}, &rec->prediction);
       }
       const bool success = rec->status >= 200 && rec->status < 300;
       load_.Open(rec->worker);
@@ -356,6 +368,7 @@ class Session {
   WorkerLoad load_;
   std::vector<RequestRecord> records_;
   RequestSample sample_{options_.request_sample_size};
+  CompulsoryTokens compulsory_;
   uint64_t sent_ = 0;
   uint64_t finished_ = 0;
   uint64_t failed_ = 0;
@@ -393,7 +406,9 @@ net::awaitable<void> SendMooncake(Session& s, const MooncakeRequest& r, uint64_t
   rec.index = index;
   const ApiRequest request = SingleTurnRequest(s.options().api, MooncakePrompt(r), r.output_length,
                                                s.options().body, StrCat("mooncake/", index));
-  co_await s.Send(request, &rec, nullptr);
+  std::optional<BoundsRequest> blocks;
+  if (s.options().floor_prefill_rate > 0) blocks = MooncakeBoundsRequest(r);
+  co_await s.Send(request, &rec, nullptr, blocks ? &*blocks : nullptr);
   s.records().push_back(std::move(rec));
   group.Done();
 }
@@ -463,7 +478,11 @@ net::awaitable<void> RunConversation(Session& s, const AgentSession& session, st
     rec.index = k;
     const ApiRequest request = client.NextTurn(conversation.NextTurn(r), r.out);
     Answer answer;
-    co_await s.Send(request, &rec, &answer);
+    std::optional<BoundsRequest> blocks;
+    if (s.options().floor_prefill_rate > 0) {
+      blocks = AgenticFloorRequest(r, ns, session.PrefixBlocks(), s.options().share_prefix);
+    }
+    co_await s.Send(request, &rec, &answer, blocks ? &*blocks : nullptr);
     conversation.SetAnswer(std::move(answer.text));
     client.SetResponseId(rec.ok() ? std::move(answer.response_id) : std::string());
     s.records().push_back(std::move(rec));
@@ -537,6 +556,7 @@ absl::StatusOr<ReplayResult> RunOn(const ReplayOptions& options, Body body) {
   result.report.api = std::string(ApiName(options.api));
   result.report.responses_store = options.api == Api::kResponses && options.body.responses_store;
   result.report.conversations = session.conversations_started();
+  result.report.floor.prefill_tokens_per_s = options.floor_prefill_rate;
   result.records = std::move(session.records());
   result.sampled_requests = std::move(session.sample().kept());
   return result;

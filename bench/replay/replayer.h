@@ -46,6 +46,8 @@ struct ReplayOptions {
   // turns over them instead of pinning the session to the replica of its first connection.
   bool connection_per_request = false;
   uint64_t request_sample_size = 0;  // Keep a uniform sample of this many sent requests.
+  // One worker's prefill rate, tokens per wall-clock second; > 0 computes the TTFT floor.
+  double floor_prefill_rate = 0;
 };
 
 struct ReplayResult {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "common/json_util.h"
 #include "common/strings.h"
@@ -30,6 +32,50 @@ void AppendLatency(std::string* out, const char* name, const LatencySummary& s) 
   out->append(",\"p99\":");
   AppendNumber(out, s.p99);
   out->append("}");
+}
+
+// Named numbers as JSON members: ,"name":value for each.
+void AppendFields(std::string* out, std::initializer_list<std::pair<const char*, double>> fields) {
+  for (const auto& [name, v] : fields) {
+    StrAppend(out, ",\"", name, "\":");
+    AppendNumber(out, v);
+  }
+}
+
+void AppendPrediction(std::string* out, const PredictionSummary& p) {
+  if (p.count == 0) {
+    out->append("null");
+    return;
+  }
+  StrAppend(out, "{\"count\":", p.count);
+  AppendFields(out, {{"abs_error_p50", p.abs_error_p50},
+                     {"abs_error_p90", p.abs_error_p90},
+                     {"bias", p.bias},
+                     {"over_share", p.over_share},
+                     {"under_share", p.under_share},
+                     {"predicted_ttft_mean_s", p.predicted_ttft_mean_s},
+                     {"actual_ttft_mean_s", p.actual_ttft_mean_s}});
+  out->append(",\"parts_mean_s\":{");
+  for (size_t k = 0; k < kPredictionParts.size(); ++k) {
+    StrAppend(out, k ? "," : "", "\"", kPredictionParts[k], "\":");
+    AppendNumber(out, p.part_means_s[k]);
+  }
+  out->append("}}");
+}
+
+void AppendFloor(std::string* out, const FloorSummary& f) {
+  if (!f.computed) {
+    out->append("null");
+    return;
+  }
+  out->append("{\"prefill_tokens_per_s\":");
+  AppendNumber(out, f.prefill_tokens_per_s);
+  StrAppend(out, ",\"count\":", f.count, ",\"compulsory_tokens\":", f.compulsory_tokens);
+  AppendFields(out, {{"mean_s", f.mean_s},
+                     {"p99_s", f.p99_s},
+                     {"ttft_mean_above_s", f.ttft_mean_above_s},
+                     {"ttft_p99_above_s", f.ttft_p99_above_s}});
+  out->push_back('}');
 }
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
@@ -73,11 +119,15 @@ Report BuildReport(const std::vector<RequestRecord>& records,
                    const std::map<std::string, uint64_t>& max_concurrent, double duration_s) {
   Report report;
   report.duration_s = duration_s;
-  std::vector<double> ttft, tpot, e2e;
+  std::vector<double> ttft, tpot, e2e, floors, predicted_actual;
+  std::vector<TtftPrediction> predicted;
+  uint64_t compulsory = 0;
+  bool floor = false;
   for (const auto& r : records) {
     ++report.requests;
     WorkerSummary& w = report.workers[r.worker];
     ++w.requests;
+    floor = floor || r.floor_s >= 0;
     if (!r.ok()) {
       ++report.errors;
       ++w.errors;
@@ -92,7 +142,17 @@ Report BuildReport(const std::vector<RequestRecord>& records,
     w.prompt_tokens += r.prompt_tokens;
     w.cached_tokens += r.cached_tokens;
     w.store_tokens += r.store_tokens;
-    if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
+    if (r.ttft_s >= 0) {
+      ttft.push_back(r.ttft_s);
+      if (r.floor_s >= 0) {
+        floors.push_back(r.floor_s);
+        compulsory += r.compulsory_tokens;
+      }
+      if (r.prediction.present()) {
+        predicted.push_back(r.prediction);
+        predicted_actual.push_back(r.ttft_s);
+      }
+    }
     if (r.tpot_s() >= 0) tpot.push_back(r.tpot_s());
     e2e.push_back(r.e2e_s);
   }
@@ -100,6 +160,8 @@ Report BuildReport(const std::vector<RequestRecord>& records,
   report.ttft = Summarize(std::move(ttft));
   report.tpot = Summarize(std::move(tpot));
   report.e2e = Summarize(std::move(e2e));
+  report.prediction = SummarizePredictions(predicted, predicted_actual);
+  if (floor) report.floor = SummarizeFloor(std::move(floors), compulsory, report.ttft);
   return report;
 }
 
@@ -163,6 +225,10 @@ std::string ReportToJson(const Report& r) {
     AppendNumber(&out, r.bounds.pooled_lru_reuse_ratio);
     StrAppend(&out, ",\"capacity_tokens\":", r.bounds.capacity_tokens, "}");
   }
+  out.append(",\"prediction\":");
+  AppendPrediction(&out, r.prediction);
+  out.append(",\"floor\":");
+  AppendFloor(&out, r.floor);
   out.append("}\n");
   return out;
 }
@@ -186,6 +252,25 @@ std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
               ",\"cached_tokens\":", r.cached_tokens, ",\"store_tokens\":", r.store_tokens,
               ",\"completion_tokens\":", r.completion_tokens, ",\"worker\":");
     common::AppendJsonString(out, r.worker);
+    out.append(",\"prediction\":");
+    if (!r.prediction.present()) {
+      out.append("null");
+    } else {
+      out.append("{\"ttft\":");
+      AppendNumber(&out, r.prediction.ttft_s);
+      for (size_t k = 0; k < kPredictionParts.size(); ++k) {
+        if (std::isnan(r.prediction.parts_s[k])) continue;  // Not in the header.
+        StrAppend(&out, ",\"", kPredictionParts[k], "\":");
+        AppendNumber(&out, r.prediction.parts_s[k]);
+      }
+      out.push_back('}');
+    }
+    if (r.floor_s >= 0) {
+      StrAppend(&out, ",\"compulsory_tokens\":", r.compulsory_tokens, ",\"floor_s\":");
+      AppendNumber(&out, r.floor_s);
+    } else {
+      out.append(",\"compulsory_tokens\":null,\"floor_s\":null");
+    }
     out.append(",\"error\":");
     common::AppendJsonString(out, r.error);
     out.append("}\n");
@@ -217,6 +302,29 @@ std::string ReportToTable(const Report& r) {
   row("TTFT", r.ttft);
   row("TPOT", r.tpot);
   row("E2E", r.e2e);
+  if (r.floor.computed) {
+    out += fmt::format(
+        "TTFT floor (compulsory prefill at {:.0f} tok/s, no queueing): mean {:.2f} ms  p99 {:.2f} "
+        "ms; TTFT above it: mean {:.2f} ms  p99 {:.2f} ms\n",
+        r.floor.prefill_tokens_per_s, ms(r.floor.mean_s), ms(r.floor.p99_s),
+        ms(r.floor.ttft_mean_above_s), ms(r.floor.ttft_p99_above_s));
+  }
+  if (r.prediction.count > 0) {
+    const PredictionSummary& p = r.prediction;
+    out += fmt::format(
+        "TTFT prediction ({} requests): |error| p50 {:.1f}%  p90 {:.1f}%  bias {:+.1f}%  over "
+        "{:.1f}%  under {:.1f}%\n  mean predicted {:.2f} ms",
+        p.count, 100 * p.abs_error_p50, 100 * p.abs_error_p90, 100 * p.bias, 100 * p.over_share,
+        100 * p.under_share, ms(p.predicted_ttft_mean_s));
+    std::string parts;
+    for (size_t k = 0; k < kPredictionParts.size(); ++k) {
+      if (std::isnan(p.part_means_s[k])) continue;
+      parts += fmt::format("{}{} {:.2f}", parts.empty() ? "" : "  ", kPredictionParts[k],
+                           ms(p.part_means_s[k]));
+    }
+    if (!parts.empty()) out += fmt::format(" ({})", parts);
+    out += fmt::format(", measured {:.2f} ms\n", ms(p.actual_ttft_mean_s));
+  }
   out += fmt::format("\n{:<36}{:>9}{:>8}{:>12}{:>12}{:>8}{:>9}\n", "worker", "requests", "errors",
                      "prompt", "cached", "cached%", "max conc");
   for (const auto& [worker, w] : r.workers) {

@@ -1,13 +1,17 @@
 // File: bench/replay/report.h
 // What kvgate-replay measures: one RequestRecord per request sent, summarised into a Report
-// (latency percentiles, throughput, token and cache counts, per-worker load, trace bounds),
-// written as JSON and as a human table. Value types and pure functions; thread-compatible.
+// (latency percentiles, throughput, token and cache counts, per-worker load, trace bounds, the
+// gateway's TTFT prediction error, the TTFT floor), written as JSON and as a human table. Value
+// types and pure functions; thread-compatible.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "bench/replay/floor.h"
+#include "bench/replay/prediction.h"
 
 namespace kvgate::replay {
 
@@ -26,6 +30,9 @@ struct RequestRecord {
   uint64_t store_tokens = 0;       // Of cached_tokens, loaded from a KV store (kvgate-sim's usage).
   uint64_t completion_tokens = 0;  // From usage, else the number of content events.
   std::string worker;              // X-Kvgate-Worker response header, if any.
+  TtftPrediction prediction;       // x-kvgate-prediction response header, if any.
+  uint64_t compulsory_tokens = 0;  // Input no earlier request of the run sent (floor.h).
+  double floor_s = -1;             // compulsory_tokens / --floor-prefill-rate; < 0 without.
 
   bool ok() const { return error.empty() && status >= 200 && status < 300; }
   /// (E2E - TTFT) / (completion_tokens - 1); < 0 when undefined.
@@ -76,6 +83,8 @@ struct Report {
   LatencySummary ttft, tpot, e2e;
   std::map<std::string, WorkerSummary> workers;  // Keyed by X-Kvgate-Worker ("" = unknown).
   BoundsSummary bounds;
+  PredictionSummary prediction;  // count 0 when no response carried a prediction.
+  FloorSummary floor;            // computed only with --floor-prefill-rate.
 
   double cached_ratio() const;
   double requests_per_s() const;

@@ -230,6 +230,62 @@ TEST(AgentReplayTest, DefaultApiIsReported) {
   EXPECT_EQ(agentic->report.api, "chat");
 }
 
+// A chat stream of one token, with `head` (header lines) in the response head.
+Script ChatAnswer(const std::string& head) {
+  const std::string s =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0 \"}}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":1}}\n\n"
+      "data: [DONE]\n\n";
+  return {{"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + head +
+           "Content-Length: " + std::to_string(s.size()) + "\r\n\r\n" + s}};
+}
+
+TEST(AgentReplayTest, ReadsThePredictionHeaderAndCountsTheFloor) {
+  std::atomic<int> n{0};
+  ScriptedUpstream server([&](const std::string&) {
+    switch (n++) {
+      case 0:
+        return ChatAnswer("x-kvgate-prediction: ttft=0.5;queue=0.1;prefill=0.4;new=7\r\n");
+      case 1:
+        return ChatAnswer("X-Kvgate-Prediction: queue=0.1\r\n");  // Malformed: no ttft.
+      default:
+        return ChatAnswer("");
+    }
+  });
+  // One conversation at a time: a's two turns, then b's, whose blocks 1, 2 are the shared prefix.
+  ReplayOptions o = Options(server.url(), Api::kChat);
+  o.conversations = 1;
+  o.floor_prefill_rate = 64000;
+  auto result = RunAgentic({Conversation("a", 2), Conversation("b", 1)}, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& records = result->records;
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_DOUBLE_EQ(records[0].prediction.ttft_s, 0.5);
+  EXPECT_DOUBLE_EQ(records[0].prediction.parts_s[1], 0.4);
+  EXPECT_FALSE(records[1].prediction.present());
+  EXPECT_FALSE(records[2].prediction.present());
+  EXPECT_EQ(result->report.prediction.count, 1u);
+  EXPECT_EQ(records[0].compulsory_tokens, 3 * 64u);
+  EXPECT_EQ(records[1].compulsory_tokens, 64u);
+  EXPECT_EQ(records[2].conversation, "b");
+  EXPECT_EQ(records[2].compulsory_tokens, 64u);  // Only its own block 3.
+  EXPECT_DOUBLE_EQ(records[2].floor_s, 0.001);
+  EXPECT_EQ(result->report.floor.compulsory_tokens, 5 * 64u);
+}
+
+TEST(CliTest, FloorPrefillRate) {
+  auto parsed = ParseCommandLine(
+      {"--target", "http://h:1", "--trace", "t.json", "--floor-prefill-rate", "285714"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->replay.floor_prefill_rate, 285714);
+  EXPECT_EQ(
+      ParseCommandLine({"--target", "http://h:1", "--trace", "t.json"})->replay.floor_prefill_rate,
+      0);
+  EXPECT_FALSE(ParseCommandLine(
+                   {"--target", "http://h:1", "--trace", "t.json", "--floor-prefill-rate", "-1"})
+                   .ok());
+}
+
 TEST(CliTest, ApiFlags) {
   const std::vector<std::string> base = {"--target", "http://h:1", "--trace", "t.json"};
   auto with = [&](std::vector<std::string> extra) {

@@ -1,5 +1,6 @@
 #include "bench/replay/bounds.h"
 
+#include "bench/replay/floor.h"
 #include "bench/replay/replayer.h"
 #include "bench/replay/trace.h"
 #include "gmock/gmock.h"
@@ -90,6 +91,41 @@ TEST(AgenticBoundsTest, OrdersByAbsoluteStartIncludingSubagents) {
   ASSERT_EQ(requests.size(), 3u);
   EXPECT_EQ(requests[1].block_keys.size(), 2u);  // The sub-agent's turn comes second.
   EXPECT_EQ(requests[1].block_keys[0], requests[0].block_keys[2]);
+}
+
+TEST(CompulsoryTokensTest, TwoConversationsShareThePrefixAsTheBoundsDo) {
+  const AgentSession a = Session("a", {{1, 2, 3}, {1, 2, 3, 4}});
+  const AgentSession b = Session("b", {{1, 2, 5}});  // Ids 1, 2 are a's too (prefix blocks).
+  for (const bool share : {true, false}) {
+    CompulsoryTokens compulsory;
+    auto add = [&](const AgentSession& s, size_t turn) {
+      return compulsory.Add(AgenticFloorRequest(s.requests[turn], s.id, s.PrefixBlocks(), share));
+    };
+    EXPECT_EQ(add(a, 0), 3 * 64u);
+    EXPECT_EQ(add(a, 1), 64u);                             // Only block 4 is new.
+    EXPECT_EQ(add(b, 0), (share ? 1 : 3) * 64u) << share;  // a's prefix, only when shared.
+    EXPECT_EQ(add(b, 0), 0u);                              // Sent again: all of it could be cached.
+  }
+}
+
+TEST(CompulsoryTokensTest, PrefixSemanticsAndTails) {
+  CompulsoryTokens compulsory;
+  EXPECT_EQ(compulsory.Add(R({1, 2}, 20)), 20u);
+  EXPECT_EQ(compulsory.Add(R({5, 2}, 20)), 20u);  // Block 2 after a new block is recomputed.
+  EXPECT_EQ(compulsory.Add(R({1, 2}, 15)), 0u);   // A partial last block of known blocks.
+  EXPECT_EQ(compulsory.Add(R({1, 2}, 27)), 7u);   // Tokens beyond the hashed blocks.
+  // Mooncake prompts carry their tail beyond the hashed blocks: compulsory every time.
+  const MooncakeRequest m = {0, 1100, 1, {7, 8}, 1};
+  EXPECT_EQ(compulsory.Add(MooncakeBoundsRequest(m)), 1100u);
+  EXPECT_EQ(compulsory.Add(MooncakeBoundsRequest(m)), 1100u - 1024u);
+  // Agentic prompts carry the hashed blocks only: the trace's unhashed tail is not sent.
+  AgentRequest turn;
+  turn.in = 2 * 64 + 40;
+  turn.hash_ids = {1, 2};
+  const BoundsRequest sent = AgenticFloorRequest(turn, "c", 0, true);
+  EXPECT_EQ(sent.input_tokens, 128u);
+  EXPECT_EQ(compulsory.Add(sent), 128u);
+  EXPECT_EQ(compulsory.Add(sent), 0u);
 }
 
 TEST(PlanTest, SlotsTakeTheNextConversationWhenOneEnds) {

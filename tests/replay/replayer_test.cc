@@ -84,6 +84,36 @@ TEST(ReplayMooncakeTest, ReplaysAWholeFileOpenLoop) {
   EXPECT_LT(r.bounds.pooled_lru_reuse_ratio, r.bounds.ideal_reuse_ratio);
 }
 
+TEST(ReplayMooncakeTest, FloorCountsCompulsoryTokensInSendOrder) {
+  auto fake = StartFake();
+  ReplayOptions o = Options(fake->url(), Fixture("tiny.jsonl"));
+  o.speedup = 10;
+  o.floor_prefill_rate = 1000;
+  auto result = RunReplay(o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // Timestamp order; blocks 0, 1 come back in requests 1 and 3 (the ideal bound's 2048 tokens).
+  const std::map<uint64_t, uint64_t> want = {{0, 1100}, {1, 476}, {2, 600}, {3, 0}, {4, 512}};
+  ASSERT_EQ(result->records.size(), want.size());
+  for (const auto& rec : result->records) {
+    EXPECT_EQ(rec.compulsory_tokens, want.at(rec.index)) << rec.index;
+    EXPECT_DOUBLE_EQ(rec.floor_s, want.at(rec.index) / 1000.0) << rec.index;
+    EXPECT_FALSE(rec.prediction.present());  // The fake sends no x-kvgate-prediction.
+  }
+  const Report& r = result->report;
+  ASSERT_TRUE(r.floor.computed);
+  EXPECT_EQ(r.floor.prefill_tokens_per_s, 1000);
+  EXPECT_EQ(r.floor.compulsory_tokens, 4736u - 2048u);
+  EXPECT_NEAR(r.floor.mean_s, 2.688 / 5, 1e-12);
+  EXPECT_DOUBLE_EQ(r.floor.p99_s, 1.1);
+  EXPECT_EQ(r.prediction.count, 0u);
+  // Without a rate, no floor.
+  o.floor_prefill_rate = 0;
+  auto plain = RunReplay(o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->report.floor.computed);
+  EXPECT_LT(plain->records[0].floor_s, 0);
+}
+
 TEST(ReplayMooncakeTest, MaxRequestsAndChatApi) {
   auto fake = StartFake();
   ReplayOptions o = Options(fake->url(), Fixture("tiny.jsonl"));

@@ -1,5 +1,8 @@
 #include "bench/replay/report.h"
 
+#include <cmath>
+
+#include "bench/replay/prediction.h"
 #include "bench/replay/sse.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -9,6 +12,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(SummarizeTest, NearestRankPercentiles) {
   std::vector<double> v;
@@ -79,6 +83,109 @@ TEST(ReportTest, CountsPerWorkerAndErrors) {
   const std::string table = ReportToTable(r);
   EXPECT_THAT(table, HasSubstr("TTFT"));
   EXPECT_THAT(table, HasSubstr("http_503 1"));
+}
+
+TEST(PredictionHeaderTest, ParsesEveryPartInAnyOrder) {
+  TtftPrediction p;
+  ASSERT_TRUE(ParsePredictionHeader(
+      "queue=0.1000; ttft=1.2345;prefill=0.9000;host=0.0000;store=0.2000;decode=0.0100;"
+      "kv_wait=0.0235",
+      &p));
+  EXPECT_TRUE(p.present());
+  EXPECT_DOUBLE_EQ(p.ttft_s, 1.2345);
+  EXPECT_THAT(p.parts_s, ElementsAre(0.1, 0.9, 0.0, 0.2, 0.01, 0.0235));  // kPredictionParts.
+}
+
+TEST(PredictionHeaderTest, MissingPartsStayUnknownAndUnknownKeysAreIgnored) {
+  TtftPrediction p;
+  ASSERT_TRUE(ParsePredictionHeader("policy=kvaware v2;ttft=2;queue=0.5;;", &p));
+  EXPECT_DOUBLE_EQ(p.ttft_s, 2);
+  EXPECT_DOUBLE_EQ(p.parts_s[0], 0.5);
+  for (size_t k = 1; k < kPredictionParts.size(); ++k) EXPECT_TRUE(std::isnan(p.parts_s[k]));
+}
+
+TEST(PredictionHeaderTest, MalformedHeadersLeaveNoPrediction) {
+  for (const char* bad :
+       {"", "queue=0.1;prefill=0.2", "ttft", "ttft=", "ttft=abc", "ttft=-1", "ttft=inf", "ttft=nan",
+        "ttft=1;ttft=2", "ttft=1;queue=x", "ttft=1;queue=0.1;queue=0.2", "ttft=1;junk"}) {
+    TtftPrediction p;
+    EXPECT_FALSE(ParsePredictionHeader(bad, &p)) << bad;
+    EXPECT_FALSE(p.present()) << bad;
+  }
+}
+
+TEST(PredictionSummaryTest, RelativeErrorsOfAHandMadeCase) {
+  // Errors -0.5, 0, 1; the last two pairs have no prediction or no measured TTFT.
+  std::vector<TtftPrediction> predicted(5);
+  predicted[0].ttft_s = 1;
+  predicted[0].parts_s[1] = 0.8;  // prefill
+  predicted[1].ttft_s = 2;
+  predicted[1].parts_s[1] = 1.2;
+  predicted[2].ttft_s = 4;
+  predicted[4].ttft_s = 3;
+  const PredictionSummary s = SummarizePredictions(predicted, {2, 2, 2, 2, 0});
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_DOUBLE_EQ(s.abs_error_p50, 0.5);
+  EXPECT_DOUBLE_EQ(s.abs_error_p90, 1);
+  EXPECT_NEAR(s.bias, 0.1667, 1e-4);
+  EXPECT_DOUBLE_EQ(s.over_share, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(s.under_share, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(s.predicted_ttft_mean_s, 7.0 / 3);
+  EXPECT_DOUBLE_EQ(s.actual_ttft_mean_s, 2);
+  EXPECT_DOUBLE_EQ(s.part_means_s[1], 1.0);  // Over the two headers that had it.
+  EXPECT_TRUE(std::isnan(s.part_means_s[0]));
+  EXPECT_EQ(SummarizePredictions({}, {}).count, 0u);
+}
+
+TEST(ReportTest, PredictionAndFloorInTheJsonTableAndRecords) {
+  RequestRecord a = Ok("w1", 1000, 0);  // TTFT 0.1 s.
+  ASSERT_TRUE(ParsePredictionHeader("ttft=0.15;queue=0.05;prefill=0.1", &a.prediction));
+  a.compulsory_tokens = 1000;
+  a.floor_s = 0.05;
+  RequestRecord b = Ok("w1", 1000, 1000);
+  b.compulsory_tokens = 0;
+  b.floor_s = 0;
+  RequestRecord failed;  // Neither error nor floor of a failed request counts.
+  failed.error = "connect: refused";
+  failed.floor_s = 1;
+  failed.compulsory_tokens = 5000;
+  failed.prediction.ttft_s = 9;
+  Report r = BuildReport({a, b, failed}, {}, 1.0);
+  r.floor.prefill_tokens_per_s = 20000;
+  EXPECT_EQ(r.prediction.count, 1u);
+  EXPECT_DOUBLE_EQ(r.prediction.bias, 0.5);
+  ASSERT_TRUE(r.floor.computed);
+  EXPECT_EQ(r.floor.count, 2u);
+  EXPECT_EQ(r.floor.compulsory_tokens, 1000u);
+  EXPECT_DOUBLE_EQ(r.floor.mean_s, 0.025);
+  EXPECT_DOUBLE_EQ(r.floor.p99_s, 0.05);
+  EXPECT_DOUBLE_EQ(r.floor.ttft_mean_above_s, 0.1 - 0.025);
+  EXPECT_DOUBLE_EQ(r.floor.ttft_p99_above_s, 0.1 - 0.05);
+  const std::string json = ReportToJson(r);
+  EXPECT_THAT(json, HasSubstr(R"("prediction":{"count":1,"abs_error_p50":0.5,"abs_error_p90":0.5,)"
+                              R"("bias":0.5,"over_share":1,"under_share":0,)"
+                              R"("predicted_ttft_mean_s":0.15,"actual_ttft_mean_s":0.1,)"
+                              R"("parts_mean_s":{"queue":0.05,"prefill":0.1,"host":null,)"));
+  EXPECT_THAT(json, HasSubstr(R"("floor":{"prefill_tokens_per_s":20000,"count":2,)"
+                              R"("compulsory_tokens":1000,"mean_s":0.025,"p99_s":0.05,)"
+                              R"("ttft_mean_above_s":0.075,"ttft_p99_above_s":0.05})"));
+  const std::string table = ReportToTable(r);
+  EXPECT_THAT(table, HasSubstr("TTFT floor (compulsory prefill at 20000 tok/s, no queueing): "
+                               "mean 25.00 ms  p99 50.00 ms; TTFT above it: mean 75.00 ms  p99 "
+                               "50.00 ms"));
+  EXPECT_THAT(table, HasSubstr("TTFT prediction (1 requests): |error| p50 50.0%  p90 50.0%  bias "
+                               "+50.0%  over 100.0%  under 0.0%"));
+  EXPECT_THAT(table, HasSubstr("mean predicted 150.00 ms (queue 50.00  prefill 100.00), "
+                               "measured 100.00 ms"));
+  const std::string records = RecordsToJsonl({a, RequestRecord{}});
+  EXPECT_THAT(records, HasSubstr(R"("prediction":{"ttft":0.15,"queue":0.05,"prefill":0.1},)"
+                                 R"("compulsory_tokens":1000,"floor_s":0.05,)"));
+  EXPECT_THAT(records, HasSubstr(R"("prediction":null,"compulsory_tokens":null,"floor_s":null,)"));
+  // Without predictions and --floor-prefill-rate, both sections are null and not in the table.
+  const Report plain = BuildReport({Ok("w1", 10, 0)}, {}, 1.0);
+  EXPECT_THAT(ReportToJson(plain), HasSubstr(R"("prediction":null,"floor":null})"));
+  EXPECT_THAT(ReportToTable(plain), Not(HasSubstr("floor")));
+  EXPECT_THAT(ReportToTable(plain), Not(HasSubstr("prediction")));
 }
 
 TEST(SseTest, SplitsEventsAcrossReads) {
