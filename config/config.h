@@ -190,8 +190,12 @@ struct ConsistentHashPolicyConfig {
 };
 
 struct KvAwarePolicyConfig {
-  uint32_t min_match_tokens = 256;             // shorter hits do not count as affinity
-  double prefill_tokens_per_second = 10'000;   // until learned from observed TTFTs
+  uint32_t min_match_tokens = 256;            // shorter hits do not count as affinity
+  double prefill_tokens_per_second = 10'000;  // until learned from observed TTFTs
+  // A prompt token's extra prefill cost per token of context before it, as a fraction of a
+  // context-free token's (attention against the context): 1.4e-5 for an 8B Llama on an H100
+  // (docs/routing.md); 0 counts every token alike.
+  double prefill_context_factor = 1.4e-5;
   double host_tokens_per_second = 200'000;     // loading host-tier KV instead of computing
   double store_tokens_per_second = 100'000;    // fetching store-tier KV
   double decode_interference_seconds = 0.002;  // added TTFT per running decode sequence

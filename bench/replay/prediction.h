@@ -13,13 +13,13 @@
 namespace kvgate::replay {
 
 /// The parts of a predicted TTFT, in the order the report lists them.
-inline constexpr std::array<std::string_view, 6> kPredictionParts = {"queue", "prefill", "host",
-                                                                     "store", "decode",  "kv_wait"};
+inline constexpr std::array<std::string_view, 7> kPredictionParts = {
+    "queue", "prefill", "overhead", "host", "store", "decode", "kv_wait"};
 
 /// One x-kvgate-prediction header, in seconds.
 struct TtftPrediction {
   double ttft_s = -1;  // < 0 when the response carried no (valid) prediction.
-  std::array<double, kPredictionParts.size()> parts_s = {NAN, NAN, NAN, NAN, NAN, NAN};
+  std::array<double, kPredictionParts.size()> parts_s = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
 
   bool present() const { return ttft_s >= 0; }
 };
@@ -38,7 +38,7 @@ struct PredictionSummary {
   double over_share = 0, under_share = 0;       // Shares with e > 0 and e < 0.
   double predicted_ttft_mean_s = 0, actual_ttft_mean_s = 0;
   // Mean of each part over the requests whose header had it; NaN when none had.
-  std::array<double, kPredictionParts.size()> part_means_s = {NAN, NAN, NAN, NAN, NAN, NAN};
+  std::array<double, kPredictionParts.size()> part_means_s = {NAN, NAN, NAN, NAN, NAN, NAN, NAN};
 };
 
 /// Pairs predicted[i] with actual_ttft_s[i]; pairs without a prediction or with an actual

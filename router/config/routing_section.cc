@@ -223,13 +223,15 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
   if (const YAML::Node s = n["kvaware"]; s.IsDefined() && !s.IsNull()) {
     const std::string q = "routing.kvaware";
     KvAwarePolicyConfig& k = c->kvaware;
-    if (r.ExpectMap(s, q,
-                    {"min_match_tokens", "prefill_tokens_per_second", "host_tokens_per_second",
-                     "store_tokens_per_second", "decode_interference_seconds", "spill_bound",
-                     "affinity_margin_seconds", "balance_weight", "balance_half_life_ms",
-                     "kv_full_wait_seconds", "prediction_header"})) {
+    if (r.ExpectMap(
+            s, q,
+            {"min_match_tokens", "prefill_tokens_per_second", "prefill_context_factor",
+             "host_tokens_per_second", "store_tokens_per_second", "decode_interference_seconds",
+             "spill_bound", "affinity_margin_seconds", "balance_weight", "balance_half_life_ms",
+             "kv_full_wait_seconds", "prediction_header"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
+      r.Double(s, q, "prefill_context_factor", &k.prefill_context_factor, 0, 1e-2);
       r.Double(s, q, "host_tokens_per_second", &k.host_tokens_per_second, 1, 1e12);
       r.Double(s, q, "store_tokens_per_second", &k.store_tokens_per_second, 1, 1e12);
       r.Double(s, q, "decode_interference_seconds", &k.decode_interference_seconds, 0, 10);

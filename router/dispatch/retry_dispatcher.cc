@@ -76,6 +76,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     a.last = attempt + 1 == max_attempts || untried == 1;
     a.body = o.body;
     a.request_id = o.request_id;
+    a.reservation = &d.reservation;
     ex.attempts = attempt + 1;
     ex.prediction.clear();
     if (d.predicted_ttft && plan.config->kvaware.prediction_header) {

@@ -185,16 +185,22 @@ void Worker::Release(Reservation& r) {
 
 double Worker::PrefillRate(double fallback) const {
   common::MutexLock lock(&mu_);
-  return prefill_rate_ > 0 ? prefill_rate_ : fallback;
+  return prefill_.rate() > 0 ? prefill_.rate() : fallback;
 }
 
-void Worker::ObservePrefill(double tokens, double seconds) {
-  // Short prompts and TTFTs under 10 ms measure network and scheduling, not prefill.
-  if (tokens < 1024 || seconds < 0.01) return;
-  const double sample = tokens / seconds;
+double Worker::PrefillOverhead() const {
   common::MutexLock lock(&mu_);
-  // EWMA; the first observation replaces the configured guess outright.
-  prefill_rate_ = prefill_rate_ > 0 ? 0.8 * prefill_rate_ + 0.2 * sample : sample;
+  return prefill_.overhead();
+}
+
+double Worker::PrefillSeconds(double work, double fallback_rate) const {
+  common::MutexLock lock(&mu_);
+  return prefill_.Seconds(work, fallback_rate);
+}
+
+void Worker::ObservePrefill(double work, double seconds) {
+  common::MutexLock lock(&mu_);
+  prefill_.Observe(work, seconds);
 }
 
 double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {

@@ -19,6 +19,7 @@
 #include "common/mutex.h"
 #include "config/config.h"
 #include "router/fleet/endpoint_state.h"
+#include "router/fleet/prefill_model.h"
 #include "router/policies/engine_stats.h"
 #include "router/policies/routing_policy.h"
 
@@ -144,10 +145,16 @@ class Worker {
   /// The request ended (any way); releases whatever is still held. Idempotent.
   void Release(Reservation& r);
 
-  /// Prefill throughput in tokens/s learned from observed TTFTs; `fallback` until observed.
+  /// Prefill throughput in token-equivalents/s learned from observed TTFTs (PrefillModel);
+  /// `fallback` until observed.
   double PrefillRate(double fallback) const;
-  /// One observation: `tokens` (queue ahead plus this prompt's uncached tokens) took `seconds`.
-  void ObservePrefill(double tokens, double seconds);
+  /// Seconds every TTFT costs here beside its prefill work (PrefillModel); 0 until fitted.
+  double PrefillOverhead() const;
+  /// The learned TTFT of `work` token-equivalents; at `fallback_rate` until observed.
+  double PrefillSeconds(double work, double fallback_rate) const;
+  /// One observation: `work` (queue ahead plus this prompt's uncached tokens, weighted by
+  /// context) took `seconds` to its first token.
+  void ObservePrefill(double work, double seconds);
 
   /// Exponentially decayed prompt tokens recently routed here (half-life `half_life_s`): the
   /// work sessions bring back on their next turns.
@@ -196,7 +203,7 @@ class Worker {
   // common::Mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
   mutable common::Mutex mu_;
   std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(mu_);
-  double prefill_rate_ ABSL_GUARDED_BY(mu_) = 0;  // 0 = not observed yet
+  PrefillModel prefill_ ABSL_GUARDED_BY(mu_);
   double recent_work_ ABSL_GUARDED_BY(mu_) = 0;
   SteadyClock::time_point recent_at_ ABSL_GUARDED_BY(mu_){};
   EngineStats engine_ ABSL_GUARDED_BY(mu_);

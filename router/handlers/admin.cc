@@ -376,6 +376,8 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     AppendEngine(out, w->engine_stats());
     out += ",\"prefill_tokens_per_second\":";
     AppendNumber(out, w->PrefillRate(snapshot->config->routing.kvaware.prefill_tokens_per_second));
+    out += ",\"prefill_overhead_seconds\":";
+    AppendNumber(out, w->PrefillOverhead());
     out += ",\"index\":";
     const kvindex::Holder h = RoutePlanner::HolderOf(*w);
     bool found = false;

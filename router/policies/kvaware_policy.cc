@@ -33,7 +33,8 @@ TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
       r.store_tokens_per_second > 0 ? r.store_tokens_per_second : config_.store_tokens_per_second;
   TtftParts p;
   p.queue = static_cast<double>(c.load.pending_prefill_tokens) / rate;
-  p.prefill = uncached / rate;
+  p.prefill = PrefillWork(uncached, prompt - uncached, config_.prefill_context_factor) / rate;
+  p.overhead = c.prefill_overhead_s;
   p.host_load = host / config_.host_tokens_per_second;
   p.store_load = store / store_rate;
   p.decode_interference =
@@ -63,12 +64,26 @@ double KvAwarePolicy::FleetRate(absl::Span<const Candidate> c) const {
   return observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
 }
 
+double KvAwarePolicy::FleetOverhead(absl::Span<const Candidate> c) const {
+  double sum = 0;
+  int fitted = 0;
+  for (const auto& x : c) {
+    if (x.prefill_overhead_s > 0) {
+      sum += x.prefill_overhead_s;
+      ++fitted;
+    }
+  }
+  return fitted > 0 ? sum / fitted : 0;
+}
+
 std::optional<TtftParts> KvAwarePolicy::Predict(const RouteRequest& request,
                                                 absl::Span<const Candidate> c,
                                                 size_t chosen) const {
   if (chosen >= c.size()) return std::nullopt;
   const double rate = c[chosen].prefill_rate > 0 ? c[chosen].prefill_rate : FleetRate(c);
-  return PredictParts(request, c[chosen], rate);
+  TtftParts p = PredictParts(request, c[chosen], rate);
+  if (c[chosen].prefill_overhead_s <= 0) p.overhead = FleetOverhead(c);
+  return p;
 }
 
 size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
@@ -85,13 +100,18 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   if (!any) eligible.assign(c.size(), true);
 
   const double fleet_rate = FleetRate(c);
+  const double fleet_overhead = FleetOverhead(c);
   std::vector<double> score(c.size());
   std::vector<double> ttft(c.size());
   std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
   for (size_t i = 0; i < c.size(); ++i) {
     const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
-    ttft[i] = PredictTtft(request, c[i], rate);
-    if (scores != nullptr) parts[i] = PredictParts(request, c[i], rate);
+    const double unfitted = c[i].prefill_overhead_s > 0 ? 0 : fleet_overhead;
+    ttft[i] = PredictTtft(request, c[i], rate) + unfitted;
+    if (scores != nullptr) {
+      parts[i] = PredictParts(request, c[i], rate);
+      parts[i].overhead += unfitted;
+    }
     score[i] = ttft[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
 

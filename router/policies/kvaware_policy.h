@@ -50,6 +50,8 @@ class KvAwarePolicy : public RoutingPolicy {
   /// the configured guess instead, one fast observation would make every unobserved worker
   /// look slow and never get the traffic that would correct it), else the configured guess.
   double FleetRate(absl::Span<const Candidate> candidates) const;
+  /// Likewise the overhead of a worker whose own line is not fitted yet: the fitted ones' mean.
+  double FleetOverhead(absl::Span<const Candidate> candidates) const;
 
  private:
   const config::KvAwarePolicyConfig config_;

@@ -70,23 +70,32 @@ struct Candidate {
   uint32_t cached_any_blocks = 0;  // leading blocks held in at least one tier
   LoadSnapshot load;               // the gateway's own reservations
   EngineStats engine;              // last scrape of the worker's metrics
-  double prefill_rate = 0;         // tokens/s learned from observed TTFTs; 0 = not observed
-  double recent_work = 0;          // decayed prompt tokens routed here (kvaware's balance term)
-  bool precise = false;            // cached_blocks come from the engine's own KV events
-  int dp_rank = -1;                // precise mode: the DP rank holding the most, -1 none
+  double prefill_rate = 0;  // token-equivalents/s learned from observed TTFTs; 0 = not observed
+  double prefill_overhead_s = 0;  // what every TTFT costs here beside the prefill (learned)
+  double recent_work = 0;         // decayed prompt tokens routed here (kvaware's balance term)
+  bool precise = false;           // cached_blocks come from the engine's own KV events
+  int dp_rank = -1;               // precise mode: the DP rank holding the most, -1 none
 };
+
+/// The prefill work of `uncached` tokens after `cached` ones, in token-equivalents: attention
+/// makes a token cost more the longer the context before it, by `context_factor` of a
+/// context-free token's cost per context token (routing.kvaware.prefill_context_factor).
+inline double PrefillWork(double uncached, double cached, double context_factor) {
+  return uncached * (1 + context_factor * (cached + uncached / 2));
+}
 
 /// Per-candidate explanation filled when asked (POST /admin/explain).
 /// kvaware's predicted TTFT of one candidate, term by term (seconds; explain shows them).
 struct TtftParts {
   double queue = 0;       // the prefill queued ahead of this request
   double prefill = 0;     // the uncached tokens, recomputed
+  double overhead = 0;    // what the worker's TTFTs cost beside their prefill (learned)
   double host_load = 0;   // tokens in the worker's host tier, loaded
   double store_load = 0;  // tokens loadable from a store
   double decode_interference = 0;
   double kv_wait = 0;  // waiting for KV room beside the running requests
   double total() const {
-    return queue + prefill + host_load + store_load + decode_interference + kv_wait;
+    return queue + prefill + overhead + host_load + store_load + decode_interference + kv_wait;
   }
 };
 

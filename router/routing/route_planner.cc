@@ -259,6 +259,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     c.weight = w.config().weight;
     c.engine = w.engine_stats();
     c.prefill_rate = w.PrefillRate(0);
+    c.prefill_overhead_s = w.PrefillOverhead();
     c.recent_work = w.RecentWork(now, half_life_s);
   }
   const bool prefix = policy.UsesPrefixCache() && !plan.chain.empty();
@@ -327,9 +328,13 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
       const double prefill_rate =
           chosen.prefill_rate > 0 ? chosen.prefill_rate : config.kvaware.prefill_tokens_per_second;
       const double load_share = std::min(1.0, prefill_rate / r.store_tokens_per_second);
-      const int64_t uncached =
-          r.prompt_tokens - d.predicted_cached_tokens - d.predicted_store_tokens +
-          std::llround(static_cast<double>(d.predicted_store_tokens) * load_share);
+      // The queue is reserved in token-equivalents (PrefillWork): a long context's tokens keep
+      // the engine longer.
+      const double reused =
+          static_cast<double>(d.predicted_cached_tokens + d.predicted_store_tokens);
+      const int64_t uncached = std::llround(
+          PrefillWork(r.prompt_tokens - reused, reused, config.kvaware.prefill_context_factor) +
+          static_cast<double>(d.predicted_store_tokens) * load_share);
       const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
       // A request that prefills nothing (count_tokens) holds only its place in flight.
       d.worker->Reserve(d.reservation, plan.learn ? uncached : 0, plan.learn ? blocks : 0);
@@ -370,8 +375,9 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     double computed = static_cast<double>(d.reservation.prefill_tokens);
     double loaded = 0;  // from a store: cached beyond the local prediction, up to the store's
     if (outcome.cached_tokens >= 0) {
-      computed = std::max<double>(
-          0, static_cast<double>(plan.prompt_tokens) - static_cast<double>(outcome.cached_tokens));
+      const double cached = static_cast<double>(outcome.cached_tokens);
+      computed = PrefillWork(std::max(0.0, static_cast<double>(plan.prompt_tokens) - cached),
+                             cached, config.kvaware.prefill_context_factor);
       loaded = static_cast<double>(std::clamp<int64_t>(
           outcome.cached_tokens - d.predicted_cached_tokens, 0, d.predicted_store_tokens));
     }
@@ -379,8 +385,9 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     double prefill_seconds = outcome.ttft_seconds;
     if (loaded >= StoreLoadRate::kMinTokens) {
       const double configured = config.kvaware.store_tokens_per_second;
-      const double rate = w.PrefillRate(config.kvaware.prefill_tokens_per_second);
-      store_rate_.Observe(loaded, outcome.ttft_seconds - (queued + computed) / rate, configured);
+      const double prefill =
+          w.PrefillSeconds(queued + computed, config.kvaware.prefill_tokens_per_second);
+      store_rate_.Observe(loaded, outcome.ttft_seconds - prefill, configured);
       prefill_seconds -= loaded / store_rate_.TokensPerSecond(configured);
     }
     w.ObservePrefill(queued + computed, prefill_seconds);

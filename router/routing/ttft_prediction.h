@@ -19,8 +19,9 @@ struct TtftError {
 /// The error of `predicted_s` against `actual_s` (> 0).
 TtftError TtftPredictionError(double predicted_s, double actual_s);
 
-/// x-kvgate-prediction's value: "ttft=T;queue=Q;prefill=P;host=H;store=S;decode=D;kv_wait=K",
-/// seconds with four decimals.
+/// x-kvgate-prediction's value:
+/// "ttft=T;queue=Q;prefill=P;host=H;store=S;decode=D;kv_wait=K;overhead=O", seconds with four
+/// decimals.
 std::string PredictionHeader(const TtftParts& parts);
 
 }  // namespace kvgate::router

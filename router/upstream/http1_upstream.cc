@@ -292,17 +292,21 @@ bool IsEventStream(const http1::ResponseHead& head) {
 // pool when the worker can take another request on it.
 net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc, Exchange& ex,
                                             Worker& worker, UpstreamConnectionPtr conn,
-                                            const HeadRead& h, Clock::time_point sent_at) {
+                                            const HeadRead& h, Clock::time_point sent_at,
+                                            Reservation* reservation) {
   const config::Config& cfg = *ex.snapshot->config;
   AttemptResult result;
   result.ttfb_seconds = std::chrono::duration<double>(Clock::now() - sent_at).count();
   UsageScanner usage(ScannerDialect(ex.endpoint), ex.endpoint == EndpointLabel::kResponses);
   ex.worker = worker.name();
   ex.worker_id = worker.id();
-  const RelayResult relay = co_await RelayResponse(tc, ex, *conn, h.head, h.body_start, usage);
   // vLLM and SGLang send a stream's head before the prefill and its first event with the first
   // token: that event times the prefill. A whole answer's body comes after its decode too.
-  if (relay.first_payload && IsEventStream(h.head)) {
+  // (Read before the relay: the head's views may point into the scratch it reuses.)
+  const bool event_stream = IsEventStream(h.head);
+  const RelayResult relay = co_await RelayResponse(tc, ex, *conn, h.head, h.body_start, usage,
+                                                   PrefillRelease{&worker, reservation});
+  if (relay.first_payload && event_stream) {
     result.ttft_seconds = std::chrono::duration<double>(*relay.first_payload - sent_at).count();
   }
   result.cached_tokens = usage.cached_tokens();
@@ -396,7 +400,8 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
     co_return Failed(AttemptOutcome::kRetry,
                      common::StrCat(worker.name(), " answered ", h.head.status), "status_5xx");
   }
-  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, sent_at);
+  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, sent_at,
+                                   attempt.reservation);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "absl/container/inlined_vector.h"
 #include "common/strings.h"
 #include "net/body_framing.h"
+#include "router/fleet/worker.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
 
@@ -105,7 +106,8 @@ RelayMode RelayModeFor(const http1::ResponseHead& head, int client_version_minor
 net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
                                           UpstreamConnection& upstream,
                                           const http1::ResponseHead& head,
-                                          std::string_view body_start, UsageScanner& usage) {
+                                          std::string_view body_start, UsageScanner& usage,
+                                          PrefillRelease release) {
   RelayResult result;
   const config::Config& cfg = *ex.snapshot->config;
   const milliseconds write_timeout(cfg.limits.write_timeout_ms);
@@ -119,7 +121,12 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
   auto feed = [&](std::string_view bytes) {
     size_t consumed = 0;
     const auto status = framing.Feed(bytes, &consumed, [&](std::string_view payload) {
-      if (!result.first_payload && !payload.empty()) result.first_payload = SteadyClock::now();
+      if (!result.first_payload && !payload.empty()) {
+        result.first_payload = SteadyClock::now();
+        if (release.worker != nullptr && release.reservation != nullptr) {
+          release.worker->ReleasePrefill(*release.reservation);
+        }
+      }
       usage.Feed(payload);
       out.Payload(payload);
     });

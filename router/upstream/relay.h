@@ -19,6 +19,7 @@
 #include "net/http1.h"
 #include "net/upstream_pool.h"
 #include "router/http/exchange.h"
+#include "router/upstream/upstream.h"
 #include "router/upstream/usage_scanner.h"
 
 namespace kvgate::router {
@@ -40,10 +41,17 @@ struct RelayResult {
 /// together with the head (a view that must stay valid until the first suspension: it may
 /// point into the thread's scratch). `upstream` is the worker connection (non-blocking; TLS or
 /// plain).
+/// With `worker` and `reservation` set, the reservation's prefill is released on `worker` when
+/// the first body byte arrives.
+struct PrefillRelease {
+  Worker* worker = nullptr;
+  Reservation* reservation = nullptr;
+};
 net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
                                           UpstreamConnection& upstream,
                                           const http1::ResponseHead& head,
-                                          std::string_view body_start, UsageScanner& usage);
+                                          std::string_view body_start, UsageScanner& usage,
+                                          PrefillRelease release = {});
 
 /// The client-facing head for a relayed response (exposed for tests): the gateway's fields,
 /// the worker's end-to-end fields, and the framing field of `kind` (see .cc).

@@ -18,6 +18,7 @@ namespace kvgate::router {
 
 class ThreadContext;
 class Worker;
+struct Reservation;
 
 /// One try on one worker.
 struct UpstreamAttempt {
@@ -27,6 +28,9 @@ struct UpstreamAttempt {
   // P/D stages send a rewritten body and the id both stages share (reference/protocols.md §4).
   const std::string* body = nullptr;  // null: the client's body
   std::string_view request_id;        // X-Request-Id; empty: the exchange's id
+  // The decision's reservation on `worker`: its prefill part ends with the answer's first body
+  // byte (the queue a later request waits behind is prefill, not decode). Null: none.
+  Reservation* reservation = nullptr;
 };
 
 enum class AttemptOutcome : uint8_t {

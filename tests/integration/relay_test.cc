@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/strings.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/server/gateway.h"
@@ -99,10 +100,13 @@ TEST_F(RelayTest, ChunkExtensionsTrailersAndLastChunkRelayedAsIs) {
 // vLLM sends a stream's head before the prefill and its first event with the first token: the
 // TTFT kvgate learns prefill rates from is timed to the first body byte, not to the head.
 TEST_F(RelayTest, TimeToFirstTokenIsTheFirstEventNotTheHead) {
-  Start([](const std::string&) {
+  // The first event is longer than the head: read into the same scratch, it overwrites the
+  // head's bytes (the content type must be read before).
+  const std::string event = "data: " + std::string(300, 'a') + "\n\n";
+  Start([event](const std::string&) {
     return Script{{"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                    "Transfer-Encoding: chunked\r\n\r\n",
-                   "8\r\ndata: a\n\r\n", "0\r\n\r\n"},
+                   fmt::format("{:x}\r\n{}\r\n", event.size(), event), "0\r\n\r\n"},
                   300ms};
   });
   const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);

@@ -89,11 +89,12 @@ TEST(PredictionHeaderTest, ParsesEveryPartInAnyOrder) {
   TtftPrediction p;
   ASSERT_TRUE(ParsePredictionHeader(
       "queue=0.1000; ttft=1.2345;prefill=0.9000;host=0.0000;store=0.2000;decode=0.0100;"
-      "kv_wait=0.0235",
+      "kv_wait=0.0235;overhead=0.0110",
       &p));
   EXPECT_TRUE(p.present());
   EXPECT_DOUBLE_EQ(p.ttft_s, 1.2345);
-  EXPECT_THAT(p.parts_s, ElementsAre(0.1, 0.9, 0.0, 0.2, 0.01, 0.0235));  // kPredictionParts.
+  EXPECT_THAT(p.parts_s,
+              ElementsAre(0.1, 0.9, 0.011, 0.0, 0.2, 0.01, 0.0235));  // kPredictionParts.
 }
 
 TEST(PredictionHeaderTest, MissingPartsStayUnknownAndUnknownKeysAreIgnored) {
@@ -165,7 +166,8 @@ TEST(ReportTest, PredictionAndFloorInTheJsonTableAndRecords) {
   EXPECT_THAT(json, HasSubstr(R"("prediction":{"count":1,"abs_error_p50":0.5,"abs_error_p90":0.5,)"
                               R"("bias":0.5,"over_share":1,"under_share":0,)"
                               R"("predicted_ttft_mean_s":0.15,"actual_ttft_mean_s":0.1,)"
-                              R"("parts_mean_s":{"queue":0.05,"prefill":0.1,"host":null,)"));
+                              R"("parts_mean_s":{"queue":0.05,"prefill":0.1,"overhead":null,)"
+                              R"("host":null,)"));
   EXPECT_THAT(json, HasSubstr(R"("floor":{"prefill_tokens_per_s":20000,"count":2,)"
                               R"("compulsory_tokens":1000,"mean_s":0.025,"p99_s":0.05,)"
                               R"("ttft_mean_above_s":0.075,"ttft_p99_above_s":0.05})"));

@@ -260,9 +260,36 @@ class KvAwareTest : public PolicyTest {
     request_.block_tokens = 16;
     request_.prompt_tokens = 16000;
     request_.now = SteadyClock::now();
+    cfg_.prefill_context_factor = 0;  // every token alike, unless a test says otherwise
   }
   config::KvAwarePolicyConfig cfg_;
 };
+
+// Attention: a token costs more the longer its context. 8000 uncached tokens after 8000 cached
+// ones average 12000 tokens of context; with 1e-5 a context token that is 12% more than alone.
+TEST_F(KvAwareTest, PrefillOfALongContextCostsMorePerToken) {
+  EXPECT_DOUBLE_EQ(PrefillWork(8000, 8000, 1e-5), 8000 * (1 + 1e-5 * 12000));
+  EXPECT_DOUBLE_EQ(PrefillWork(8000, 8000, 0), 8000);
+  EXPECT_DOUBLE_EQ(PrefillWork(0, 100000, 1e-5), 0);
+  cfg_.prefill_context_factor = 1e-5;
+  KvAwarePolicy p(cfg_);                  // 10k tokens/s
+  candidates_[1].cached_blocks[0] = 500;  // 8000 tokens cached
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[1]), 8000 * 1.12 / 10000, 1e-9);
+  // Nothing cached: 16000 tokens averaging 8000 of context.
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 16000 * 1.08 / 10000, 1e-9);
+  // The learned overhead is its own term.
+  candidates_[0].prefill_overhead_s = 0.05;
+  EXPECT_NEAR(p.PredictParts(request_, candidates_[0], 10000).overhead, 0.05, 1e-12);
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 16000 * 1.08 / 10000 + 0.05, 1e-9);
+  // A worker whose line is not fitted yet is assumed to cost the fitted ones' mean.
+  candidates_[1].prefill_overhead_s = 0.03;
+  EXPECT_NEAR(p.Predict(request_, candidates_, 2)->overhead, 0.04, 1e-12);
+  EXPECT_NEAR(p.Predict(request_, candidates_, 1)->overhead, 0.03, 1e-12);
+  std::vector<CandidateScore> s;
+  p.Choose(request_, candidates_, &s);
+  EXPECT_NEAR(s[2].ttft_parts.overhead, 0.04, 1e-12);
+  EXPECT_NEAR(s[2].predicted_ttft_s, s[2].ttft_parts.total(), 1e-12);
+}
 
 TEST_F(KvAwareTest, PredictsTtftFromQueueAndUncachedTokens) {
   KvAwarePolicy p(cfg_);  // 10k tokens/s

@@ -177,7 +177,12 @@ TEST_F(PlannerTest, ReservationsSpreadABurstBeforeAnyCompletes) {
 TEST_F(PlannerTest, PrefillIsReleasedAtFirstByte) {
   Init(1);
   auto r = Route(Chat({{"user", Text("long", 40000)}}));
-  EXPECT_EQ(raw_[0]->load().pending_prefill_tokens, r->plan.prompt_tokens);
+  // Reserved in token-equivalents: a token's context makes it dearer (PrefillWork).
+  const double tokens = r->plan.prompt_tokens;
+  EXPECT_EQ(
+      raw_[0]->load().pending_prefill_tokens,
+      std::llround(PrefillWork(tokens, 0, config::KvAwarePolicyConfig{}.prefill_context_factor)));
+  EXPECT_GT(raw_[0]->load().pending_prefill_tokens, r->plan.prompt_tokens);
   raw_[0]->ReleasePrefill(r->d.reservation);
   EXPECT_EQ(raw_[0]->load().pending_prefill_tokens, 0);
   EXPECT_EQ(raw_[0]->load().in_flight, 1);

@@ -30,10 +30,11 @@ TEST(TtftPredictionTest, HeaderNamesTheTotalAndEveryPart) {
   p.store_load = 0.2;
   p.decode_interference = 0.01;
   p.kv_wait = 3;
-  EXPECT_DOUBLE_EQ(p.total(), 4.96004);
+  p.overhead = 0.02;
+  EXPECT_DOUBLE_EQ(p.total(), 4.98004);
   EXPECT_EQ(PredictionHeader(p),
-            "ttft=4.9600;queue=0.5000;prefill=1.2500;host=0.0000;store=0.2000;decode=0.0100;"
-            "kv_wait=3.0000");
+            "ttft=4.9800;queue=0.5000;prefill=1.2500;host=0.0000;store=0.2000;decode=0.0100;"
+            "kv_wait=3.0000;overhead=0.0200");
 }
 
 }  // namespace
