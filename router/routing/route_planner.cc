@@ -382,15 +382,18 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
           outcome.cached_tokens - d.predicted_cached_tokens, 0, d.predicted_store_tokens));
     }
     const double queued = static_cast<double>(d.queue_tokens_at_dispatch);
-    double prefill_seconds = outcome.ttft_seconds;
+    const double configured = config.kvaware.store_tokens_per_second;
     if (loaded >= StoreLoadRate::kMinTokens) {
-      const double configured = config.kvaware.store_tokens_per_second;
+      // A TTFT with a store load teaches the store's rate beside the prefill line, never the
+      // line itself: the line took in what the load rate missed as overhead, which then left
+      // less to the load (a loop that fitted 100+ ms overheads, issue 30).
       const double prefill =
           w.PrefillSeconds(queued + computed, config.kvaware.prefill_tokens_per_second);
       store_rate_.Observe(loaded, outcome.ttft_seconds - prefill, configured);
-      prefill_seconds -= loaded / store_rate_.TokensPerSecond(configured);
+    } else {
+      w.ObservePrefill(queued + computed,
+                       outcome.ttft_seconds - loaded / store_rate_.TokensPerSecond(configured));
     }
-    w.ObservePrefill(queued + computed, prefill_seconds);
   }
   Prediction p;
   if (outcome.success && outcome.ttft_seconds > 0 && d.predicted_ttft) {
