@@ -419,15 +419,15 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
   return out;
 }
 
-net::awaitable<void> HandleAdminWorkers(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleAdminWorkers(GatewayState& state, ThreadContext& tc, Exchange& ex) {
   const bool block_ids = ex.head.query.find("blocks=1") != std::string_view::npos;
-  co_await WriteResponse(tc, ex, 200, "application/json", WorkersJson(tc.state, block_ids));
+  co_await WriteResponse(tc, ex, 200, "application/json", WorkersJson(state, block_ids));
 }
 
-net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleAdminExplain(GatewayState& state, ThreadContext& tc, Exchange& ex) {
   std::string_view path = ex.head.Find("x-kvgate-endpoint");
   if (path.empty()) path = "/v1/chat/completions";
-  auto json = ExplainJson(tc.state, *ex.snapshot, ex.body, ex.body_capacity, path,
+  auto json = ExplainJson(state, *ex.snapshot, ex.body, ex.body_capacity, path,
                           [&ex](std::string_view name) { return ex.head.Find(name); });
   if (json.ok()) {
     co_await WriteResponse(tc, ex, 200, "application/json", *json);
@@ -442,11 +442,11 @@ net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex) {
                       "explain_failed");
 }
 
-net::awaitable<void> HandleAdminCluster(ThreadContext& tc, Exchange& ex) {
-  co_await WriteResponse(tc, ex, 200, "application/json", tc.state.planner.cluster().StatusJson());
+net::awaitable<void> HandleAdminCluster(GatewayState& state, ThreadContext& tc, Exchange& ex) {
+  co_await WriteResponse(tc, ex, 200, "application/json", state.planner.cluster().StatusJson());
 }
 
-net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleAdminDrain(GatewayState& state, ThreadContext& tc, Exchange& ex) {
   std::string body(ex.body);
   body.reserve(body.size() + simdjson::SIMDJSON_PADDING);
   simdjson::ondemand::parser parser;
@@ -468,7 +468,7 @@ net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex) {
   for (const auto& w : ex.snapshot->workers) {
     if (w->name() != url) continue;
     w->SetDraining(draining);
-    tc.state.planner.cluster().Drained(*w, draining);
+    state.planner.cluster().Drained(*w, draining);
     spdlog::warn("worker {} {} (admin)", w->name(), draining ? "draining" : "no longer draining");
     std::string out = "{\"worker\":";
     common::AppendJsonString(out, w->name());

@@ -31,12 +31,12 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
 std::string WorkersJson(const GatewayState& state, bool block_ids = false);
 
 /// Route handlers.
-net::awaitable<void> HandleAdminWorkers(ThreadContext& tc, Exchange& ex);
-net::awaitable<void> HandleAdminExplain(ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleAdminWorkers(GatewayState& state, ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleAdminExplain(GatewayState& state, ThreadContext& tc, Exchange& ex);
 /// GET /admin/cluster: the replica sync's state (peers, lag, messages lost; docs/scale-out.md).
-net::awaitable<void> HandleAdminCluster(ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleAdminCluster(GatewayState& state, ThreadContext& tc, Exchange& ex);
 /// POST /admin/drain {"worker": URL, "draining": true|false}: a draining worker gets no new
 /// requests and finishes its in-flight ones (sessions move; with a store they load their KV).
-net::awaitable<void> HandleAdminDrain(ThreadContext& tc, Exchange& ex);
+net::awaitable<void> HandleAdminDrain(GatewayState& state, ThreadContext& tc, Exchange& ex);
 
 }  // namespace kvgate::router

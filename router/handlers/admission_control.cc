@@ -5,6 +5,7 @@
 #include "common/strings.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
+#include "router/runtime/gateway_state.h"
 
 namespace kvgate::router {
 namespace {
@@ -20,6 +21,8 @@ std::string RetryAfter(double seconds) {
 
 class AdmissionControl : public PreHandler {
  public:
+  explicit AdmissionControl(GatewayState& state) : state_(state) {}
+
   // router::PreHandler
   net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
     if (!route.limited) co_return false;
@@ -36,9 +39,9 @@ class AdmissionControl : public PreHandler {
     const std::string& who = ex.api_key.empty() ? ex.conn.peer : ex.api_key;
     const uint64_t tokens = ex.body.size() / kBytesPerToken;
     const RateLimiter::Decision d =
-        tc.state.rate_limiter.Take(who, *rate, tokens, SteadyClock::now());
+        state_.rate_limiter.Take(who, *rate, tokens, SteadyClock::now());
     if (!d.allowed) {
-      tc.state.metrics.RateLimited(d.limit).Increment();
+      state_.metrics.RateLimited(d.limit).Increment();
       std::string message =
           d.never ? common::StrCat("Request too large: about ", tokens,
                                    " prompt tokens, more than the limit of ",
@@ -52,7 +55,7 @@ class AdmissionControl : public PreHandler {
     }
 
     if (limits.max_concurrent_requests == 0) co_return false;  // no cap: no lock, no waiter
-    if (tc.state.admission.TryAcquire(limits.max_concurrent_requests, &ex.admission)) {
+    if (state_.admission.TryAcquire(limits.max_concurrent_requests, &ex.admission)) {
       co_return false;
     }
     // A client that leaves while its request waits gives up its place in the queue.
@@ -63,7 +66,7 @@ class AdmissionControl : public PreHandler {
             ? 0
             : std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(limits.queue_share_per_client *
                                                                     limits.queue_size)));
-    const auto r = co_await tc.state.admission.Acquire(
+    const auto r = co_await state_.admission.Acquire(
         limits.max_concurrent_requests, limits.queue_size,
         std::chrono::milliseconds(limits.queue_timeout_ms), &ex.admission, &ex.conn.queue_timer,
         AdmissionGate::Client{who, share});
@@ -76,7 +79,7 @@ class AdmissionControl : public PreHandler {
     if (r == AdmissionGate::Result::kAdmitted) co_return false;
     if (r == AdmissionGate::Result::kOverClientShare) {
       // A 429, not a 503: the gateway has room, this client has taken its part of it.
-      tc.state.metrics.AdmissionRejected("client_share").Increment();
+      state_.metrics.AdmissionRejected("client_share").Increment();
       const std::string message = common::StrCat(
           "Too many requests waiting for ", who, ": ", share, " of the ", limits.queue_size,
           " queue places (limits.queue_share_per_client). Please try again shortly.");
@@ -85,7 +88,7 @@ class AdmissionControl : public PreHandler {
       co_return true;
     }
     const bool full = r == AdmissionGate::Result::kQueueFull;
-    tc.state.metrics.AdmissionRejected(full ? "queue_full" : "queue_timeout").Increment();
+    state_.metrics.AdmissionRejected(full ? "queue_full" : "queue_timeout").Increment();
     // Named, not temporaries of the co_await expression (GCC 12 destroys those twice).
     const std::string message =
         full ? common::StrCat("Server overloaded: ", limits.max_concurrent_requests,
@@ -96,10 +99,15 @@ class AdmissionControl : public PreHandler {
     co_await WriteError(tc, ex, 503, message, "service_unavailable", "overloaded", retry_after);
     co_return true;
   }
+
+ private:
+  GatewayState& state_;
 };
 
 }  // namespace
 
-PreHandlerPtr MakeAdmissionControl() { return std::make_unique<AdmissionControl>(); }
+PreHandlerPtr MakeAdmissionControl(GatewayState& state) {
+  return std::make_unique<AdmissionControl>(state);
+}
 
 }  // namespace kvgate::router

@@ -12,6 +12,8 @@
 
 namespace kvgate::router {
 
-PreHandlerPtr MakeAdmissionControl();
+class GatewayState;
+
+PreHandlerPtr MakeAdmissionControl(GatewayState& state);
 
 }  // namespace kvgate::router

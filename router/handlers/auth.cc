@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
+#include "router/runtime/gateway_state.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -82,10 +83,10 @@ class AdminTokenCheck : public PreHandler {
 
 // A wrong key costs the sender a request and the gateway a log line: about one line a second
 // for them all, with the count of those left out.
-void LogAuthFailure(ThreadContext& tc, const Exchange& ex, std::string_view what,
+void LogAuthFailure(GatewayState& state, const Exchange& ex, std::string_view what,
                     SteadyClock::time_point now) {
   uint64_t suppressed = 0;
-  if (!tc.state.auth_failure_log.Allow(now, &suppressed)) return;
+  if (!state.auth_failure_log.Allow(now, &suppressed)) return;
   if (suppressed == 0) {
     spdlog::warn("request {}: {} API key from {}", ex.request_id, what, ex.conn.peer);
   } else {
@@ -98,6 +99,8 @@ void LogAuthFailure(ThreadContext& tc, const Exchange& ex, std::string_view what
 
 class ApiKeyCheck : public PreHandler {
  public:
+  explicit ApiKeyCheck(GatewayState& state) : state_(state) {}
+
   // router::PreHandler
   net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
     // Two credentials are one too many: which would a worker, or a proxy between, believe?
@@ -123,10 +126,10 @@ class ApiKeyCheck : public PreHandler {
     const AuthFailureThrottle::Limit limit{auth.max_failures_per_address,
                                            std::chrono::milliseconds(auth.failure_window_ms)};
     const auto now = SteadyClock::now();
-    if (const double wait = tc.state.auth_failures.RetryAfterSeconds(ex.conn.peer, limit, now);
+    if (const double wait = state_.auth_failures.RetryAfterSeconds(ex.conn.peer, limit, now);
         wait > 0) {
-      tc.state.metrics.AuthFailures("throttled").Increment();
-      LogAuthFailure(tc, ex, "throttled", now);
+      state_.metrics.AuthFailures("throttled").Increment();
+      LogAuthFailure(state_, ex, "throttled", now);
       const std::string message = common::StrCat(
           "Too many failed API keys from ", ex.conn.peer, " (", limit.max_failures, " within ",
           auth.failure_window_ms, " ms). Please try again in ", std::ceil(wait), "s.");
@@ -153,9 +156,9 @@ class ApiKeyCheck : public PreHandler {
         co_return false;
       }
     }
-    tc.state.metrics.AuthFailures(bearer ? "invalid" : "missing").Increment();
-    tc.state.auth_failures.RecordFailure(ex.conn.peer, limit, now);
-    LogAuthFailure(tc, ex, bearer ? "invalid" : "missing", now);
+    state_.metrics.AuthFailures(bearer ? "invalid" : "missing").Increment();
+    state_.auth_failures.RecordFailure(ex.conn.peer, limit, now);
+    LogAuthFailure(state_, ex, bearer ? "invalid" : "missing", now);
     co_await WriteError(tc, ex, 401,
                         bearer ? "Incorrect API key provided."
                                : "You didn't provide an API key. Send it as "
@@ -164,11 +167,14 @@ class ApiKeyCheck : public PreHandler {
                         /*log=*/false);
     co_return true;
   }
+
+ private:
+  GatewayState& state_;
 };
 
 }  // namespace
 
 PreHandlerPtr MakeAdminTokenCheck() { return std::make_unique<AdminTokenCheck>(); }
-PreHandlerPtr MakeApiKeyCheck() { return std::make_unique<ApiKeyCheck>(); }
+PreHandlerPtr MakeApiKeyCheck(GatewayState& state) { return std::make_unique<ApiKeyCheck>(state); }
 
 }  // namespace kvgate::router

@@ -14,6 +14,8 @@
 
 namespace kvgate::router {
 
+class GatewayState;
+
 /// The credentials of an `Authorization` value whose scheme is Bearer (any case, RFC 9110
 /// §11.1), surrounding spaces removed; nullopt for another scheme or an empty credential.
 std::optional<std::string_view> BearerToken(std::string_view authorization);
@@ -35,6 +37,6 @@ PreHandlerPtr MakeAdminTokenCheck();
 /// On data-plane routes but the open ones, when auth.api_keys is set, requires a key whose
 /// SHA-256 is listed ("Authorization: Bearer <key>"), else 401 with an OpenAI-style body and
 /// `WWW-Authenticate: Bearer`; sets Exchange::api_key to the key's name.
-PreHandlerPtr MakeApiKeyCheck();
+PreHandlerPtr MakeApiKeyCheck(GatewayState& state);
 
 }  // namespace kvgate::router

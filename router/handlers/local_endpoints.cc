@@ -3,17 +3,18 @@
 #include "common/build_info.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
+#include "router/runtime/gateway_state.h"
 
 namespace kvgate::router {
 
-net::awaitable<void> HandleHealth(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleHealth(GatewayState&, ThreadContext& tc, Exchange& ex) {
   co_await WriteResponse(tc, ex, 200, "application/json", R"({"status":"ok"})");
 }
 
-net::awaitable<void> HandleReady(ThreadContext& tc, Exchange& ex) {
-  if (tc.state.draining.load() || tc.state.shutting_down.load()) {
+net::awaitable<void> HandleReady(GatewayState& state, ThreadContext& tc, Exchange& ex) {
+  if (state.draining.load() || state.shutting_down.load()) {
     co_await WriteError(tc, ex, 503, "gateway is draining", "service_unavailable", "draining");
-  } else if (!tc.state.AnyWorkerAvailable()) {
+  } else if (!state.AnyWorkerAvailable()) {
     co_await WriteError(tc, ex, 503, "no healthy worker available", "service_unavailable",
                         "no_healthy_worker");
   } else {
@@ -21,17 +22,17 @@ net::awaitable<void> HandleReady(ThreadContext& tc, Exchange& ex) {
   }
 }
 
-net::awaitable<void> HandleMetrics(ThreadContext& tc, Exchange& ex) {
-  const std::string text = tc.state.MetricsText();
+net::awaitable<void> HandleMetrics(GatewayState& state, ThreadContext& tc, Exchange& ex) {
+  const std::string text = state.MetricsText();
   co_await WriteResponse(tc, ex, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
-net::awaitable<void> HandleVersion(ThreadContext& tc, Exchange& ex) {
+net::awaitable<void> HandleVersion(GatewayState&, ThreadContext& tc, Exchange& ex) {
   co_await WriteResponse(tc, ex, 200, "application/json", common::VersionJson());
 }
 
-net::awaitable<void> HandleModels(ThreadContext& tc, Exchange& ex) {
-  const auto models = tc.state.models_json();
+net::awaitable<void> HandleModels(GatewayState& state, ThreadContext& tc, Exchange& ex) {
+  const auto models = state.models_json();
   co_await WriteResponse(tc, ex, 200, "application/json", *models);
 }
 

@@ -5,6 +5,7 @@
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
 #include "router/routing/parsed_request.h"
+#include "router/runtime/gateway_state.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
@@ -19,22 +20,23 @@ net::awaitable<void> WriteNotFound(ThreadContext& tc, Exchange& ex, const absl::
 
 // A stored response was made by the worker that answered: later requests naming its id go
 // there.
-void LearnResponsePin(ThreadContext& tc, const Exchange& ex) {
+void LearnResponsePin(GatewayState& state, const Exchange& ex) {
   if (ex.response_id.empty() || ex.worker_id < 0 || ex.response.status() < 200 ||
       ex.response.status() >= 300)
     return;
   const auto id = static_cast<uint32_t>(ex.worker_id);
-  tc.state.response_pins.Learn(ex.response_id, id, SteadyClock::now());
+  state.response_pins.Learn(ex.response_id, id, SteadyClock::now());
   for (const auto& w : ex.snapshot->workers) {
-    if (w->id() == id) tc.state.planner.cluster().Pinned(ex.response_id, *w);
+    if (w->id() == id) state.planner.cluster().Pinned(ex.response_id, *w);
   }
 }
 
 }  // namespace
 
-net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher) {
+net::awaitable<void> HandleProxy(GatewayState& state, ThreadContext& tc, Exchange& ex,
+                                 Dispatcher& dispatcher) {
   if (ex.head.path.starts_with(kResponsesPrefix) && ex.head.path.ends_with("/cancel")) {
-    co_await HandleStoredResponse(tc, ex, dispatcher);  // POST /v1/responses/{id}/cancel
+    co_await HandleStoredResponse(state, tc, ex, dispatcher);  // POST /v1/responses/{id}/cancel
     co_return;
   }
   const Snapshot& snapshot = *ex.snapshot;
@@ -52,8 +54,8 @@ net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& di
   }
   ex.model = parsed.model();
   const auto now = SteadyClock::now();
-  auto plan = tc.state.planner.Plan(parsed, ex.head.path, snapshot.workers, *snapshot.policies,
-                                    routing, now);
+  auto plan =
+      state.planner.Plan(parsed, ex.head.path, snapshot.workers, *snapshot.policies, routing, now);
   if (!plan.ok()) {
     if (plan.status().code() == absl::StatusCode::kNotFound) {
       co_await WriteError(tc, ex, 404, common::Sv(plan.status().message()), "invalid_request_error",
@@ -68,17 +70,18 @@ net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& di
   if (endpoint == ApiEndpoint::kResponses && !parsed.json.previous_response_id.empty()) {
     // Only the worker that stored the previous response can continue it.
     const absl::Status pinned = RoutePlanner::PinToResponseOwner(
-        *plan, tc.state.response_pins, snapshot.workers, parsed.json.previous_response_id, now);
+        *plan, state.response_pins, snapshot.workers, parsed.json.previous_response_id, now);
     if (!pinned.ok()) {
       co_await WriteNotFound(tc, ex, pinned, "response_not_found");
       co_return;
     }
   }
   co_await dispatcher.Dispatch(tc, ex, *plan);
-  if (endpoint == ApiEndpoint::kResponses && parsed.json.store) LearnResponsePin(tc, ex);
+  if (endpoint == ApiEndpoint::kResponses && parsed.json.store) LearnResponsePin(state, ex);
 }
 
-net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher) {
+net::awaitable<void> HandleStoredResponse(GatewayState& state, ThreadContext& tc, Exchange& ex,
+                                          Dispatcher& dispatcher) {
   const Snapshot& snapshot = *ex.snapshot;
   std::string id(ex.head.path.substr(kResponsesPrefix.size()));
   std::string rest;
@@ -107,7 +110,7 @@ net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispa
     if (w->IsAvailable(now)) plan.available.push_back(w.get());
   }
   const absl::Status pinned =
-      RoutePlanner::PinToResponseOwner(plan, tc.state.response_pins, snapshot.workers, id, now);
+      RoutePlanner::PinToResponseOwner(plan, state.response_pins, snapshot.workers, id, now);
   if (!pinned.ok()) {
     co_await WriteNotFound(tc, ex, pinned, "response_not_found");
     co_return;
@@ -115,8 +118,8 @@ net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispa
   co_await dispatcher.Dispatch(tc, ex, plan);
   if (ex.head.method == http1::Method::kDelete && rest.empty() && ex.response.status() >= 200 &&
       ex.response.status() < 300) {
-    tc.state.response_pins.Forget(id);
-    tc.state.planner.cluster().Unpinned(id);
+    state.response_pins.Forget(id);
+    state.planner.cluster().Unpinned(id);
   }
 }
 

@@ -15,11 +15,14 @@
 namespace kvgate::router {
 
 class Dispatcher;
+class GatewayState;
 class ThreadContext;
 
-net::awaitable<void> HandleProxy(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher);
+net::awaitable<void> HandleProxy(GatewayState& state, ThreadContext& tc, Exchange& ex,
+                                 Dispatcher& dispatcher);
 
 /// /v1/responses/{id}[/cancel|/input_items]: to the worker that stored the response.
-net::awaitable<void> HandleStoredResponse(ThreadContext& tc, Exchange& ex, Dispatcher& dispatcher);
+net::awaitable<void> HandleStoredResponse(GatewayState& state, ThreadContext& tc, Exchange& ex,
+                                          Dispatcher& dispatcher);
 
 }  // namespace kvgate::router

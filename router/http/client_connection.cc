@@ -78,7 +78,7 @@ net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn) {
   const bool expired = conn.deadline_expired;
   conn.ClearDeadline();
   if (!ec) co_return true;
-  tc.state.metrics.TlsHandshakeErrors("client").Increment();
+  tc.CountClientTlsFailure();
   spdlog::debug("TLS handshake with client {} failed: {}", conn.peer,
                 expired ? std::string("timed out") : reason);
   co_return false;

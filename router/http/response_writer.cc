@@ -80,7 +80,7 @@ using W = ResponseStateWriter;
 
 // The client's wish, unless something forces a close.
 bool KeepAlive(ThreadContext& tc, const Exchange& ex) {
-  return ex.response.keep_alive() && !tc.state.draining.load(std::memory_order_relaxed);
+  return ex.response.keep_alive() && !tc.draining();
 }
 
 void AppendStatusLine(const Exchange& ex, int status, std::string_view reason, std::string* out) {

@@ -225,7 +225,7 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
                                    : tc.config().auth.key_names_in_metrics;
     tc.ApiKeySeries(named ? ex.api_key : kRedacted, ex.response.status()).Increment();
   }
-  if (tc.state.access_log.enabled()) {
+  if (tc.access_log().enabled()) {
     AccessRecord r;
     r.request_id = ex.request_id;
     r.method = ex.head.method_text;
@@ -243,7 +243,7 @@ void RecordExchange(ThreadContext& tc, const Exchange& ex) {
     r.response_id = ex.response_id;
     r.api = EndpointLabelApi(ex.endpoint);
     r.traceparent = ex.head.Find("traceparent");
-    tc.state.access_log.Write(r);
+    tc.access_log().Write(r);
   }
 }
 
@@ -271,7 +271,7 @@ net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
   while (handshaken && !conn->reaped) {
     if (conn->in.empty()) {
       // Between requests: wait for the next one's first byte, holding no buffer.
-      if (tc.state.draining.load(std::memory_order_relaxed)) break;
+      if (tc.draining()) break;
       tc.MarkIdle(*conn);
       // A connection on the probe reserve is there for one probe, which comes at once: it
       // may not sit on the reserve for the idle timeout.

@@ -21,15 +21,17 @@ SnapshotLease::~SnapshotLease() {
 }
 
 ThreadContext::ThreadContext(GatewayState& state, uint32_t index)
-    : state(state), index(index), scratch_(std::make_unique_for_overwrite<char[]>(kScratchBytes)) {}
+    : index(index),
+      state_(state),
+      scratch_(std::make_unique_for_overwrite<char[]>(kScratchBytes)) {}
 
 ThreadContext::~ThreadContext() = default;
 
 void ThreadContext::Refresh() {
-  const uint64_t v = state.version();
+  const uint64_t v = state_.version();
   if (v == seen_version_) return;
   seen_version_ = v;
-  snapshots_.push_back(SnapshotLease::Entry{state.snapshot(), 0});
+  snapshots_.push_back(SnapshotLease::Entry{state_.snapshot(), 0});
   // Older snapshots stay while a request of this thread still leases them.
   while (snapshots_.size() > 1 && snapshots_.front().users == 0) snapshots_.pop_front();
 }
@@ -63,14 +65,14 @@ ShardedFamily::Series& ThreadContext::RequestSeries(EndpointLabel endpoint, int 
   const std::string code_text = std::to_string(code);
   const std::string_view values[] = {EndpointLabelName(endpoint), EndpointLabelApi(endpoint),
                                      code_text, worker};
-  ShardedFamily::Series* s = state.metrics.requests.Get(index, values);
+  ShardedFamily::Series* s = state_.metrics.requests.Get(index, values);
   requests_.emplace(key, s);
   return *s;
 }
 
 prometheus::Counter& ThreadContext::ApiKeySeries(const std::string& key, int code) {
   prometheus::Counter*& c = api_key_series_[std::make_pair(key, code)];
-  if (c == nullptr) c = &state.metrics.ApiKeyRequests(key, code);
+  if (c == nullptr) c = &state_.metrics.ApiKeyRequests(key, code);
   return *c;
 }
 
@@ -78,13 +80,13 @@ ShardedFamily::Series& ThreadContext::DurationSeries(EndpointLabel endpoint) {
   ShardedFamily::Series*& s = durations_[static_cast<int>(endpoint)];
   if (s == nullptr) {
     const std::string_view values[] = {EndpointLabelName(endpoint), EndpointLabelApi(endpoint)};
-    s = state.metrics.request_duration.Get(index, values);
+    s = state_.metrics.request_duration.Get(index, values);
   }
   return *s;
 }
 
 ShardedFamily::Series& ThreadContext::OverheadSeries() {
-  if (overhead_ == nullptr) overhead_ = state.metrics.router_overhead.Get(index, {});
+  if (overhead_ == nullptr) overhead_ = state_.metrics.router_overhead.Get(index, {});
   return *overhead_;
 }
 
@@ -92,7 +94,7 @@ const WorkerSeries& ThreadContext::ForWorker(uint32_t worker_id, std::string_vie
   auto [it, inserted] = worker_series_.try_emplace(worker_id);
   if (inserted) {
     const std::string_view values[] = {name};
-    RouterMetrics& m = state.metrics;
+    RouterMetrics& m = state_.metrics;
     it->second = WorkerSeries{m.ttfb.Get(index, values),
                               m.ttft.Get(index, values),
                               m.ttft_error.Get(index, values),
@@ -136,15 +138,19 @@ bool ThreadContext::ReapOldestIdle(bool reserve) {
   error_code ignored;
   c.socket.shutdown(tcp::socket::shutdown_both, ignored);
   c.socket.cancel(ignored);
-  state.metrics.ConnectionsReaped().Increment();
+  state_.metrics.ConnectionsReaped().Increment();
   return true;
+}
+
+void ThreadContext::CountClientTlsFailure() {
+  state_.metrics.TlsHandshakeErrors("client").Increment();
 }
 
 void ThreadContext::ReleasePlace(ClientConnection& c) {
   if (!c.holds_place) return;
   c.holds_place = false;
-  state.client_connections.Remove(c.peer);
-  state.open_connections.fetch_sub(1, std::memory_order_relaxed);
+  state_.client_connections.Remove(c.peer);
+  state_.open_connections.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void ThreadContext::StartSweep() {

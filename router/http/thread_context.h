@@ -53,7 +53,6 @@ class ThreadContext {
   ~ThreadContext();
 
   net::io_context ioc{1};
-  GatewayState& state;
   const uint32_t index;
   BufferPool buffers;
   UpstreamPool pool{ioc};
@@ -69,6 +68,12 @@ class ThreadContext {
   SnapshotLease Lease();
   /// The current snapshot's config, for code that does not outlive the current step.
   const config::Config& config();
+
+  /// The gateway is draining: connections close after their request in progress.
+  bool draining() const { return state_.draining.load(std::memory_order_relaxed); }
+  AccessLog& access_log() { return state_.access_log; }
+  /// A client's TLS handshake failed (kvgate_tls_handshake_errors_total{side="client"}).
+  void CountClientTlsFailure();
 
   /// Starts the deadline sweep (every 100 ms while connections are open).
   void StartSweep();
@@ -104,6 +109,10 @@ class ThreadContext {
   void ReleaseEntry(SnapshotLease::Entry* e);
   net::awaitable<void> Sweep();
 
+  // The gateway-wide state, read here only for what the thread's sessions need (the
+  // snapshot, draining, the access log, the connection table and the metric families);
+  // the stages above get what they use from the gateway when it makes them.
+  GatewayState& state_;
   std::unique_ptr<char[]> scratch_;
   absl::flat_hash_map<uint64_t, ShardedFamily::Series*> requests_;
   ShardedFamily::Series* durations_[kNumEndpointLabels] = {};

@@ -52,28 +52,29 @@ TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
   return p;
 }
 
-double KvAwarePolicy::FleetRate(absl::Span<const Candidate> c) const {
-  double observed_sum = 0;
-  int observed = 0;
+namespace {
+
+// The mean of `field` over the candidates that have one (a positive value), else `otherwise`.
+double MeanOfKnown(absl::Span<const Candidate> c, double Candidate::*field, double otherwise) {
+  double sum = 0;
+  int known = 0;
   for (const auto& x : c) {
-    if (x.prefill_rate > 0) {
-      observed_sum += x.prefill_rate;
-      ++observed;
+    if (x.*field > 0) {
+      sum += x.*field;
+      ++known;
     }
   }
-  return observed > 0 ? observed_sum / observed : config_.prefill_tokens_per_second;
+  return known > 0 ? sum / known : otherwise;
+}
+
+}  // namespace
+
+double KvAwarePolicy::FleetRate(absl::Span<const Candidate> c) const {
+  return MeanOfKnown(c, &Candidate::prefill_rate, config_.prefill_tokens_per_second);
 }
 
 double KvAwarePolicy::FleetOverhead(absl::Span<const Candidate> c) const {
-  double sum = 0;
-  int fitted = 0;
-  for (const auto& x : c) {
-    if (x.prefill_overhead_s > 0) {
-      sum += x.prefill_overhead_s;
-      ++fitted;
-    }
-  }
-  return fitted > 0 ? sum / fitted : 0;
+  return MeanOfKnown(c, &Candidate::prefill_overhead_s, 0);
 }
 
 std::optional<TtftParts> KvAwarePolicy::Predict(const RouteRequest& request,

@@ -36,34 +36,39 @@ uint32_t ThreadCount(const config::Config& cfg) {
 }
 
 // Every route the gateway serves, in match order, for the thread whose dispatcher is
-// `dispatcher`.
-std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, Dispatcher& dispatcher) {
-  const RouteHandler proxy = [&dispatcher](ThreadContext& tc, Exchange& ex) {
-    return HandleProxy(tc, ex, dispatcher);
+// `dispatcher`. Each handler is given the gateway's state here, as the proxy is given its
+// dispatcher, rather than finding them through the thread's context.
+std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, GatewayState& state,
+                                       Dispatcher& dispatcher) {
+  const auto with_state = [&state](auto* handler) -> RouteHandler {
+    return [&state, handler](ThreadContext& tc, Exchange& ex) { return handler(state, tc, ex); };
   };
-  const RouteHandler stored = [&dispatcher](ThreadContext& tc, Exchange& ex) {
-    return HandleStoredResponse(tc, ex, dispatcher);
+  const RouteHandler proxy = [&state, &dispatcher](ThreadContext& tc, Exchange& ex) {
+    return HandleProxy(state, tc, ex, dispatcher);
+  };
+  const RouteHandler stored = [&state, &dispatcher](ThreadContext& tc, Exchange& ex) {
+    return HandleStoredResponse(state, tc, ex, dispatcher);
   };
   std::vector<Route> routes = {
-      {"/health", false, kGetOrHead, &HandleHealth},
-      {"/ready", false, kGetOrHead, &HandleReady},
-      {"/metrics", false, kGetOrHead, &HandleMetrics},
-      {"/version", false, kGetOrHead, &HandleVersion},
-      {"/v1/models", false, kGetOrHead, &HandleModels},
+      {"/health", false, kGetOrHead, with_state(&HandleHealth)},
+      {"/ready", false, kGetOrHead, with_state(&HandleReady)},
+      {"/metrics", false, kGetOrHead, with_state(&HandleMetrics)},
+      {"/version", false, kGetOrHead, with_state(&HandleVersion)},
+      {"/v1/models", false, kGetOrHead, with_state(&HandleModels)},
       // Stored OpenAI responses: to the worker that holds them (POST .../cancel goes through
       // HandleProxy).
       {"/v1/responses/", true, kGetOrHead | kDelete, stored, false, true},
       {"/v1/", true, kPost, proxy, false, true},
       {"/generate", false, kPost, proxy, false, true},  // SGLang's native API
-      {"/admin/workers", false, kGetOrHead, &HandleAdminWorkers, true},
-      {"/admin/explain", false, kPost, &HandleAdminExplain, true},
-      {"/admin/drain", false, kPost, &HandleAdminDrain, true},
-      {"/admin/cluster", false, kGetOrHead, &HandleAdminCluster, true},
+      {"/admin/workers", false, kGetOrHead, with_state(&HandleAdminWorkers), true},
+      {"/admin/explain", false, kPost, with_state(&HandleAdminExplain), true},
+      {"/admin/drain", false, kPost, with_state(&HandleAdminDrain), true},
+      {"/admin/cluster", false, kGetOrHead, with_state(&HandleAdminCluster), true},
   };
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());
-  pre.push_back(MakeApiKeyCheck());
-  pre.push_back(MakeAdmissionControl());
+  pre.push_back(MakeApiKeyCheck(state));
+  pre.push_back(MakeAdmissionControl(state));
   return std::make_unique<RouteTable>(
       std::move(routes), std::vector<std::string_view>{"/health", "/ready", "/metrics", "/version"},
       separate_admin, std::move(pre));
@@ -334,7 +339,7 @@ struct Gateway::Impl {
         : upstream(tc.pool, state.metrics),
           dispatcher(upstream, state.planner, state.metrics,
                      static_cast<uint32_t>(0x6b766761u + tc.index)),
-          routes(MakeRoutes(separate_admin, dispatcher)) {}
+          routes(MakeRoutes(separate_admin, state, dispatcher)) {}
     Http1Upstream upstream;
     PdDispatcher dispatcher;
     std::unique_ptr<RouteTable> routes;  // its handlers hold `dispatcher`

@@ -68,16 +68,15 @@ TEST(GatewayConcurrency, ThousandConcurrentStreamsOnOneThread) {
   c.health_check.enabled = false;
   c.upstream.max_idle_per_worker = 1000;
   AddTestWorker(c, fake.url());
-  auto gw = router::Gateway::Create(c);
-  ASSERT_TRUE(gw.ok());
-  ASSERT_TRUE((*gw)->Start().ok());
+  auto gw = StartTestGateway(c);
+  ASSERT_NE(gw, nullptr);
 
   constexpr int kStreams = 1000;
   net::io_context ioc;
   Tally tally;
   const std::string body = ChatBody(true);
   for (int i = 0; i < kStreams; ++i) {
-    net::co_spawn(ioc, OneStream((*gw)->port(), body, tally), net::detached);
+    net::co_spawn(ioc, OneStream(gw->port(), body, tally), net::detached);
   }
   ioc.run();
   EXPECT_EQ(tally.ok, kStreams) << tally.first_error;
@@ -85,7 +84,7 @@ TEST(GatewayConcurrency, ThousandConcurrentStreamsOnOneThread) {
   // The fake counts a stream after its last write returns, which can trail the client's read.
   EXPECT_TRUE(WaitFor([&] { return fake.completed_streams() == static_cast<uint64_t>(kStreams); }))
       << fake.completed_streams();
-  (*gw)->Stop();
+  gw->Stop();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "router/server/gateway.h"
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/support/test_util.h"
 
 namespace kvgate::testing {
@@ -127,10 +128,8 @@ class PdDispatchTest : public ::testing::Test {
     if (two_decoders) add(*fleet_.decode2, config::WorkerRole::kDecode);
     if (with_mixed) add(*fleet_.mixed, config::WorkerRole::kMixed);
     if (fleet_.prefill2) add(*fleet_.prefill2, config::WorkerRole::kPrefill);
-    auto gw = router::Gateway::Create(std::move(c));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = StartTestGateway(std::move(c));
+    ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
   }
   ~PdDispatchTest() override {

@@ -43,10 +43,8 @@ class RelayTest : public ::testing::Test {
     c.routing.policy = "round_robin";
     c.retry.max_attempts = 1;
     AddTestWorker(c, upstream_->url());
-    auto gw = router::Gateway::Create(std::move(c));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = StartTestGateway(std::move(c));
+    ASSERT_NE(gateway_, nullptr);
     port_ = gateway_->port();
   }
   ~RelayTest() override {

@@ -12,6 +12,7 @@
 #include "store/master_service.h"
 #include "tests/fakes/fake_upstream.h"
 #include "tests/fakes/test_client.h"
+#include "tests/integration/test_gateway.h"
 #include "tests/store/store_harness.h"
 #include "tests/store/test_credentials.h"
 #include "tests/support/test_util.h"
@@ -28,10 +29,8 @@ constexpr uint32_t kBlock = 16;
 class RouterStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MasterServiceOptions mo = kvgate::testing::TestMasterOptions();
-    mo.events_endpoint = "tcp://127.0.0.1:*";
-    mo.replay_endpoint = "tcp://127.0.0.1:*";
-    auto svc = MasterService::Start(mo);
+    auto svc =
+        kvgate::testing::StartTestMaster(kvgate::testing::TestMasterOptions(/*kv_events=*/true));
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
     auto n = kvgate::testing::StartTestNode(
@@ -54,10 +53,8 @@ class RouterStoreTest : public ::testing::Test {
         svc_->events()->replay_endpoint(), "\", block_size: ", kBlock, "}\n");
     auto cfg = config::LoadConfigFromString(yaml, "test.yaml");
     ASSERT_TRUE(cfg.ok()) << cfg.status();
-    auto gw = router::Gateway::Create(std::move(*cfg));
-    ASSERT_TRUE(gw.ok()) << gw.status();
-    gateway_ = std::move(*gw);
-    ASSERT_TRUE(gateway_->Start().ok());
+    gateway_ = kvgate::testing::StartTestGateway(std::move(*cfg));
+    ASSERT_NE(gateway_, nullptr);
   }
   void TearDown() override {
     if (gateway_) gateway_->Stop();

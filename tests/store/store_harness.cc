@@ -11,10 +11,14 @@ namespace kvgate::testing {
 
 using transfer::PeerRole;
 
-store::MasterServiceOptions TestMasterOptions() {
+store::MasterServiceOptions TestMasterOptions(bool kv_events) {
   store::MasterServiceOptions mo;
   mo.master.heartbeat_interval = std::chrono::milliseconds(50);
   mo.verifier = TestAuth(PeerRole::kNode)->verifier;
+  if (kv_events) {
+    mo.events_endpoint = "tcp://127.0.0.1:*";
+    mo.replay_endpoint = "tcp://127.0.0.1:*";
+  }
   return mo;
 }
 

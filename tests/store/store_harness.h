@@ -19,8 +19,9 @@
 namespace kvgate::testing {
 
 /// A master's options: heartbeats every 50 ms (failures show within a test's time), checking
-/// peers against the test credentials.
-store::MasterServiceOptions TestMasterOptions();
+/// peers against the test credentials. With `kv_events`, it also publishes its KV events and
+/// serves their replay, on loopback ports the system picks.
+store::MasterServiceOptions TestMasterOptions(bool kv_events = false);
 absl::StatusOr<std::unique_ptr<store::MasterService>> StartTestMaster(
     store::MasterServiceOptions options = TestMasterOptions());
 

@@ -46,10 +46,8 @@ ObjectKey K(uint64_t h) { return {MakeNamespace("llama", "", "", 0), h}; }
 class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    MasterServiceOptions mo = kvgate::testing::TestMasterOptions();
-    mo.events_endpoint = "tcp://127.0.0.1:*";
-    mo.replay_endpoint = "tcp://127.0.0.1:*";
-    auto svc = MasterService::Start(mo);
+    auto svc =
+        kvgate::testing::StartTestMaster(kvgate::testing::TestMasterOptions(/*kv_events=*/true));
     ASSERT_TRUE(svc.ok()) << svc.status();
     svc_ = std::move(*svc);
     AddNode("node-a", 32 << 20);

@@ -42,6 +42,17 @@ RetryDispatcher MakeDispatcher(ThreadHarness& h, Upstream& upstream) {
   return RetryDispatcher(upstream, h.state().planner, h.state().metrics, /*seed=*/1);
 }
 
+// One request, planned as the proxy handler plans it, through a RetryDispatcher over
+// `upstream`; the plan is kept alive beside the exchange.
+std::pair<std::unique_ptr<Exchange>, std::unique_ptr<Planned>> DispatchOne(ThreadHarness& h,
+                                                                           Upstream& upstream) {
+  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
+  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
+  auto p = PlanFor(h, *ex);
+  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  return {std::move(ex), std::move(p)};
+}
+
 double RetriesCounted(ThreadHarness& h, std::string_view reason) {
   return h.state().metrics.Retries(reason).Value();
 }
@@ -52,10 +63,7 @@ TEST(RetryDispatcherTest, RetriesFailedAttemptsOnOtherWorkersUntilOneRelays) {
   upstream.Then(AttemptOutcome::kRetry, "stale connection reset", "upstream_reset");
   upstream.Then(AttemptOutcome::kRetry, "answered 503", "status_5xx");
   upstream.Then(AttemptOutcome::kRelayed);
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
 
   ASSERT_EQ(upstream.sent().size(), 3u);
   std::set<std::string> workers;
@@ -77,10 +85,7 @@ TEST(RetryDispatcherTest, GivesUpAfterTheAttemptBudgetWith503) {
   upstream.Then(AttemptOutcome::kRetry, "connection refused");
   upstream.Then(AttemptOutcome::kRetry, "connection refused again");
   upstream.Then(AttemptOutcome::kRelayed);  // never reached
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
 
   ASSERT_EQ(upstream.sent().size(), 2u);
   EXPECT_TRUE(upstream.sent()[1].last) << "the budget's last attempt relays a 5xx";
@@ -94,10 +99,7 @@ TEST(RetryDispatcherTest, StopsWhenNoWorkerIsLeftToTry) {
   ThreadHarness h(2, [](config::Config& c) { c.retry.max_attempts = 5; });
   FakeUpstreamStage upstream;
   for (int i = 0; i < 5; ++i) upstream.Then(AttemptOutcome::kRetry);
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
 
   ASSERT_EQ(upstream.sent().size(), 2u) << "a worker is not tried twice";
   EXPECT_NE(upstream.sent()[0].worker, upstream.sent()[1].worker);
@@ -109,10 +111,7 @@ TEST(RetryDispatcherTest, ATimeoutIsAnswered504WithoutRetry) {
   ThreadHarness h(3);
   FakeUpstreamStage upstream;
   upstream.Then(AttemptOutcome::kTimeout, "w did not answer");
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
 
   EXPECT_EQ(upstream.sent().size(), 1u);
   EXPECT_EQ(ex->response.status(), 504);
@@ -123,10 +122,7 @@ TEST(RetryDispatcherTest, ABadResponseIsAnswered502WithoutRetry) {
   ThreadHarness h(3);
   FakeUpstreamStage upstream;
   upstream.Then(AttemptOutcome::kBadResponse, "not HTTP");
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
 
   EXPECT_EQ(upstream.sent().size(), 1u);
   EXPECT_EQ(ex->response.status(), 502);
@@ -229,10 +225,7 @@ TEST(RetryDispatcherTest, NoPredictionHeaderUnlessConfigured) {
   ThreadHarness h(2, [](config::Config& c) { c.routing.policy = "kvaware"; });
   FakeUpstreamStage upstream;
   upstream.Then(AttemptOutcome::kRelayed);
-  RetryDispatcher dispatcher = MakeDispatcher(h, upstream);
-  auto ex = h.NewExchange("/v1/completions", std::string(kBody));
-  auto p = PlanFor(h, *ex);
-  h.Run(dispatcher.Dispatch(h.tc(), *ex, p->plan));
+  auto [ex, p] = DispatchOne(h, upstream);
   ASSERT_EQ(upstream.sent().size(), 1u);
   EXPECT_EQ(upstream.sent()[0].head.find("x-kvgate-prediction"), std::string::npos);
   EXPECT_NE(upstream.sent()[0].head.find("x-kvgate-worker: "), std::string::npos);

@@ -20,7 +20,7 @@ class ProxyHandlerTest : public ::testing::Test {
   int Post(std::string path, std::string body) {
     exchanges_.push_back(h_.NewExchange(std::move(path), std::move(body)));
     Exchange& ex = *exchanges_.back();
-    h_.Run(HandleProxy(h_.tc(), ex, dispatcher_));
+    h_.Run(HandleProxy(h_.state(), h_.tc(), ex, dispatcher_));
     return ex.response.status();
   }
 
