@@ -48,8 +48,11 @@ UpstreamConnectionPtr UpstreamPool::TakeIdle(const std::string& authority) {
   it->second.pop_back();
   c->pooled = false;
   ++c->pooled_generation;
-  error_code ignored;
-  c->socket.cancel(ignored);  // ends the idle watch
+  if (c->watched) {
+    c->watched = false;
+    error_code ignored;
+    c->socket.cancel(ignored);  // ends the idle watch
+  }
   return c;
 }
 
@@ -61,9 +64,19 @@ void UpstreamPool::PutIdle(UpstreamConnectionPtr conn, uint32_t max_idle) {
     return;
   }
   conn->pooled = true;
+  conn->watched = false;
   ++conn->pooled_generation;
-  Watch(conn);
   v.push_back(std::move(conn));
+}
+
+void UpstreamPool::WatchIdle() {
+  for (auto& [_, v] : idle_) {
+    for (const UpstreamConnectionPtr& c : v) {
+      if (c->watched) continue;
+      c->watched = true;
+      Watch(c);
+    }
+  }
 }
 
 void UpstreamPool::Watch(const UpstreamConnectionPtr& conn) {

@@ -1,9 +1,14 @@
 // File: net/upstream_pool.h
-// Keep-alive connections from one gateway thread to the workers. An idle connection stays
-// watched (an async_wait on its socket): when the worker closes it — vLLM drops idle
-// keep-alives after 5 s — or sends stray bytes, it leaves the pool at once, so taking one
-// costs no syscall and a request rarely meets a dead connection. Thread-compatible: each
-// gateway thread owns one pool, used only from its own io_context.
+// Keep-alive connections from one gateway thread to the workers. A connection idle across one
+// of the owner's periodic WatchIdle calls (the thread's sweep, every 100 ms) is watched from
+// then on (an async_wait on its socket): when the worker closes it — vLLM drops idle
+// keep-alives after 5 s — or sends stray bytes, it leaves the pool at once, so a request rarely
+// meets a dead connection. One reused before that is never watched: under load a connection
+// goes back to work within milliseconds, and arming a watch is an epoll_ctl (Asio re-arms an
+// async_wait's edge-triggered registration), which was one of each request's six system calls
+// (issue 31). A worker that closed a connection before its watch is met by the stale-connection
+// retry of the request that takes it. Thread-compatible: each gateway thread owns one pool,
+// used only from its own io_context.
 #pragma once
 
 #include <chrono>
@@ -45,6 +50,7 @@ struct UpstreamConnection {
   std::string authority;           // the pool key
   uint64_t pooled_generation = 0;  // bumped on every pool entry and exit (stale watch guard)
   bool pooled = false;
+  bool watched = false;  // idle with its watch armed
 };
 using UpstreamConnectionPtr = std::shared_ptr<UpstreamConnection>;
 
@@ -71,9 +77,12 @@ class UpstreamPool {
   /// An idle connection to `authority`, most recently used first; null when none.
   UpstreamConnectionPtr TakeIdle(const std::string& authority);
 
-  /// Returns a connection whose last response was fully read; kept (and watched) when fewer
-  /// than `max_idle` are idle for that worker, closed otherwise.
+  /// Returns a connection whose last response was fully read; kept when fewer than `max_idle`
+  /// are idle for that worker, closed otherwise.
   void PutIdle(UpstreamConnectionPtr conn, uint32_t max_idle);
+
+  /// Watches every idle connection not watched yet (call it periodically).
+  void WatchIdle();
 
   /// Opens a new connection (async DNS unless the host is an address literal) with
   /// TCP_NODELAY and a non-blocking socket; for an https:// URL it then handshakes with

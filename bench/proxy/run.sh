@@ -38,10 +38,8 @@ UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/both.pem"
-TSCHEME=http
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do curl -sk -o /dev/null "$TSCHEME://127.0.0.1:$1/" && return 0; sleep 0.05; done; }
+# shellcheck source=bench/proxy/targets.sh
+source bench/proxy/targets.sh
 
 # wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"
 wrk_run() {
@@ -82,47 +80,6 @@ def q(p):
         prev_le, prev_c = le, c
     return 0
 print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
-}
-
-start_target() {  # start_target NAME THREADS -> sets TPORT, TPID, TSCHEME
-  local name=$1 t=$2 ssl="" ssl_files="" hssl="" kssl=""
-  TPID=""
-  TSCHEME=http
-  case $name in
-    *-tls)
-      name=${name%-tls}; TSCHEME=https; ssl=" ssl"
-      ssl_files="ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;"
-      hssl=" ssl crt $tmp/both.pem"; kssl="--tls-cert $tmp/cert.pem --tls-key $tmp/key.pem" ;;
-  esac
-  case $name in
-    direct) TPORT=$UP; return ;;
-    nginx)
-      TPORT=$(free_port); mkdir -p "$tmp/nginx"
-      sed -e "s#@WORKERS@#$t#; s#@DIR@#$tmp/nginx#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
-        -e "s#@SSL@#$ssl#; s#@SSL_FILES@#$ssl_files#" \
-        bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
-      nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
-      TPID=$! ;;
-    haproxy)
-      TPORT=$(free_port); mkdir -p "$tmp/haproxy"
-      sed -e "s#@THREADS@#$t#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
-        -e "s#@SSL@#$hssl#" \
-        bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
-      haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
-      TPID=$! ;;
-    kvgate)
-      TPORT=$(free_port)
-      # shellcheck disable=SC2086
-      "$BIN/kvgate" --listen "127.0.0.1:$TPORT" --worker "http://127.0.0.1:$UP" --threads "$t" \
-        --policy "$POLICY" --log-level warn $kssl ${KVGATE_ARGS:-} >"$tmp/kvgate.log" 2>&1 &
-      TPID=$! ;;
-  esac
-  pids+=("$TPID")
-  wait_port "$TPORT"
-}
-
-stop_target() {
-  if [ -n "$TPID" ]; then kill "$TPID" 2>/dev/null || true; wait "$TPID" 2>/dev/null || true; fi
 }
 
 header="| threads | target |"; sep="| --- | --- |"

@@ -212,7 +212,7 @@ net::awaitable<void> PdDispatcher::Disaggregate(ThreadContext& tc, Exchange& ex,
   Worker& dw = *c.decode->worker;
   // The decode worker pulls the prompt's KV: it does not prefill it.
   dw.ReleasePrefill(c.decode->reservation);
-  ArmDisconnectWatch(ex.conn);
+  WatchForDisconnect(ex.conn);
   absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
 
   const std::string& host = pw.config().url.host;

@@ -52,7 +52,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
                                                                RoutePlan& plan, Options o) {
   const config::Config& cfg = *ex.snapshot->config;
   RoutePlanner& planner = planner_;
-  ArmDisconnectWatch(ex.conn);
+  WatchForDisconnect(ex.conn);
   absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
 
   Result result;

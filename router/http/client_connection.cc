@@ -179,6 +179,7 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
 }
 
 void ArmDisconnectWatch(ClientConnection& conn) {
+  conn.watch_wanted = false;  // granted: the sweep does not arm it again
   if (conn.watch_armed) return;
   conn.watch_armed = true;
   const uint32_t generation = ++conn.watch_generation;
@@ -199,7 +200,10 @@ void ArmDisconnectWatch(ClientConnection& conn) {
       });
 }
 
+void WatchForDisconnect(ClientConnection& conn) { conn.watch_wanted = true; }
+
 void DisarmDisconnectWatch(ClientConnection& conn) {
+  conn.watch_wanted = false;
   if (!conn.watch_armed) return;
   conn.watch_armed = false;
   ++conn.watch_generation;  // the cancelled handler, when it runs, finds itself superseded

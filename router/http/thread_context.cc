@@ -168,7 +168,9 @@ net::awaitable<void> ThreadContext::Sweep() {
     const auto now = SteadyClock::now();
     for (const ClientConnectionPtr& c : connections) {
       if (c->deadline <= now) c->Expire();
+      if (c->watch_wanted && !c->watch_armed) ArmDisconnectWatch(*c);
     }
+    pool.WatchIdle();
   }
 }
 

@@ -75,7 +75,9 @@ class ThreadContext {
   /// A client's TLS handshake failed (kvgate_tls_handshake_errors_total{side="client"}).
   void CountClientTlsFailure();
 
-  /// Starts the deadline sweep (every 100 ms while connections are open).
+  /// Starts the sweep (every 100 ms from the first connection on): it expires deadlines, arms
+  /// the disconnect watches requests asked for (WatchForDisconnect) and watches the worker
+  /// connections idle since the last one (UpstreamPool::WatchIdle).
   void StartSweep();
 
   // Idle client connections (no request in progress), oldest first, in two lists: those on

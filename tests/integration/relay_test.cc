@@ -141,6 +141,24 @@ TEST_F(RelayTest, ContentLengthBodyRelayedAsIs) {
   EXPECT_EQ(r.Header("content-length"), "11");
 }
 
+TEST_F(RelayTest, AWorkerThatClosesItsKeepAliveAfterEachAnswerCostsTheNextRequestNothing) {
+  // Each answer says keep-alive and the worker then closes. The gateway pools the connection
+  // without watching it (a watch waits for the thread's next sweep, issue 31), so the next
+  // request, sent at once, takes a connection that is already closed: the stale-connection
+  // retry must carry it on a fresh one.
+  Start([&](const std::string&) {
+    return Script{{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"}, 0ms, /*close_after=*/true};
+  });
+  for (int i = 0; i < 20; ++i) {
+    const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+    EXPECT_EQ(r.status, 200) << "request " << i;
+    EXPECT_EQ(r.body, "ok") << "request " << i;
+  }
+  size_t posts = 0;  // beside the gateway's own GET /v1/models
+  for (const std::string& q : upstream_->requests()) posts += q.starts_with("POST ") ? 1 : 0;
+  EXPECT_EQ(posts, 20u) << "each request reached the worker once";
+}
+
 TEST_F(RelayTest, CloseDelimitedBodyFromAnHttp10WorkerIsChunkedForHttp11Clients) {
   Start([&](const std::string&) {
     return Script{{"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\npart one, ", "part two"},

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# System calls per request of each proxy (issue 31), one proxy thread, wrk -t1 -c32, a 4 KiB
+# chat POST, against two upstream kinds:
+#   static  nginx answering every POST with a 4 KiB chat.completion JSON and Content-Length, in
+#           one write: how vLLM answers a non-streamed request
+#   fake    kvgate-fake-upstream (chunked, 8 chunks of 512 bytes; two threads)
+# For each upstream and proxy, in interleaved rounds: req/s and p99 of a plain run, then a run
+# under `strace -c -f` of the proxy alone giving its system calls per request (total and the
+# four most frequent). The direct row has no proxy: its req/s shows the load generator and the
+# upstream are not the bottleneck.
+# Usage: bench/proxy/syscalls.sh [seconds-per-run]   (needs `make build`)
+# Env: ROUNDS=2, UPSTREAMS="static fake", TARGETS="direct haproxy nginx kvgate", POLICY=kvaware,
+#      KVGATE_BEFORE=path/to/another/kvgate (target kvgate-before: an A/B in the same run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DUR=${1:-5}
+ROUNDS=${ROUNDS:-2}
+UPSTREAMS=${UPSTREAMS:-"static fake"}
+TARGETS=${TARGETS:-"direct haproxy nginx kvgate"}
+POLICY=${POLICY:-kvaware}
+BIN=${BIN:-build/release/bin}
+[ -x "$BIN/kvgate" ] || BIN=build/bin
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# shellcheck source=bench/proxy/targets.sh
+source bench/proxy/targets.sh
+
+# The static upstream: one nginx worker, keep-alive without limit, a fixed 4 KiB answer.
+start_static() {
+  local port dir=$tmp/static content
+  port=$(free_port); mkdir -p "$dir"
+  content=$(head -c 2000 /dev/zero | tr '\0' 'a')  # used twice: nginx takes <= 4 KiB a parameter
+  cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $dir/body;
+  client_body_buffer_size 64k;
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      default_type application/json;
+      set \$half '$content';
+      return 200 '{"id":"cmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"\$half\$half"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1024,"completion_tokens":1000,"total_tokens":2024}}';
+    }
+  }
+}
+EOF
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/stderr" &
+  pids+=($!)
+  wait_port "$port"
+  UP=$port
+}
+
+start_fake() {
+  "$BIN/kvgate-fake-upstream" --threads 2 --chunks 8 >"$tmp/fake.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
+  UP=$(sed -n 's/port=//p' "$tmp/fake.out")
+}
+
+
+# wrk_run PORT SECONDS -> "requests req/s p99"
+wrk_run() {
+  STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096 wrk -t1 -c32 -d"$2s" --latency \
+    -s bench/proxy/post.lua "http://127.0.0.1:$1/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+  awk '/requests in/ {n=$1} /Requests\/sec/ {r=$2} $1=="99%" {p=$2} END {print n, r, p}' "$tmp/wrk.txt"
+  [ -n "${KEEP_WRK:-}" ] && cat "$tmp/wrk.txt" >&2 || true
+}
+
+# The process ids strace follows: nginx's master forks its worker.
+trace_pids() {
+  local p=$1 kids
+  kids=$(pgrep -P "$p" || true)
+  echo "$p" $kids
+}
+
+echo "| round | upstream | target | req/s | p99 | syscalls / request | most frequent (per request) |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for round in $(seq "$ROUNDS"); do
+  for up in $UPSTREAMS; do
+    "start_$up"
+    for name in $TARGETS; do
+      start_target "$name" 1
+      wrk_run "$TPORT" 1 >/dev/null  # warm: connections to the upstream open
+      read -r _ rps p99 < <(wrk_run "$TPORT" "$DUR")
+      per="" top=""
+      if [ -n "$TPID" ]; then
+        args=()
+        for p in $(trace_pids "$TPID"); do args+=(-p "$p"); done
+        strace -f -c -o "$tmp/strace.txt" "${args[@]}" 2>/dev/null &
+        spid=$!
+        sleep 0.5
+        read -r n _ _ < <(wrk_run "$TPORT" "$DUR")
+        kill -INT "$spid" 2>/dev/null || true
+        wait "$spid" 2>/dev/null || true
+        read -r per top < <(/usr/bin/python3 - "$tmp/strace.txt" "$n" <<'EOF'
+import sys
+rows, n = [], float(sys.argv[2])
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+        rows.append((int(f[3]), f[-1]))
+total = sum(c for c, _ in rows)
+top = sorted(rows, reverse=True)[:4]
+print("%.2f" % (total / n), ", ".join("%s %.2f" % (s, c / n) for c, s in top))
+EOF
+)
+      fi
+      echo "| $round | $up | $name | $rps | $p99 | ${per:-} | ${top:-} |"
+      stop_target
+    done
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    pids=()
+  done
+done

@@ -1,0 +1,51 @@
+# Shared by bench/proxy/run.sh and bench/proxy/syscalls.sh (sourced): start and stop one proxy
+# target in front of the upstream on port $UP. The caller sets tmp (a scratch folder), UP, BIN,
+# POLICY, the array pids (processes to kill at exit) and optionally KVGATE_ARGS and
+# KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run).
+TSCHEME=http
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do curl -sk -o /dev/null "$TSCHEME://127.0.0.1:$1/" && return 0; sleep 0.05; done; }
+
+start_target() {  # start_target NAME THREADS -> sets TPORT, TPID, TSCHEME
+  local name=$1 t=$2 ssl="" ssl_files="" hssl="" kssl=""
+  TPID=""
+  TSCHEME=http
+  case $name in
+    *-tls)
+      name=${name%-tls}; TSCHEME=https; ssl=" ssl"
+      ssl_files="ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;"
+      hssl=" ssl crt $tmp/both.pem"; kssl="--tls-cert $tmp/cert.pem --tls-key $tmp/key.pem" ;;
+  esac
+  case $name in
+    direct) TPORT=$UP; return ;;
+    nginx)
+      TPORT=$(free_port); mkdir -p "$tmp/nginx"
+      sed -e "s#@WORKERS@#$t#; s#@DIR@#$tmp/nginx#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        -e "s#@SSL@#$ssl#; s#@SSL_FILES@#$ssl_files#" \
+        bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
+      nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
+      TPID=$! ;;
+    haproxy)
+      TPORT=$(free_port); mkdir -p "$tmp/haproxy"
+      sed -e "s#@THREADS@#$t#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
+        -e "s#@SSL@#$hssl#" \
+        bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
+      haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
+      TPID=$! ;;
+    kvgate | kvgate-before)
+      TPORT=$(free_port)
+      local bin=$BIN/kvgate
+      [ "$name" = kvgate-before ] && bin=$KVGATE_BEFORE
+      # shellcheck disable=SC2086
+      "$bin" --listen "127.0.0.1:$TPORT" --worker "http://127.0.0.1:$UP" --threads "$t" \
+        --policy "$POLICY" --log-level warn $kssl ${KVGATE_ARGS:-} >"$tmp/kvgate.log" 2>&1 &
+      TPID=$! ;;
+  esac
+  pids+=("$TPID")
+  wait_port "$TPORT"
+}
+
+stop_target() {
+  if [ -n "$TPID" ]; then kill "$TPID" 2>/dev/null || true; wait "$TPID" 2>/dev/null || true; fi
+}
