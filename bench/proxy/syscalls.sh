@@ -18,8 +18,7 @@ ROUNDS=${ROUNDS:-2}
 UPSTREAMS=${UPSTREAMS:-"static fake"}
 TARGETS=${TARGETS:-"direct haproxy nginx kvgate"}
 POLICY=${POLICY:-kvaware}
-BIN=${BIN:-build/release/bin}
-[ -x "$BIN/kvgate" ] || BIN=build/bin
+BIN=${BIN:-build}
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 pids=()
@@ -61,13 +60,6 @@ EOF
   UP=$port
 }
 
-start_fake() {
-  "$BIN/kvgate-fake-upstream" --threads 2 --chunks 8 >"$tmp/fake.out" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
-  UP=$(sed -n 's/port=//p' "$tmp/fake.out")
-}
-
 
 # wrk_run PORT SECONDS -> "requests req/s p99"
 wrk_run() {
@@ -88,7 +80,7 @@ echo "| round | upstream | target | req/s | p99 | syscalls / request | most freq
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for round in $(seq "$ROUNDS"); do
   for up in $UPSTREAMS; do
-    "start_$up"
+    if [ "$up" = fake ]; then start_fake_upstream; else start_static; fi
     for name in $TARGETS; do
       start_target "$name" 1
       wrk_run "$TPORT" 1 >/dev/null  # warm: connections to the upstream open

@@ -4,6 +4,14 @@
 # KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run).
 TSCHEME=http
 
+# The chunked fake worker (two threads, 8 chunks an answer) on a port it picks -> UP.
+start_fake_upstream() {
+  "$BIN/kvgate-fake-upstream" --threads 2 --chunks 8 >"$tmp/fake.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
+  UP=$(sed -n 's/port=//p' "$tmp/fake.out")
+}
+
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 200); do curl -sk -o /dev/null "$TSCHEME://127.0.0.1:$1/" && return 0; sleep 0.05; done; }
 
