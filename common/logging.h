@@ -18,4 +18,8 @@ bool IsValidLogLevel(std::string_view level);
 /// Configures the default logger: stderr, "[time] [level] message".
 void InitLogging();
 
+/// "text" (InitLogging's) or "json": one object a line, {"time","level","logger","msg"}, the
+/// message escaped (a multi-line message stays one line). @return kInvalidArgument otherwise.
+absl::Status SetLogFormat(std::string_view format);
+
 }  // namespace kvgate::common

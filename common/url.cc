@@ -1,5 +1,10 @@
 #include "common/url.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "common/strings.h"
 
 namespace kvgate::common {
@@ -79,6 +84,41 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url, bool allow_https) {
     return absl::InvalidArgumentError(common::StrCat("'", url, "' has port 0"));
   }
   return out;
+}
+
+absl::StatusOr<std::string> ListenAddress(std::string_view host) {
+  const std::string h(host);
+  in6_addr probe{};
+  if (::inet_pton(AF_INET, h.c_str(), &probe) == 1 ||
+      ::inet_pton(AF_INET6, h.c_str(), &probe) == 1) {
+    return h;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(h.c_str(), nullptr, &hints, &res); rc != 0) {
+    return absl::InvalidArgumentError(
+        common::StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc)));
+  }
+  const addrinfo* pick = res;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr =
+      pick->ai_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr)
+          : static_cast<const void*>(
+                &reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr);
+  const bool ok = ::inet_ntop(pick->ai_family, addr, text, sizeof(text)) != nullptr;
+  ::freeaddrinfo(res);
+  if (!ok) return absl::InvalidArgumentError(common::StrCat("cannot resolve '", host, "'"));
+  return std::string(text);
 }
 
 }  // namespace kvgate::common

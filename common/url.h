@@ -31,4 +31,9 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url, bool allow_https = fa
 /// Parses "HOST:PORT" (IPv6 as "[::1]:PORT"); port 0 is allowed (pick any).
 absl::StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view hostport);
 
+/// A listen address's host as the IP address to bind: an IP literal as it is, a name
+/// ("localhost", a pod's hostname) resolved once, an IPv4 address preferred. Errors name the
+/// host and the resolver's reason, so `--check` refuses what start would fail to bind.
+absl::StatusOr<std::string> ListenAddress(std::string_view host);
+
 }  // namespace kvgate::common

@@ -212,10 +212,13 @@ struct KvAwarePolicyConfig {
 struct PreciseConfig {
   std::string tokenizer = "bytes4";  // text -> token ids as the engines tokenise (see docs)
   std::vector<std::pair<std::string, std::string>> model_tokenizers;  // model -> tokenizer
-  bool probe = true;                     // prove each worker in sync before trusting its events
-  uint32_t probe_timeout_ms = 5'000;     // probe answered + its blocks published within this
-  uint32_t speculative_ttl_ms = 2'000;   // route-time inserts not confirmed by an event expire
-  uint32_t silence_timeout_ms = 30'000;  // serving but no events this long: fall back, warn
+  bool probe = true;                    // prove each worker in sync before trusting its events
+  uint32_t probe_timeout_ms = 5'000;    // probe answered + its blocks published within this
+  uint32_t speculative_ttl_ms = 2'000;  // route-time inserts not confirmed by an event expire
+  // Serving but no events this long: a doubt, settled by probing again (with probe off: fall
+  // back, warn). A cache-hit workload publishes nothing, so silence alone proves nothing.
+  uint32_t silence_timeout_ms = 30'000;
+  uint32_t reverify_interval_ms = 600'000;  // a verified worker is probed again this often; 0 off
   uint32_t replay_timeout_ms = 2'000;
   std::vector<std::pair<std::string, std::string>> media;  // extra medium name -> tier
 };
@@ -402,12 +405,26 @@ struct ClusterConfig {
   friend bool operator==(const ClusterConfig&, const ClusterConfig&) = default;
 };
 
+// Browsers calling kvgate from another origin (vLLM's --allowed-origins): kvgate answers the
+// preflight itself and names an allowed origin on every answer. Empty allowed_origins: no CORS
+// headers, a preflight is a 405 as any OPTIONS.
+struct CorsConfig {
+  std::vector<std::string> allowed_origins;  // exact origins ("https://app.example"), or "*"
+  std::vector<std::string> allowed_headers = {
+      "authorization",  "content-type",        "x-api-key",      "anthropic-version",
+      "anthropic-beta", "openai-organization", "openai-project", "x-session-id"};
+  uint32_t max_age_s = 600;  // how long a browser may reuse a preflight's answer
+  bool enabled() const { return !allowed_origins.empty(); }
+  friend bool operator==(const CorsConfig&, const CorsConfig&) = default;
+};
+
 struct Config {
   std::string listen_host = "0.0.0.0";
   uint16_t listen_port = 8000;
   TlsConfig tls;
-  uint32_t threads = 0;  // 0 = number of cores
+  uint32_t threads = 0;  // 0 = one per CPU this process may use (affinity, cgroup quota)
   std::string log_level = "info";
+  std::string log_format = "text";  // "json": one JSON object a line, for log pipelines
   uint32_t drain_timeout_ms = 30'000;
   // SIGTERM: /ready answers 503 this long, everything else still served, before the listeners
   // close (Kubernetes removes a pod from its Services asynchronously). 0 = drain at once.
@@ -423,6 +440,11 @@ struct Config {
   AuthConfig auth;
   AdminConfig admin;
   AccessLogConfig access_log;
+  CorsConfig cors;
+  // The engines' own routes at the root (vLLM, SGLang) passed to a worker of the request's model
+  // as /v1/ routes are; POST unless GET is the engine's method. Changes need a restart.
+  std::vector<std::string> engine_routes = {"/tokenize", "/detokenize", "/pooling",
+                                            "/score",    "/classify",   "/rerank"};
   std::vector<WorkerConfig> workers;
   DiscoveryConfig discovery;
   std::vector<StoreConfig> stores;

@@ -11,6 +11,7 @@
 #include "common/json_util.h"
 #include "common/mutex.h"
 #include "common/strings.h"
+#include "sim/sim_metrics.h"
 #include "sim/store_cache.h"
 #include "sim/tokens.h"
 #include "spdlog/spdlog.h"
@@ -111,29 +112,27 @@ struct PdAgent::Held {
 
 void AppendPdMetrics(const PdCounters& c, uint64_t held_blocks, uint64_t held_requests,
                      std::string* out) {
-  auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
-    common::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  };
-  family("kvgate_sim_pd_requests", "counter", "Requests served as a P/D prefill or decode stage.");
-  common::StrAppend(out, "kvgate_sim_pd_requests_total{stage=\"prefill\"} ", c.prefill_requests,
-                    "\nkvgate_sim_pd_requests_total{stage=\"decode\"} ", c.decode_requests, "\n");
-  family("kvgate_sim_pd_transfer_bytes", "counter",
-         "Real KV bytes this decode pulled from prefills (store_bytes_per_token a token).");
-  common::StrAppend(out, "kvgate_sim_pd_transfer_bytes_total ", c.transfer_bytes, "\n");
-  family("kvgate_sim_pd_transfer_tokens", "counter", "Prompt tokens whose KV this decode pulled.");
-  common::StrAppend(out, "kvgate_sim_pd_transfer_tokens_total ", c.transfer_tokens, "\n");
-  family("kvgate_sim_pd_pull_failures", "counter",
-         "Decodes that could not pull their KV and recomputed the prompt.");
-  common::StrAppend(out, "kvgate_sim_pd_pull_failures_total ", c.pull_failures, "\n");
-  family("kvgate_sim_pd_held_blocks", "gauge", "KV blocks a prefill keeps for its decodes.");
+  AppendCounter(
+      out, "kvgate_sim_pd_requests", "Requests served as a P/D prefill or decode stage.",
+      {{"{stage=\"prefill\"}", c.prefill_requests}, {"{stage=\"decode\"}", c.decode_requests}});
+  AppendCounter(out, "kvgate_sim_pd_transfer_bytes",
+                "Real KV bytes this decode pulled from prefills (store_bytes_per_token a token).",
+                {{"", c.transfer_bytes}});
+  AppendCounter(out, "kvgate_sim_pd_transfer_tokens", "Prompt tokens whose KV this decode pulled.",
+                {{"", c.transfer_tokens}});
+  AppendCounter(out, "kvgate_sim_pd_pull_failures",
+                "Decodes that could not pull their KV and recomputed the prompt.",
+                {{"", c.pull_failures}});
+  AppendMetricFamily(out, "kvgate_sim_pd_held_blocks", "gauge",
+                     "KV blocks a prefill keeps for its decodes.");
   common::StrAppend(out, "kvgate_sim_pd_held_blocks ", held_blocks, "\n");
-  family("kvgate_sim_pd_held_requests", "gauge", "Prefilled requests waiting for their decode.");
+  AppendMetricFamily(out, "kvgate_sim_pd_held_requests", "gauge",
+                     "Prefilled requests waiting for their decode.");
   common::StrAppend(out, "kvgate_sim_pd_held_requests ", held_requests, "\n");
-  family("kvgate_sim_pd_released", "counter", "Held prefill KV freed, by reason.");
-  common::StrAppend(out, "kvgate_sim_pd_released_total{reason=\"pulled\"} ", c.released_pulled,
-                    "\nkvgate_sim_pd_released_total{reason=\"timeout\"} ", c.released_timeout,
-                    "\nkvgate_sim_pd_released_total{reason=\"replaced\"} ", c.released_replaced,
-                    "\n");
+  AppendCounter(out, "kvgate_sim_pd_released", "Held prefill KV freed, by reason.",
+                {{"{reason=\"pulled\"}", c.released_pulled},
+                 {"{reason=\"timeout\"}", c.released_timeout},
+                 {"{reason=\"replaced\"}", c.released_replaced}});
 }
 
 PdAgent::PdAgent(net::io_context& io, const SimOptions& options, const SimClock& clock)

@@ -1,9 +1,48 @@
 #include "sim/sim_metrics.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "common/json_util.h"
 #include "common/strings.h"
 
 namespace kvgate::sim {
+namespace {
+
+// Taken at static initialisation: before main() makes the servers and their series.
+const double kSimMetricsCreatedUnixSeconds =
+    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+}  // namespace
+
+void AppendMetricFamily(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help) {
+  common::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void AppendCounter(std::string* out, std::string_view name, std::string_view help,
+                   const std::vector<std::pair<std::string, uint64_t>>& samples) {
+  const std::string total = common::StrCat(name, "_total");
+  AppendMetricFamily(out, total, "counter", help);
+  std::vector<std::string> label_sets;
+  for (const auto& [labels, value] : samples) {
+    // Exact integers: "%.6g" would round token counts in the millions.
+    common::StrAppend(out, total, labels, " ", value, "\n");
+    label_sets.push_back(labels);
+  }
+  AppendCreated(out, name, help, label_sets);
+}
+
+void AppendCreated(std::string* out, std::string_view name, std::string_view help,
+                   const std::vector<std::string>& label_sets) {
+  const std::string created = common::StrCat(name, "_created");
+  AppendMetricFamily(out, created, "gauge", help);
+  // Full precision, as prometheus_client's "1.712345678123e+09" ("%.6g" would be 1e4 s off).
+  char when[32];
+  const int n = std::snprintf(when, sizeof(when), "%.12e", kSimMetricsCreatedUnixSeconds);
+  const std::string_view value(when, n > 0 ? static_cast<size_t>(n) : 0);
+  for (const auto& labels : label_sets) common::StrAppend(out, created, labels, " ", value, "\n");
+}
 
 std::string RenderSimMetrics(const SimOptions& options,
                              const std::vector<std::unique_ptr<EngineRunner>>& runners,
@@ -15,7 +54,12 @@ std::string RenderSimMetrics(const SimOptions& options,
     return common::StrCat("{engine=\"", r.rank(), "\",model_name=", model, extra, "}");
   };
   auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
-    common::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+    AppendMetricFamily(&out, name, type, help);
+  };
+  auto all_labels = [&](std::string_view extra = "") {
+    std::vector<std::string> sets;
+    for (const auto& r : runners) sets.push_back(labels(*r, extra));
+    return sets;
   };
   auto gauge = [&](std::string_view name, std::string_view help, auto value_of) {
     family(name, "gauge", help);
@@ -24,12 +68,11 @@ std::string RenderSimMetrics(const SimOptions& options,
     }
   };
   auto counter = [&](std::string_view name, std::string_view help, auto value_of) {
-    family(name, "counter", help);
+    std::vector<std::pair<std::string, uint64_t>> samples;
     for (const auto& r : runners) {
-      // Exact integers: "%.6g" would round token counts in the millions.
-      common::StrAppend(&out, name, "_total", labels(*r), " ",
-                        uint64_t{value_of(r->engine().counters())}, "\n");
+      samples.emplace_back(labels(*r), uint64_t{value_of(r->engine().counters())});
     }
+    AppendCounter(&out, name, help, samples);
   };
   auto histogram = [&](std::string_view name, std::string_view help, auto hist_of) {
     family(name, "histogram", help);
@@ -40,10 +83,13 @@ std::string RenderSimMetrics(const SimOptions& options,
                           labels(*r, common::StrCat(",le=\"", h.bounds[i], "\"")), " ",
                           static_cast<double>(h.counts[i]), "\n");
       }
+      // prometheus_client's order: the buckets, _count, _sum.
       common::StrAppend(&out, name, "_bucket", labels(*r, ",le=\"+Inf\""), " ",
+                        static_cast<double>(h.count), "\n", name, "_count", labels(*r), " ",
                         static_cast<double>(h.count), "\n", name, "_sum", labels(*r), " ", h.sum,
-                        "\n", name, "_count", labels(*r), " ", static_cast<double>(h.count), "\n");
+                        "\n");
     }
+    AppendCreated(&out, name, help, all_labels());
   };
   gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
         [](const EngineRunner& r) { return r.engine().num_running(); });
@@ -64,10 +110,14 @@ std::string RenderSimMetrics(const SimOptions& options,
           [](const EngineCounters& c) { return c.generation_tokens; });
   counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
           [](const EngineCounters& c) { return c.preemptions; });
-  family("vllm:request_success", "counter", "Count of successfully processed requests.");
-  for (const auto& r : runners) {
-    common::StrAppend(&out, "vllm:request_success_total", labels(*r, ",finished_reason=\"length\""),
-                      " ", static_cast<double>(r->engine().counters().finished), "\n");
+  {
+    std::vector<std::pair<std::string, uint64_t>> samples;
+    for (const auto& r : runners) {
+      samples.emplace_back(labels(*r, ",finished_reason=\"length\""),
+                           r->engine().counters().finished);
+    }
+    AppendCounter(&out, "vllm:request_success", "Count of successfully processed requests.",
+                  samples);
   }
   histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
             [](const EngineRunner& r) -> const Histogram& { return r.ttft(); });

@@ -4,9 +4,13 @@
 // validation of an assembled Config.
 #include "router/config/loader.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
-#include <sstream>
 
 #include "common/logging.h"
 #include "common/strings.h"
@@ -26,9 +30,31 @@ void Section(YamlReader& r, const YAML::Node& root, const char* key,
   if (const YAML::Node n = root[key]; n.IsDefined() && !n.IsNull()) read(r, n, out);
 }
 
+absl::StatusOr<ParsedConfig> Parse(std::string_view yaml, std::string_view source,
+                                   YamlReader::Coverage* coverage);
+
 }  // namespace
 
 absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view source) {
+  return Parse(yaml, source, nullptr);
+}
+
+std::vector<std::string> KeysMissingFrom(std::string_view yaml) {
+  YamlReader::Coverage coverage;
+  (void)Parse(yaml, "example", &coverage);
+  std::vector<std::string> missing;
+  for (const auto& [path, keys] : coverage.allowed) {
+    for (const std::string& key : keys) {
+      if (!coverage.present[path].contains(key)) missing.push_back(YamlReader::Join(path, key));
+    }
+  }
+  return missing;
+}
+
+namespace {
+
+absl::StatusOr<ParsedConfig> Parse(std::string_view yaml, std::string_view source,
+                                   YamlReader::Coverage* coverage) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
@@ -40,12 +66,14 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
   if (root.IsNull()) return parsed;  // an empty file means all defaults
   Config& c = parsed.config;
   YamlReader r(source);
+  r.RecordCoverage(coverage);
   try {
     if (!r.ExpectMap(root, "",
                      {"listen",
                       "tls",
                       "threads",
                       "log_level",
+                      "log_format",
                       "drain_timeout_ms",
                       "drain_delay_ms",
                       "models_refresh_interval_ms",
@@ -59,6 +87,8 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
                       "auth",
                       "admin",
                       "access_log",
+                      "cors",
+                      "engine_routes",
                       "workers",
                       "discovery",
                       "stores",
@@ -78,6 +108,7 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
     Section(r, root, "auth", ReadAuth, &c.auth);
     Section(r, root, "admin", ReadAdmin, &c.admin);
     Section(r, root, "access_log", ReadAccessLog, &c.access_log);
+    Section(r, root, "cors", ReadCors, &c.cors);
     Section(r, root, "workers", ReadWorkers, &c.workers);
     Section(r, root, "stores", ReadStores, &c.stores);
     Section(r, root, "cluster", ReadCluster, &c.cluster);
@@ -91,6 +122,8 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
   return parsed;
 }
 
+}  // namespace
+
 absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_view source) {
   auto parsed = ParseConfig(yaml, source);
   if (!parsed.ok()) return parsed.status();
@@ -99,13 +132,31 @@ absl::StatusOr<Config> LoadConfigFromString(std::string_view yaml, std::string_v
 }
 
 absl::StatusOr<Config> LoadConfigFromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(common::StrCat(path, ": cannot read config file"));
+  // With open(2)'s errno: "cannot read" alone leaves the operator guessing between a wrong
+  // path, a permission and a directory (which a stream would read as an empty file, that is
+  // a config with no workers).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::NotFoundError(
+        common::StrCat(path, ": cannot read config file: ", std::strerror(err)));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return LoadConfigFromString(ss.str(), path);
+  std::string text;
+  struct stat st {};
+  int err = ::fstat(fd, &st) != 0 ? errno : (S_ISDIR(st.st_mode) ? EISDIR : 0);
+  for (char buf[16384]; err == 0;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (err != 0) {
+    return absl::InvalidArgumentError(
+        common::StrCat(path, ": cannot read config file: ", std::strerror(err)));
+  }
+  return LoadConfigFromString(text, path);
 }
 
 absl::Status ValidateConfig(const Config& c) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,6 +33,12 @@ struct ParsedConfig {
 /// `source` names it in messages (usually the file path).
 /// @return kInvalidArgument with every problem found, one per line.
 absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view source);
+
+/// The keys the schema allows that `yaml` never gives, as paths ("tls.cert_file",
+/// "workers[].kv_events.topic"), each mapping's keys checked wherever the document has that
+/// mapping: what keeps config/kvgate.example.yaml showing every key. Errors are ignored (an
+/// example may show alternatives side by side).
+std::vector<std::string> KeysMissingFrom(std::string_view yaml);
 
 /// Reads what `config`'s keys name: upstream.api_key_file / api_key_env into upstream.api_key,
 /// auth.api_keys_file's keys appended to auth.api_keys (names unique across both),

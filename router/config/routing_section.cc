@@ -18,9 +18,10 @@ namespace {
 
 void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
   const std::string p = "routing.precise";
-  if (!r.ExpectMap(n, p,
-                   {"tokenizer", "model_tokenizers", "probe", "probe_timeout_ms",
-                    "speculative_ttl_ms", "silence_timeout_ms", "replay_timeout_ms", "media"})) {
+  if (!r.ExpectMap(
+          n, p,
+          {"tokenizer", "model_tokenizers", "probe", "probe_timeout_ms", "speculative_ttl_ms",
+           "silence_timeout_ms", "reverify_interval_ms", "replay_timeout_ms", "media"})) {
     return;
   }
   // The name only: ResolveConfig loads the directory (at the place recorded here).
@@ -44,6 +45,7 @@ void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
       r.Error(m, mp, "must be a mapping");
       return;
     }
+    r.NoDuplicateKeys(m, mp);
     for (const auto& kv : m) {
       const std::string name = kv.first.Scalar();
       const std::string path = YamlReader::Join(mp, name);
@@ -67,6 +69,7 @@ void ReadPrecise(YamlReader& r, const YAML::Node& n, PreciseConfig* c) {
   r.Uint(n, p, "probe_timeout_ms", &c->probe_timeout_ms, 10);
   r.Uint(n, p, "speculative_ttl_ms", &c->speculative_ttl_ms);
   r.Uint(n, p, "silence_timeout_ms", &c->silence_timeout_ms);
+  r.Uint(n, p, "reverify_interval_ms", &c->reverify_interval_ms);
   r.Uint(n, p, "replay_timeout_ms", &c->replay_timeout_ms, 10);
 }
 
@@ -96,6 +99,7 @@ void ReadPd(YamlReader& r, const YAML::Node& n, PdConfig* c) {
     if (!m.IsMap()) {
       r.Error(m, "pd.models", "must map model names to P/D protocols");
     } else {
+      r.NoDuplicateKeys(m, "pd.models");
       for (const auto& kv : m) {
         const std::string path = common::StrCat("pd.models.", kv.first.Scalar());
         if (!kv.second.IsScalar()) {
@@ -168,6 +172,7 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
     if (!m.IsMap()) {
       r.Error(m, "routing.model_policies", "must map model names to policy names");
     } else {
+      r.NoDuplicateKeys(m, "routing.model_policies");
       for (const auto& kv : m) {
         const std::string model = kv.first.Scalar();
         const std::string path = common::StrCat("routing.model_policies.", model);

@@ -2,8 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -17,7 +19,8 @@ absl::StatusOr<std::string> ReadSecretFile(std::string_view path, std::string_vi
   // stat follows the symlinks a Secret volume is made of (KEY -> ..data/KEY).
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) {
-    return absl::NotFoundError(common::StrCat(what, ": cannot read ", path));
+    return absl::NotFoundError(
+        common::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(common::StrCat(what, ": ", path, " is not a regular file"));
@@ -30,7 +33,10 @@ absl::StatusOr<std::string> ReadSecretFile(std::string_view path, std::string_vi
         "); chmod o-rwx it (Kubernetes: the Secret volume's defaultMode 0440 with an fsGroup)"));
   }
   std::ifstream in{p, std::ios::binary};
-  if (!in) return absl::NotFoundError(common::StrCat(what, ": cannot read ", path));
+  if (!in) {
+    return absl::NotFoundError(
+        common::StrCat(what, ": cannot read ", path, ": ", std::strerror(errno)));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -31,6 +31,9 @@ void ReadLimits(YamlReader& r, const YAML::Node& n, LimitsConfig* c);
 /// `access_log` (listener_section.cc).
 void ReadAccessLog(YamlReader& r, const YAML::Node& n, AccessLogConfig* c);
 
+/// `cors`: origins browsers may call from (listener_section.cc).
+void ReadCors(YamlReader& r, const YAML::Node& n, CorsConfig* c);
+
 /// `upstream`: timeouts, TLS to workers, where the worker API key is (upstream_section.cc).
 void ReadUpstream(YamlReader& r, const YAML::Node& n, UpstreamConfig* c);
 

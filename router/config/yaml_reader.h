@@ -5,9 +5,11 @@
 // Used by the loader only. Thread-compatible; one per document.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,13 +41,29 @@ class YamlReader {
   void RecordPlace(const YAML::Node& node, const std::string& path) { places_[path] = Place(node); }
   std::map<std::string, std::string>& places() { return places_; }
 
-  // Reports keys of `map` that are not in `allowed`.
+  // Reports every key of the mapping `map` given twice. yaml-cpp keeps a repeated key and
+  // answers lookups with its first value: a second `listen:` or `routing:` would be ignored
+  // without a word.
+  void NoDuplicateKeys(const YAML::Node& map, const std::string& path) {
+    std::map<std::string, YAML::Node> seen;
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      if (const auto [it, fresh] = seen.emplace(key, kv.first); !fresh) {
+        Error(kv.first, Join(path, key),
+              common::StrCat("duplicate key (first at ", Place(it->second), ")"));
+      }
+    }
+  }
+
+  // Reports keys of `map` that are not in `allowed`, and keys given twice.
   bool ExpectMap(const YAML::Node& map, const std::string& path,
                  absl::Span<const std::string_view> allowed) {
     if (!map.IsMap()) {
       Error(map, path, "must be a mapping");
       return false;
     }
+    if (coverage_ != nullptr) Cover(map, path, allowed);
+    NoDuplicateKeys(map, path);
     for (const auto& kv : map) {
       const std::string key = kv.first.Scalar();
       bool known = false;
@@ -118,6 +136,31 @@ class YamlReader {
     return true;
   }
 
+  // A list of non-empty strings, each given once. @return false when absent or wrong.
+  bool StringList(const YAML::Node& map, const std::string& path, std::string_view key,
+                  std::vector<std::string>* out) {
+    const YAML::Node n = map[std::string(key)];
+    if (!n.IsDefined() || n.IsNull()) return false;
+    if (!n.IsSequence()) {
+      Error(n, Join(path, key), "expected a list of strings");
+      return false;
+    }
+    std::vector<std::string> list;
+    for (const auto& e : n) {
+      if (!e.IsScalar() || e.Scalar().empty()) {
+        Error(e, Join(path, key), "each entry must be a non-empty string");
+        return false;
+      }
+      if (std::find(list.begin(), list.end(), e.Scalar()) != list.end()) {
+        Error(e, Join(path, key), common::StrCat("'", e.Scalar(), "' is listed twice"));
+        return false;
+      }
+      list.push_back(e.Scalar());
+    }
+    *out = std::move(list);
+    return true;
+  }
+
   static std::string Join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : common::StrCat(path, ".", key);
   }
@@ -131,7 +174,33 @@ class YamlReader {
 
   std::vector<std::string>& errors() { return errors_; }
 
+  /// Key paths ("workers[].kv_events.topic") the schema allows at every mapping read, and
+  /// those the document has: what a document showing every key must cover.
+  struct Coverage {
+    std::map<std::string, std::set<std::string>> allowed, present;
+  };
+  void RecordCoverage(Coverage* coverage) { coverage_ = coverage; }
+
  private:
+  // `path` with list indices dropped ("workers[3]" -> "workers[]").
+  static std::string SchemaPath(const std::string& path) {
+    std::string out;
+    for (size_t i = 0; i < path.size(); ++i) {
+      out += path[i];
+      if (path[i] == '[') {
+        while (i + 1 < path.size() && path[i + 1] != ']') ++i;
+      }
+    }
+    return out;
+  }
+  void Cover(const YAML::Node& map, const std::string& path,
+             absl::Span<const std::string_view> allowed) {
+    const std::string p = SchemaPath(path);
+    for (std::string_view a : allowed) coverage_->allowed[p].insert(std::string(a));
+    for (const auto& kv : map) coverage_->present[p].insert(kv.first.Scalar());
+  }
+
+  Coverage* coverage_ = nullptr;
   std::string source_;
   std::vector<std::string> errors_;
   std::map<std::string, std::string> places_;  // key path -> "source:line"

@@ -34,8 +34,8 @@ struct PreciseProber::Impl {
   // What the loop remembers per worker id between ticks.
   struct Track {
     bool was_available = false;
-    bool probing = false;
-    bool silenced = false;  // Unverified because its events stopped.
+    bool probing = false;   // a probe is out (a first one, or a re-check of a verified worker)
+    bool silenced = false;  // Unverified because its events stopped (probe off only).
     uint64_t restarts = 0;
     uint64_t routed_at_last_event = 0;
     Clock::time_point last_message{};
@@ -121,17 +121,36 @@ struct PreciseProber::Impl {
         }
         t.probing = true;
         precise.SetState(*w, PreciseState::kProbing, "probe sent");
-        net::co_spawn(ioc, Probe(w, models.front(), cfg), net::detached);
+        net::co_spawn(ioc, Probe(w, models.front(), cfg, /*recheck=*/false), net::detached);
         break;
       case PreciseState::kVerified: {
+        if (t.probing) break;
         const auto quiet = now - std::max(t.last_message, t.verified_at);
         const uint64_t routed = w->routed() - t.routed_at_last_event;
         const auto limit = milliseconds(cfg.routing.precise.silence_timeout_ms);
-        if (limit.count() > 0 && routed > 0 && quiet > limit) {
-          t.silenced = true;
-          precise.SetState(*w, PreciseState::kUnverified,
-                           common::StrCat("no KV events for ", static_cast<int>(Seconds(quiet)),
-                                          " s while ", routed, " requests were routed to it"));
+        const auto every = milliseconds(cfg.routing.precise.reverify_interval_ms);
+        const bool silent = limit.count() > 0 && routed > 0 && quiet > limit;
+        const std::string doubt =
+            silent ? common::StrCat("no KV events for ", static_cast<int>(Seconds(quiet)),
+                                    " s while ", routed, " requests were routed to it")
+                   : std::string();
+        if (!cfg.routing.precise.probe) {
+          // Nothing to settle the doubt with: silence is all the evidence there is.
+          if (silent) {
+            t.silenced = true;
+            precise.SetState(*w, PreciseState::kUnverified, doubt);
+          }
+          break;
+        }
+        // Silence is a doubt, not evidence: requests that hit the cache in full make an
+        // engine publish nothing. The worker stays verified (routed precisely) while a probe
+        // asks it for positive evidence, as it does on a schedule.
+        if ((silent || (every.count() > 0 && now - t.verified_at > every)) && available &&
+            !models.empty()) {
+          t.probing = true;
+          spdlog::info("precise mode: probing worker {} again ({})", w->name(),
+                       silent ? doubt : "scheduled re-check");
+          net::co_spawn(ioc, Probe(w, models.front(), cfg, /*recheck=*/true), net::detached);
         }
         break;
       }
@@ -149,7 +168,10 @@ struct PreciseProber::Impl {
   // One probe per DP rank: a completion of a fresh prompt, whose blocks the engine must then
   // publish exactly as kvgate predicts them. Then one probe per agent API (rank 0): a Messages
   // and a Responses request, whose blocks prove the engine converts that API as kvgate does.
-  net::awaitable<void> Probe(WorkerSharedPtr w, std::string model, config::Config cfg) {
+  // A `recheck` of a verified worker leaves it verified while it runs; only a failed probe,
+  // positive evidence of drift, turns it unverified.
+  net::awaitable<void> Probe(WorkerSharedPtr w, std::string model, config::Config cfg,
+                             bool recheck) {
     const config::KvEventsConfig& ke = *w->config().kv_events;
     const config::PreciseConfig& pc = cfg.routing.precise;
     PreciseMode& precise = state.precise;
@@ -202,7 +224,8 @@ struct PreciseProber::Impl {
     tracks[w->id()].routed_at_last_event = w->routed();
     precise.SetState(
         *w, PreciseState::kVerified,
-        common::StrCat("the probe's blocks came back in its events after ",
+        common::StrCat(recheck ? "re-verified: " : "",
+                       "the probe's blocks came back in its events after ",
                        static_cast<int>(Seconds(Clock::now() - started) * 1000), " ms"));
   }
 

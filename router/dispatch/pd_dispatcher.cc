@@ -387,6 +387,7 @@ net::awaitable<void> PdDispatcher::MergeLogprobs(ThreadContext& tc, Exchange& ex
   FinishPrefill(tc, planner_, metrics_, plan, *c.prefill, pr);
   RouteOutcome outcome;
   outcome.success = dr.answered;
+  outcome.error_answer = !PrefillOk(dr) || !PrefillOk(pr);
   planner_.Complete(plan, dec, outcome);
   if (ex.conn.client_gone) {
     RecordClientGone(ex);

@@ -96,6 +96,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     ex.response_id = r.response_id;
     RouteOutcome outcome;
     outcome.success = r.outcome == AttemptOutcome::kRelayed;
+    outcome.error_answer = ex.response.status() < 200 || ex.response.status() >= 300;
     if (o.learn && plan.learn) {
       outcome.cached_tokens = r.cached_tokens;
       outcome.ttft_seconds = r.ttft_seconds;

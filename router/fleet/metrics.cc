@@ -201,7 +201,7 @@ prometheus::Counter& RouterMetrics::Retries(std::string_view reason) {
 }
 
 prometheus::Counter& RouterMetrics::ConfigReloads(bool ok) {
-  return reloads_.Add({{"result", ok ? "success" : "failure"}});
+  return reloads_.Add({{"result", ok ? "success" : "rejected"}});
 }
 
 std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerList& workers,

@@ -61,7 +61,7 @@ class RouterMetrics {
   prometheus::Counter& RateLimited(std::string_view limit);    // requests, tokens
   // queue_full, queue_timeout, client_share
   prometheus::Counter& AdmissionRejected(std::string_view reason);
-  prometheus::Counter& ConfigReloads(bool ok);
+  prometheus::Counter& ConfigReloads(bool ok);                     // result="success" or "rejected"
   prometheus::Counter& TlsHandshakeErrors(std::string_view side);  // client, worker
   /// Addresses a discovery source named and kvgate refused (router/discovery/address_policy.h),
   /// once per refusal while it lasts: reason unspecified, loopback, link_local, metadata,

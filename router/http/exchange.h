@@ -104,6 +104,7 @@ struct Exchange {
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
   std::string response_id;         // POST /v1/responses: the id the worker gave the response
+  std::string cors_origin;         // an allowed Origin (config `cors`), named back on the answer
   bool overhead_recorded = false;  // router overhead is measured at the first upstream write
 };
 

@@ -96,6 +96,14 @@ void AppendConnection(const Exchange& ex, std::string* out) {
   }
 }
 
+// The allowed Origin a browser sent (router/http/cors.h), and the headers its script may read.
+void AppendCors(const Exchange& ex, std::string* out) {
+  if (ex.cors_origin.empty()) return;
+  common::StrAppend(out, "access-control-allow-origin: ", ex.cors_origin,
+                    "\r\nvary: origin\r\naccess-control-expose-headers: x-request-id, "
+                    "x-kvgate-worker\r\n");
+}
+
 }  // namespace
 
 void StartResponse(Exchange& ex) { W::SetKeepAlive(ex, ex.head.keep_alive); }
@@ -125,6 +133,7 @@ net::awaitable<bool> WriteResponse(ThreadContext& tc, Exchange& ex, int status,
   common::StrAppend(&head, "server: kvgate\r\ncontent-type: ", content_type,
                     "\r\nx-request-id: ", ex.request_id, "\r\ncontent-length: ", body.size(),
                     "\r\n", extra_headers);
+  AppendCors(ex, &head);
   AppendConnection(ex, &head);
   head.append("\r\n");
   const bool with_body = ex.head.method != http1::Method::kHead;
@@ -164,6 +173,7 @@ void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_v
                     "\r\n");
   if (!ex.prediction.empty())
     common::StrAppend(out, "x-kvgate-prediction: ", ex.prediction, "\r\n");
+  AppendCors(ex, out);
   AppendConnection(ex, out);
 }
 

@@ -1,6 +1,7 @@
 #include "router/http/route_table.h"
 
 #include "common/strings.h"
+#include "router/http/cors.h"
 #include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
 
@@ -39,6 +40,7 @@ net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
                         "service_unavailable", "too_many_connections", "retry-after: 1\r\n");
     co_return;
   }
+  if (co_await ApplyCors(tc, ex)) co_return;  // a browser's preflight, answered here
   const bool admin_listener = ex.conn.admin_listener;
   const uint32_t method = MethodBit(ex.head.method);
   const Route* found = nullptr;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,7 +32,7 @@ inline constexpr uint32_t kPost = MethodBit(http1::Method::kPost);
 inline constexpr uint32_t kDelete = MethodBit(http1::Method::kDelete);
 
 struct Route {
-  std::string_view path;  // exact, or with `prefix` every path that starts with it
+  std::string path;  // exact, or with `prefix` every path that starts with it
   bool prefix = false;
   uint32_t methods = 0;
   RouteHandler handler;

@@ -31,6 +31,11 @@ uint32_t SpeculativeBlocks::Extend(kvindex::Holder holder,
   return n;
 }
 
+void SpeculativeBlocks::Remove(kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain) {
+  common::MutexLock lock(&mu_);
+  for (kvindex::BlockHash h : chain) expiry_.erase(Key{holder.Key(), h});
+}
+
 void SpeculativeBlocks::Forget(kvindex::Holder holder) {
   common::MutexLock lock(&mu_);
   absl::erase_if(expiry_, [&](const auto& e) { return e.first.holder == holder.Key(); });

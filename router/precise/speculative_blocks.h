@@ -29,6 +29,9 @@ class SpeculativeBlocks {
   uint32_t Extend(kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain,
                   uint32_t confirmed, Clock::time_point now) const;
 
+  /// Takes back the guesses that `holder` holds `chain` (the request was not served).
+  void Remove(kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain);
+
   /// Forgets `holder`'s guesses (engine restart, worker removed).
   void Forget(kvindex::Holder holder);
 

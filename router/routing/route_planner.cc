@@ -345,14 +345,20 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   plan.tried.push_back(d.worker->id());
   if (plan.learn) d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
   if (prefix && plan.learn) {
-    // Approximate learning: the worker will hold this prompt once it has prefilled it.
+    // Approximate learning: the worker will hold this prompt once it has prefilled it. Learned
+    // now, so that the session's next request (a sub-agent burst) already sees it; taken back
+    // by Complete when the worker does not serve it.
     if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
       IndexError(s, *d.worker);
+    } else {
+      d.learned = true;
+      d.learned_from = d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)];
     }
     cluster().Learned(*d.worker, plan.chain, r.prompt_tokens);
   }
   if (d.candidates[d.index].precise && plan.learn) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
+    d.speculated = true;
     const uint32_t bs = d.worker->config().kv_events->block_size;
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs) continue;
@@ -369,6 +375,31 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   const config::RoutingConfig& config = *plan.config;
   w.Release(d.reservation);
   cluster().LoadChanged();
+  if (d.learned && (!outcome.success || outcome.error_answer) &&
+      d.learned_from < plan.chain.size()) {
+    // The worker did not compute the prompt (an error, a reset, a failed prefill): the blocks
+    // this decision taught the index are not in its cache. Blocks it held before stay.
+    const auto unlearned = absl::MakeConstSpan(plan.chain).subspan(d.learned_from);
+    index_.Remove(HolderOf(w), unlearned, kvindex::Tier::kGpu);
+    cluster().Forgot(w, unlearned);
+    d.learned = false;
+  }
+  if (d.speculated && (!outcome.success || outcome.error_answer)) {
+    // Likewise the guess that the chosen rank is about to hold the prompt: the blocks it
+    // matched at decision time stay (an earlier request's guesses, or its events').
+    const uint32_t bs = std::max<uint32_t>(1, w.config().kv_events->block_size);
+    // cached_blocks count routing blocks; the guesses are engine blocks.
+    const size_t from =
+        uint64_t{d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)]} *
+        config.block_tokens / bs;
+    for (const auto& [size, chain] : plan.token_chains) {
+      if (size != bs || from >= chain.size()) continue;
+      precise_->speculative().Remove(
+          PreciseMode::HolderOf(w, static_cast<uint32_t>(std::max(d.dp_rank, 0))),
+          absl::MakeConstSpan(chain).subspan(from));
+    }
+    d.speculated = false;
+  }
   if (outcome.success && outcome.ttft_seconds > 0) {
     // What the engine prefilled: the prompt less what it reported cached (GPU, host and store
     // alike), else what the decision predicted.

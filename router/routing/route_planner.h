@@ -8,7 +8,8 @@
 //             chosen worker (so the next decision on any thread sees it); afterwards the
 //             approximate index learns the prompt;
 //   Complete  the attempt ended: release the reservation, learn the prefill rate, reconcile
-//             the prediction with the engine's reported cached tokens.
+//             the prediction with the engine's reported cached tokens; an attempt the worker
+//             did not serve unlearns what Decide learned.
 // Lock order: decision_mu_ is a leaf. Nothing under it takes another lock (loads are atomics,
 // policies are lock-free by contract); index shard locks and Worker::mu_ are taken only before
 // or after it. Thread-safe.
@@ -72,11 +73,20 @@ struct Decision {
   int64_t queue_tokens_at_dispatch = 0;
   int dp_rank = -1;                         // the DP rank to name in X-data-parallel-rank, -1 none
   std::optional<TtftParts> predicted_ttft;  // the policy's, for the chosen worker (kvaware)
+  // Approximate learning done at commit: the chain's blocks from `learned_from` on were
+  // inserted for the worker, and are taken back when the attempt did not run (Complete).
+  bool learned = false;
+  size_t learned_from = 0;
+  bool speculated = false;  // precise mode: the chosen rank's route-time guess was recorded
 };
 
 /// How an attempt ended.
 struct RouteOutcome {
-  bool success = false;        // a response was relayed to the client
+  bool success = false;  // a response was relayed to the client
+  // Relayed, but an error (4xx/5xx) or a stage that failed: the worker did not compute the
+  // prompt. Then, as when nothing was relayed (a reset, a timeout, a stage never sent), what
+  // Decide learned is unlearned.
+  bool error_answer = false;
   int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
   // Request written -> the first body byte of a streamed answer (vLLM and SGLang send it with
   // the first token; the head comes before the prefill), or a P/D prefill's whole answer; -1

@@ -31,11 +31,23 @@ absl::Status AccessLog::Open(const std::string& path) {
     logger->flush_on(spdlog::level::info);
     common::MutexLock lock(&mu_);
     logger_ = std::move(logger);
+    path_ = path;
     enabled_ = true;
   } catch (const spdlog::spdlog_ex& e) {
     return absl::InvalidArgumentError(common::StrCat("access_log.path: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+absl::Status AccessLog::Reopen() {
+  std::string path;
+  {
+    common::MutexLock lock(&mu_);
+    if (logger_ == nullptr || path_ == "-") return absl::OkStatus();
+    path = path_;
+  }
+  // A new sink opens (creates) the path afresh; lines written meanwhile go to the old file.
+  return Open(path);
 }
 
 void AccessLog::Close() {

@@ -45,6 +45,9 @@ class AccessLog {
 
   /// Opens `path` ("-" for stdout) for appending; replaces any previous sink.
   absl::Status Open(const std::string& path);
+  /// Opens the same path again (SIGUSR1, after logrotate moved the file away); stdout and a
+  /// closed log are left as they are.
+  absl::Status Reopen();
   void Close();
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
@@ -56,6 +59,7 @@ class AccessLog {
  private:
   mutable common::Mutex mu_;  // guards logger_ (swapped by reloads)
   std::shared_ptr<spdlog::logger> logger_ ABSL_GUARDED_BY(mu_);
+  std::string path_ ABSL_GUARDED_BY(mu_);  // what Open opened
   std::atomic<bool> enabled_{false};
 };
 

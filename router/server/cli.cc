@@ -22,7 +22,7 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --prefill URL [PORT]
                       a prefill worker, with its bootstrap port (default 8998; repeatable)
   --decode URL        a decode worker (repeatable)
-  --threads N         gateway threads (default: number of cores)
+  --threads N         gateway threads (default 0: one per CPU this process may use)
   --policy NAME       routing policy (kvaware, round_robin, least_request, random,
                       power_of_two, consistent_hash, cache_aware, cost, weighted)
   --api-key KEY       clients must send "Authorization: Bearer KEY" (repeatable; named
@@ -37,8 +37,8 @@ Usage: kvgate [--config FILE] [--listen HOST:PORT] [--worker URL]... [options]
   --help              this text
   --version           print the version
 
-Signals: SIGHUP reloads the config file (workers, routing, limits, TLS certificates); SIGTERM drains in-flight
-requests up to drain_timeout_ms, then exits 0.
+Signals: SIGHUP reloads the config file (workers, routing, limits, TLS certificates); SIGUSR1 reopens
+the access log (logrotate); SIGTERM drains in-flight requests up to drain_timeout_ms, then exits 0.
 )";
 }
 
@@ -127,9 +127,10 @@ absl::StatusOr<config::Config> BuildConfig(const CliOptions& o) {
   }
   if (o.listen) {
     auto hp = common::ParseHostPort(*o.listen);
-    if (!hp.ok())
-      return absl::InvalidArgumentError(common::StrCat("--listen: ", hp.status().message()));
-    c.listen_host = hp->first;
+    auto ip = hp.ok() ? common::ListenAddress(hp->first) : hp.status();
+    if (!ip.ok())
+      return absl::InvalidArgumentError(common::StrCat("--listen: ", ip.status().message()));
+    c.listen_host = *std::move(ip);
     c.listen_port = hp->second;
   }
   for (const auto& w : o.workers) {

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <csignal>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "common/cpu_count.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -25,21 +27,24 @@
 #include "router/http/route_table.h"
 #include "router/http/session.h"
 #include "router/http/thread_context.h"
+#include "router/server/address_claim.h"
 #include "router/upstream/http1_upstream.h"
 #include "spdlog/spdlog.h"
 
 namespace kvgate::router {
 namespace {
 
+// `threads: 0` is one thread per CPU the process may use: its affinity and cgroup quota, so
+// that a pod limited to 2 CPUs on a 64-core node runs 2 loops, not 64.
 uint32_t ThreadCount(const config::Config& cfg) {
-  return cfg.threads > 0 ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  return cfg.threads > 0 ? cfg.threads : static_cast<uint32_t>(common::UsableCpus());
 }
 
 // Every route the gateway serves, in match order, for the thread whose dispatcher is
 // `dispatcher`. Each handler is given the gateway's state here, as the proxy is given its
 // dispatcher, rather than finding them through the thread's context.
 std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, GatewayState& state,
-                                       Dispatcher& dispatcher) {
+                                       Dispatcher& dispatcher, const config::Config& cfg) {
   const auto with_state = [&state](auto* handler) -> RouteHandler {
     return [&state, handler](ThreadContext& tc, Exchange& ex) { return handler(state, tc, ex); };
   };
@@ -55,6 +60,7 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, GatewayState& state,
       {"/metrics", false, kGetOrHead, with_state(&HandleMetrics)},
       {"/version", false, kGetOrHead, with_state(&HandleVersion)},
       {"/v1/models", false, kGetOrHead, with_state(&HandleModels)},
+      {"/v1/models/", true, kGetOrHead, with_state(&HandleModel)},
       // Stored OpenAI responses: to the worker that holds them (POST .../cancel goes through
       // HandleProxy).
       {"/v1/responses/", true, kGetOrHead | kDelete, stored, false, true},
@@ -65,6 +71,10 @@ std::unique_ptr<RouteTable> MakeRoutes(bool separate_admin, GatewayState& state,
       {"/admin/drain", false, kPost, with_state(&HandleAdminDrain), true},
       {"/admin/cluster", false, kGetOrHead, with_state(&HandleAdminCluster), true},
   };
+  // The engines' own root routes (/tokenize, /score, ...), proxied as /v1/ routes are.
+  for (const std::string& path : cfg.engine_routes) {
+    routes.push_back({path, false, kPost, proxy, false, true});
+  }
   std::vector<PreHandlerPtr> pre;
   pre.push_back(MakeAdminTokenCheck());
   pre.push_back(MakeApiKeyCheck(state));
@@ -339,7 +349,7 @@ struct Gateway::Impl {
         : upstream(tc.pool, state.metrics),
           dispatcher(upstream, state.planner, state.metrics,
                      static_cast<uint32_t>(0x6b766761u + tc.index)),
-          routes(MakeRoutes(separate_admin, state, dispatcher)) {}
+          routes(MakeRoutes(separate_admin, state, dispatcher, *state.snapshot()->config)) {}
     Http1Upstream upstream;
     PdDispatcher dispatcher;
     std::unique_ptr<RouteTable> routes;  // its handlers hold `dispatcher`
@@ -352,6 +362,7 @@ struct Gateway::Impl {
   std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per thread, same port
   std::unique_ptr<tcp::acceptor> admin_acceptor;
+  std::optional<AddressClaim> claim;  // the listen address, for the process's life
   // Stable id per worker URL (kvindex holder).
   std::map<std::string, uint32_t> worker_ids ABSL_GUARDED_BY(apply_mu);
   uint32_t next_worker_id ABSL_GUARDED_BY(apply_mu) = 0;
@@ -406,8 +417,13 @@ absl::Status Gateway::Start() {
                                                             !cfg->admin.listen.empty()));
   }
   // One acceptor per thread on the same port (SO_REUSEPORT): the kernel spreads connections
-  // and each stays on the thread that accepted it.
+  // and each stays on the thread that accepted it. Claimed first, so that no other process
+  // joins that group (AddressClaim). Port 0 needs no claim: the kernel picks a free port.
   uint16_t port = cfg->listen_port;
+  if (port != 0) {
+    KVGATE_ASSIGN_OR_RETURN(AddressClaim claim, AddressClaim::Claim(cfg->listen_host, port));
+    s.claim.emplace(std::move(claim));
+  }
   for (uint32_t i = 0; i < n; ++i) {
     KVGATE_ASSIGN_OR_RETURN(auto acc,
                             s.Listen(*s.threads[i], cfg->listen_host, port, /*reuse_port=*/true));
@@ -505,6 +521,10 @@ absl::Status Gateway::Reload(config::Config config) {
     spdlog::warn("reload: cluster changes need a restart; keeping the running sync");
     config.cluster = old->cluster;
   }
+  if (config.engine_routes != old->engine_routes) {
+    spdlog::warn("reload: engine_routes changes need a restart; keeping the running routes");
+    config.engine_routes = old->engine_routes;
+  }
   if (config.discovery != old->discovery) {
     spdlog::warn("reload: discovery changes need a restart; keeping the running sources");
     config.discovery = old->discovery;
@@ -516,7 +536,7 @@ absl::Status Gateway::Reload(config::Config config) {
   auto snapshot = s.BuildSnapshot(cfg, /*read_certificates=*/true);
   if (!snapshot.ok()) {
     s.base = previous;
-    s.state.metrics.ConfigReloads(false).Increment();
+    ReloadRejected(snapshot.status());
     return snapshot.status();
   }
   if (cfg->access_log.enabled != old->access_log.enabled ||
@@ -524,7 +544,7 @@ absl::Status Gateway::Reload(config::Config config) {
     if (cfg->access_log.enabled) {
       if (auto st = s.state.access_log.Open(cfg->access_log.path); !st.ok()) {
         s.base = previous;
-        s.state.metrics.ConfigReloads(false).Increment();
+        ReloadRejected(st);
         return st;
       }
     } else {
@@ -539,6 +559,18 @@ absl::Status Gateway::Reload(config::Config config) {
                cfg->tls.enabled() ? ", TLS certificate read again" : "");
   return absl::OkStatus();
 }
+
+void Gateway::ReloadRejected(const absl::Status& why) {
+  impl_->state.metrics.ConfigReloads(false).Increment();
+  // One line, whatever the number of problems: a log pipeline splits entries at newlines.
+  std::string what(why.message());
+  for (size_t at = what.find('\n'); at != std::string::npos; at = what.find('\n', at)) {
+    what.replace(at, 1, "; ");
+  }
+  spdlog::error("reload rejected, keeping the running configuration: {}", what);
+}
+
+absl::Status Gateway::ReopenLogs() { return impl_->state.access_log.Reopen(); }
 
 void Gateway::StopReadiness() { impl_->state.shutting_down.store(true); }
 

@@ -32,8 +32,17 @@ class Gateway {
 
   /// Swaps in a new worker list, routing policy and limits without dropping connections.
   /// The listen address and thread count are fixed at start; changes to them are logged and
-  /// ignored. @return kInvalidArgument when `config` is rejected (the old one stays).
+  /// ignored. @return kInvalidArgument when `config` is rejected (the old one stays; counted
+  /// and logged as ReloadRejected does).
   absl::Status Reload(config::Config config);
+
+  /// A reload refused before Reload (the file did not parse or resolve): counted as
+  /// kvgate_config_reloads_total{result="rejected"} and logged in one line, as Reload does
+  /// with its own refusals.
+  void ReloadRejected(const absl::Status& why);
+
+  /// Opens the access log's file again (SIGUSR1: logrotate moved it away).
+  absl::Status ReopenLogs();
 
   /// Stops accepting, closes idle connections, lets in-flight requests finish, and returns
   /// when none is left or `deadline` passed (then remaining connections are closed).

@@ -35,11 +35,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options->check) {
+    // Everything start does short of binding and serving: the TLS certificates and keys, the
+    // access log, the snapshot of the workers. A config --check passes must start.
+    if (auto checked = router::Gateway::Create(*cfg); !checked.ok()) {
+      std::cerr << "kvgate: invalid configuration:\n" << checked.status().message() << "\n";
+      return 1;
+    }
     std::cout << "configuration OK: " << cfg->workers.size() << " workers, policy "
               << cfg->routing.policy << "\n";
     return 0;
   }
   (void)common::SetLogLevel(cfg->log_level);
+  (void)common::SetLogFormat(cfg->log_format);
   if (cfg->workers.empty()) spdlog::warn("no workers configured: every request will get 503");
 
   const auto drain_timeout = std::chrono::milliseconds(cfg->drain_timeout_ms);
@@ -56,6 +63,7 @@ int main(int argc, char** argv) {
   // Signals are handled on the main thread, away from the gateway's event loops.
   router::net::io_context signals_ctx;
   router::net::signal_set signals(signals_ctx, SIGHUP, SIGTERM, SIGINT);
+  signals.add(SIGUSR1);
   std::signal(SIGPIPE, SIG_IGN);
   int exit_code = 0;
   std::function<void(const boost::system::error_code&, int)> on_signal =
@@ -65,15 +73,23 @@ int main(int argc, char** argv) {
           spdlog::info("SIGHUP: reloading configuration");
           auto next = router::BuildConfig(*options);
           if (!next.ok()) {
-            spdlog::error("reload rejected, keeping the running configuration:\n{}",
-                          next.status().message());
+            (*gateway)->ReloadRejected(next.status());
           } else {
-            const std::string level = next->log_level;
-            if (auto s = (*gateway)->Reload(*std::move(next)); !s.ok()) {
-              spdlog::error("reload rejected: {}", s.message());
-            } else {
+            const std::string level = next->log_level, format = next->log_format;
+            if ((*gateway)->Reload(*std::move(next)).ok()) {
               (void)common::SetLogLevel(level);
+              (void)common::SetLogFormat(format);
             }
+          }
+          signals.async_wait(on_signal);
+          return;
+        }
+        if (sig == SIGUSR1) {
+          // logrotate's postrotate: the access log's file was moved away; write a new one.
+          if (auto s = (*gateway)->ReopenLogs(); !s.ok()) {
+            spdlog::error("SIGUSR1: cannot reopen the access log: {}", s.message());
+          } else {
+            spdlog::info("SIGUSR1: access log reopened");
           }
           signals.async_wait(on_signal);
           return;

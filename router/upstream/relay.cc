@@ -78,6 +78,12 @@ void AppendClientHead(ThreadContext& tc, Exchange& ex, const http1::ResponseHead
         http1::EqualsIgnoreCase(h.name, "x-kvgate-worker")) {
       continue;
     }
+    // kvgate's CORS answer replaces the worker's own (vLLM --allowed-origins): one of each.
+    constexpr std::string_view kCors = "access-control-";
+    if (!ex.cors_origin.empty() && h.name.size() > kCors.size() &&
+        http1::EqualsIgnoreCase(h.name.substr(0, kCors.size()), kCors)) {
+      continue;
+    }
     if (!keep_length && http1::EqualsIgnoreCase(h.name, "content-length")) continue;
     common::StrAppend(out, h.name, ": ", h.value, "\r\n");
   }

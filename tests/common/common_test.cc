@@ -1,3 +1,9 @@
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/cpu_count.h"
 #include "common/json_util.h"
 #include "common/strings.h"
 #include "common/url.h"
@@ -65,6 +71,57 @@ TEST(Strings, CatJoinAndParse) {
   double d = 0;
   EXPECT_TRUE(ParseDouble("0.25", &d));
   EXPECT_FALSE(ParseDouble("1e", &d));
+}
+
+// threads: 0 on Kubernetes (issue 33): the pod's CPU limit, not the node's cores.
+TEST(CpuCount, ReadsCpuMax) {
+  EXPECT_EQ(CpusFromCpuMax("max 100000\n"), 0);
+  EXPECT_EQ(CpusFromCpuMax("200000 100000\n"), 2);
+  EXPECT_EQ(CpusFromCpuMax("150000 100000"), 2);  // 1.5 CPUs: two threads, one part-time
+  EXPECT_EQ(CpusFromCpuMax("50000 100000"), 1);
+  EXPECT_EQ(CpusFromCpuMax(""), -1);
+  EXPECT_EQ(CpusFromCpuMax("lots of cpus"), -1);
+}
+
+class CgroupTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvgate_cgroup_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void Write(const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root_ + rel).parent_path());
+    std::ofstream(root_ + rel) << text;
+  }
+  std::string root_;
+};
+
+TEST_F(CgroupTree, V2TakesTheSmallestQuotaOnThePath) {
+  Write("/cpu.max", "max 100000\n");
+  Write("/kubepods/pod1/cpu.max", "400000 100000\n");   // the pod: 4 CPUs
+  Write("/kubepods/pod1/ctr/cpu.max", "max 100000\n");  // the container: no own limit
+  EXPECT_EQ(CgroupCpuLimit(root_, "0::/kubepods/pod1/ctr\n"), 4);
+  Write("/kubepods/pod1/ctr/cpu.max", "120000 100000\n");  // 1.2 CPUs: 2 threads
+  EXPECT_EQ(CgroupCpuLimit(root_, "0::/kubepods/pod1/ctr\n"), 2);
+  EXPECT_EQ(CgroupCpuLimit(root_, "0::/elsewhere\n"), 0);  // no file: no limit
+  EXPECT_EQ(CgroupCpuLimit(root_, "0::/\n"), 0);
+}
+
+TEST_F(CgroupTree, V1ReadsTheCpuController) {
+  Write("/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "300000\n");
+  Write("/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  Write("/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  Write("/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root_, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n"), 3);
+  EXPECT_EQ(CgroupCpuLimit(root_, "4:cpu,cpuacct:/\n"), 0);  // -1: no limit
+}
+
+TEST(CpuCount, UsableCpusIsPositiveAndWithinTheMachine) {
+  const int n = UsableCpus();
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -159,6 +162,77 @@ TEST(ConfigLoader, MissingFile) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("/nonexistent/kvgate.yaml"));
+}
+
+// Issue 33: "cannot read config file" said nothing of why, and a directory read as an empty
+// file: a config with no workers that --check passed.
+TEST(ConfigLoader, UnreadableFileSaysWhy) {
+  auto missing = LoadConfigFromFile("/nonexistent/kvgate.yaml");
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("/nonexistent/kvgate.yaml: cannot read config file: No such file"));
+  auto dir = LoadConfigFromFile("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(std::string(dir.status().message()),
+              HasSubstr("/tmp: cannot read config file: Is a directory"));
+}
+
+// Issue 33: yaml-cpp keeps both of two equal keys and answers with the first; the second
+// `listen:` was ignored without a word. Both places are named.
+TEST(ConfigLoader, DuplicateKeysAreErrorsNamingBothLines) {
+  auto c = LoadConfigFromString(
+      "listen: 127.0.0.1:8000\nrouting: {model_policies: {m: cost, m: random}}\n"
+      "listen: 127.0.0.1:9000\nrouting:\n  policy: round_robin\n\n"
+      "workers:\n  - url: http://a:1\n    weight: 1\n    weight: 2\n",
+      "dup.yaml");
+  ASSERT_FALSE(c.ok());
+  const std::string m(c.status().message());
+  EXPECT_THAT(m, HasSubstr("dup.yaml:3: listen: duplicate key (first at dup.yaml:1)"));
+  EXPECT_THAT(m, HasSubstr("dup.yaml:4: routing: duplicate key (first at dup.yaml:2)"));
+  EXPECT_THAT(m, HasSubstr("dup.yaml:10: workers[0].weight: duplicate key (first at dup.yaml:9)"));
+  EXPECT_THAT(m, HasSubstr("routing.model_policies.m: duplicate key"));
+}
+
+// Issue 33: `listen: localhost:8000` passed --check and then failed to bind ("not an IP
+// address"). A name is resolved where the config is read; one that does not resolve is refused.
+TEST(ConfigLoader, ListenNamesResolveOrAreRefused) {
+  auto c =
+      LoadConfigFromString("listen: localhost:8000\nadmin: {listen: 'localhost:8001'}\n", "l.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen_host, ::testing::AnyOf("127.0.0.1", "::1"));
+  EXPECT_EQ(c->listen_port, 8000);
+  EXPECT_THAT(c->admin.listen, ::testing::AnyOf("127.0.0.1:8001", "[::1]:8001"));
+  auto bad = LoadConfigFromString("listen: no-such-host.invalid:8000\n", "l.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("l.yaml:1: listen: cannot resolve 'no-such-host.invalid'"));
+}
+
+// The example config is documented as showing every key: every key the schema allows, in every
+// mapping the example has, must be there, live or commented out ("# key: ..." lines are read as
+// if uncommented, so that alternatives such as token / token_file can be shown side by side).
+std::string Uncommented(const std::string& text) {
+  static const std::regex commented_key(R"(^(\s*)# ((\s*)(- )?\{?[a-z_]+:.*)$)");
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    out += std::regex_replace(line, commented_key, "$1$2") + "\n";
+  }
+  return out;
+}
+
+TEST(ConfigLoader, ExampleConfigShowsEveryKey) {
+  std::ifstream in(std::string(KVGATE_TEST_SOURCE_DIR) + "/config/kvgate.example.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string example = Uncommented(ss.str());
+  const std::vector<std::string> missing = KeysMissingFrom(example);
+  EXPECT_TRUE(missing.empty()) << "config/kvgate.example.yaml lacks: "
+                               << common::StrJoin(missing, ", ");
+  // The check can fail: a key taken out of the example is named.
+  const std::string without =
+      std::regex_replace(example, std::regex("\n  queue_timeout_ms:[^\n]*"), "");
+  EXPECT_THAT(KeysMissingFrom(without), ::testing::Contains("limits.queue_timeout_ms"));
+  EXPECT_THAT(KeysMissingFrom("listen: 127.0.0.1:1\n"), ::testing::Contains("tls"));
 }
 
 TEST(ConfigLoader, ExampleConfigLoads) {

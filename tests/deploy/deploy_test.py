@@ -3,14 +3,21 @@
 
   render      `kubectl kustomize` renders every overlay; the objects each mode needs are there,
               the central and sidecar ones with the cluster engine (Redis) their replicas share
-              state through (manifest_checks.py)
+              state through; every pod meets the `restricted` Pod Security Standard, nothing
+              names a namespace, DaemonSets are placed by a node label (manifest_checks.py)
   schema      the rendered objects, the examples and monitoring/ validate against the Kubernetes
               API schemas (npm kubernetes-models, via validate_schemas.mjs), plus our own checks
               of the Prometheus Operator objects
-  rules       `promtool check rules` on the PrometheusRule's groups
-  prometheus  a real Prometheus scrapes kvgate (in front of kvgate-sim fleets: mixed with KV
-              events and a kvgate-store, and a vllm-nixl P/D pair) and every dashboard query
-              returns data through /api/v1/query
+  rules       `promtool check rules` on the PrometheusRule's groups, alerting and recording;
+              the recording rules are named level:metric:operations and keep namespace, job and
+              pod, which every dashboard query selects on through its template variables
+  prometheus  kvgate-sim's /metrics pages lint like real vLLM's and kvgate's and kvgate-store's
+              clean (`promtool check metrics`); a real Prometheus scrapes them all (kvgate in
+              front of kvgate-sim fleets: mixed with KV events and a kvgate-store, and a
+              vllm-nixl P/D pair), evaluates the rules (every rule healthy, every recorded
+              series present with its labels), resolves the dashboard's variables, and every
+              dashboard query returns data through /api/v1/query, with each variable's values
+              and with All
   configs     each overlay's kvgate.yaml (from its ConfigMap) passes `kvgate --config F --check`
 
 Exit 77 = skipped (a tool is missing), as ctest's SKIP_RETURN_CODE.
@@ -32,11 +39,14 @@ import urllib.request
 
 import yaml
 
-from manifest_checks import (check_cluster, check_network_policy, fail, find,
+from manifest_checks import (check_cluster, check_daemonsets_placed, check_network_policy,
+                             check_no_fixed_namespace, check_restricted, fail, find,
                              secret_volume_for)
 
 SKIP = 77
 OVERLAYS = ["central", "sidecar", "pd", "store"]
+# Kustomizations the overlays include, rendered alone by the render check.
+PARTS = ["deploy/base", "deploy/cluster"]
 # The overlays whose replicas share state through the cluster engine (deploy/cluster).
 CLUSTER_OVERLAYS = {"central", "sidecar"}
 ALERTS = {"KvgateNoHealthyWorker", "KvgatePreciseModeUnverified", "KvgatePreciseApiDisagrees",
@@ -65,11 +75,15 @@ def need(tool):
 
 
 def render(repo, overlay):
+    return render_dir(repo, os.path.join("deploy", "overlays", overlay))
+
+
+def render_dir(repo, rel):
     kubectl = need("kubectl")
-    r = subprocess.run([kubectl, "kustomize", os.path.join(repo, "deploy", "overlays", overlay)],
+    r = subprocess.run([kubectl, "kustomize", os.path.join(repo, rel)],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
-        fail(f"kubectl kustomize deploy/overlays/{overlay}: {r.stderr}")
+        fail(f"kubectl kustomize {rel}: {r.stderr}")
     return [d for d in yaml.safe_load_all(r.stdout) if d]
 
 
@@ -82,8 +96,24 @@ def kvgate_yaml(objects):
 
 # ---------------------------------------------------------------------------------------- render
 def check_render(repo):
+    # The parts the overlays are made of render on their own too; they must meet the same
+    # rules (manifest_checks.py), and the examples be free of a namespace as well.
+    for part in PARTS:
+        objs = render_dir(repo, part)
+        check_restricted(part, objs)
+        check_no_fixed_namespace(part, objs, yaml.safe_load)
+        print(f"ok render {part}: {len(objs)} objects, restricted, no namespace")
+    examples = os.path.join(repo, "deploy", "examples")
+    for f in sorted(os.listdir(examples)):
+        if f.endswith(".yaml"):
+            objs = [o for o in yaml.safe_load_all(open(os.path.join(examples, f))) if o]
+            check_no_fixed_namespace(f"deploy/examples/{f}", objs, yaml.safe_load)
     for overlay in OVERLAYS:
         objs = render(repo, overlay)
+        # Issue 33: every pod `restricted`, applicable in any namespace, DaemonSets placed.
+        check_restricted(overlay, objs)
+        check_no_fixed_namespace(overlay, objs, yaml.safe_load)
+        check_daemonsets_placed(overlay, objs)
         kinds = sorted(o["kind"] for o in objs)
         for k in ["ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding",
                   "Service", "ServiceAccount"]:
@@ -233,24 +263,100 @@ def check_schema(repo):
 
 
 # ----------------------------------------------------------------------------------------- rules
-def check_rules(repo):
-    promtool = need("promtool")
+# The dashboard's template variables; every metric selector of its queries must match on each,
+# and every recording rule must keep these labels for those matchers to find its series.
+DASHBOARD_VARS = ["namespace", "job", "pod"]
+# level:metric:operations (https://prometheus.io/docs/practices/rules/).
+RECORD_NAME = re.compile(r"([a-z]+(?:_[a-z]+)*):([a-z][a-z0-9_]*):([a-z0-9_]+)")
+# A metric name in a dashboard query: kvgate's own, or a recorded one.
+QUERY_METRIC = re.compile(r"\b(kvgate_[a-z0-9_]*[a-z0-9]|[a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\b(\{[^}]*\})?")
+
+
+def load_rules(repo):
     rule = yaml.safe_load(open(os.path.join(repo, "deploy", "monitoring", "prometheus-rules.yaml")))
     if rule["kind"] != "PrometheusRule":
         fail("prometheus-rules.yaml is not a PrometheusRule")
-    names = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    return rule["spec"]["groups"]
+
+
+def recording_rules(groups):
+    return {r["record"]: r["expr"] for g in groups for r in g["rules"] if "record" in r}
+
+
+def load_dashboard(repo):
+    return json.load(open(os.path.join(repo, "deploy", "monitoring", "grafana-dashboard.json")))
+
+
+def check_recording_rules(records):
+    if not records:
+        fail("prometheus-rules.yaml has no recording rules (the dashboard's heavy queries)")
+    for name, expr in records.items():
+        m = RECORD_NAME.fullmatch(name)
+        if not m:
+            fail(f"recording rule {name}: not named level:metric:operations")
+        bys = re.findall(r"\bby\s*\(([^)]*)\)", expr)
+        if not bys or re.search(r"\bwithout\s*\(", expr):
+            fail(f"recording rule {name}: aggregate `by` the labels it keeps")
+        for by in bys:
+            labels = [l.strip() for l in by.split(",")]
+            if not set(DASHBOARD_VARS) <= set(labels):
+                fail(f"recording rule {name}: `by ({by})` drops one of {DASHBOARD_VARS}, which "
+                     "the dashboard selects on")
+        level = "_".join(l.strip() for l in bys[0].split(","))
+        if m.group(1) != level:
+            fail(f"recording rule {name}: level {m.group(1)} is not its labels, {level}")
+
+
+def check_dashboard_selectors(dash, records):
+    """Every query selects on the template variables, and reads only recorded series that a
+    rule records; every rule is read by some query."""
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    for name in DASHBOARD_VARS:
+        v = variables.get(name) or fail(f"dashboard: no template variable {name}")
+        q = v.get("definition") or ""
+        if v["type"] != "query" or not q.startswith("label_values(") or \
+                not q.rstrip(")").endswith(name) or not (v.get("multi") and v.get("includeAll")):
+            fail(f"dashboard: variable {name} must be a multi-value label_values(..., {name}) "
+                 f"query with All: {v}")
+    used = set()
+    for title, expr in dashboard_queries(dash):
+        found = QUERY_METRIC.findall(expr)
+        if not found:
+            fail(f"dashboard [{title}]: no metric in {expr}")
+        for metric, sel in found:
+            for name in DASHBOARD_VARS:
+                if f'{name}=~"${name}"' not in sel:
+                    fail(f'dashboard [{title}]: {metric} lacks {name}=~"${name}" in {expr}')
+            if ":" in metric:
+                if metric not in records:
+                    fail(f"dashboard [{title}]: {metric} is not a recording rule's")
+                used.add(metric)
+    if set(records) - used:
+        fail(f"recording rules no dashboard query reads: {sorted(set(records) - used)}")
+    return used
+
+
+def check_rules(repo):
+    promtool = need("promtool")
+    groups = load_rules(repo)
+    names = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
     if names != ALERTS:
         fail(f"alerts {sorted(names)}, expected {sorted(ALERTS)}")
+    records = recording_rules(groups)
+    check_recording_rules(records)
+    check_dashboard_selectors(load_dashboard(repo), records)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rules.yaml")
         with open(path, "w") as f:
-            yaml.safe_dump({"groups": rule["spec"]["groups"]}, f)
+            yaml.safe_dump({"groups": groups}, f)
+        # Alerting and recording groups alike (promtool also lints duplicate rules).
         r = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True,
                            timeout=60)
         print(r.stdout + r.stderr)
-        if r.returncode != 0:
+        if r.returncode != 0 or f"{len(names) + len(records)} rules found" not in r.stdout:
             fail("promtool check rules failed")
-    print(f"ok rules: {len(names)} alerts")
+    print(f"ok rules: {len(names)} alerts, {len(records)} recording rules, the dashboard's "
+          f"queries select on {', '.join(DASHBOARD_VARS)}")
 
 
 # ------------------------------------------------------------------------------------ prometheus
@@ -307,8 +413,41 @@ def free_port():
         return s.getsockname()[1]
 
 
-def dashboard_queries(repo):
-    dash = json.load(open(os.path.join(repo, "deploy", "monitoring", "grafana-dashboard.json")))
+# promtool's lint of a name that real vLLM serves the same way: its metric names carry a colon
+# (`vllm:...`), which promtool reserves for recording rules but vLLM's own exposition uses.
+VLLM_COLON = "metric names should not contain ':'"
+
+
+def check_exposition(promtool, what, url):
+    """`promtool check metrics` on a /metrics page: any complaint fails, but for the colon in
+    vLLM's own names (the page must read as a real vLLM's does)."""
+    status, text = http(url)
+    if status != 200:
+        fail(f"{what}: GET {url} answered {status}")
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                       text=True, timeout=60)
+    problems = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+    bad = [l for l in problems if not (l.startswith("vllm:") and l.endswith(VLLM_COLON))]
+    # Exit 3 is "lint problems"; anything else non-zero is a parse error.
+    if bad or r.returncode not in (0, 3):
+        fail(f"{what}: promtool check metrics (exit {r.returncode}) on {url}:\n  " +
+             "\n  ".join(bad or problems) + f"\n--- page ---\n{text[:3000]}")
+    print(f"ok promtool check metrics: {what} ({len(text.splitlines())} lines, "
+          f"{len(problems)} colon lints of vLLM names)")
+
+
+# The namespace the test's Prometheus gives kvgate's and the engines' series.
+NAMESPACE = "kvgate-test"
+
+
+def grafana_regex(vals):
+    """A multi-value variable as Grafana writes it into a =~ matcher: regex-escaped (inside a
+    PromQL string), alternatives in a group."""
+    esc = [re.sub(r"([\\$^*{}\[\]'+?.()|])", r"\\\\\1", v) for v in vals]
+    return esc[0] if len(esc) == 1 else "(" + "|".join(esc) + ")"
+
+
+def dashboard_queries(dash):
     out = []
     for p in dash["panels"]:
         for t in p.get("targets", []):
@@ -318,6 +457,7 @@ def dashboard_queries(repo):
 
 def check_prometheus(repo, kvgate, sim, store):
     prom = need("prometheus")
+    promtool = need("promtool")
     for b in (kvgate, sim, store):
         if not os.access(b, os.X_OK):
             skip(f"{b} not built")
@@ -398,6 +538,13 @@ def check_prometheus(repo, kvgate, sim, store):
                             '{"model":"sim-model","max_tokens":4,"prompt":"warm up"}')
         if status != 200:
             fail(f"kvgate answered {status}: {body}\n{gw.log()}")
+        # What each page serves, once requests went through: a kvgate-sim worker's must lint
+        # like real vLLM's, kvgate's and kvgate-store's clean.
+        for name, p in [(f"kvgate-sim {p}", p) for p in ports] + [
+                (f"kvgate-sim {r}", p) for r, p in pd_ports.items()]:
+            check_exposition(promtool, name, f"http://127.0.0.1:{p}/metrics")
+        check_exposition(promtool, "kvgate", f"http://127.0.0.1:{admin}/metrics")
+        check_exposition(promtool, "kvgate-store", f"http://127.0.0.1:{store_http}/metrics")
 
         def traffic():
             i = 0
@@ -409,13 +556,28 @@ def check_prometheus(repo, kvgate, sim, store):
 
         prom_port = free_port()
         prom_cfg = os.path.join(tmp, "prometheus.yml")
+        groups = load_rules(repo)
+        records = recording_rules(groups)
+        rules_path = os.path.join(tmp, "rules.yaml")
+        with open(rules_path, "w") as f:
+            yaml.safe_dump({"groups": groups}, f)
+
+        # The labels the Prometheus Operator gives every series (besides job, the Service's
+        # name): the dashboard's variables and the recording rules work on them.
+        def target(port, pod):
+            return {"targets": [f"127.0.0.1:{port}"], "labels": {"namespace": NAMESPACE, "pod": pod}}
+        engines = ports + list(pd_ports.values())
         with open(prom_cfg, "w") as f:
             yaml.safe_dump({
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [rules_path],
                 "scrape_configs": [
-                    {"job_name": "kvgate", "static_configs": [{"targets": [f"127.0.0.1:{admin}"]}]},
+                    {"job_name": "kvgate", "static_configs": [target(admin, "kvgate-0")]},
                     {"job_name": "kvgate-store",
-                     "static_configs": [{"targets": [f"127.0.0.1:{store_http}"]}]},
+                     "static_configs": [target(store_http, "kvgate-store-0")]},
+                    # The engines, as a vLLM fleet's own monitor would scrape them.
+                    {"job_name": "vllm",
+                     "static_configs": [target(p, f"vllm-{i}") for i, p in enumerate(engines)]},
                 ]}, f)
         pr = Proc("prometheus", [prom, f"--config.file={prom_cfg}",
                                  f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
@@ -423,43 +585,138 @@ def check_prometheus(repo, kvgate, sim, store):
         procs.append(pr)
         papi = f"http://127.0.0.1:{prom_port}/api/v1"
 
-        def query(expr):
+        def api(path, params=None):
             try:
-                s, b = http(f"{papi}/query?" + urllib.parse.urlencode({"query": expr}), timeout=5)
+                s, b = http(f"{papi}/{path}?" + urllib.parse.urlencode(params or {}), timeout=5)
             except (urllib.error.URLError, ConnectionError, OSError):
                 return None
-            if s != 200:
-                return None
-            return json.loads(b)["data"]["result"]
+            return json.loads(b)["data"] if s == 200 else None
 
-        queries = dashboard_queries(repo)
+        def query(expr):
+            return api("query", {"query": expr})
+
+        def wait(what, ready, timeout=40):
+            """Polls ready() -> None when done, else what is still missing."""
+            deadline = time.time() + timeout
+            while True:
+                missing = ready()
+                if missing is None:
+                    return
+                if time.time() > deadline:
+                    fail(f"{what}: {missing}\nprometheus log:\n{pr.log()[-2000:]}")
+                time.sleep(0.5)
+
+        def targets_up():
+            data = api("targets")
+            if not data:
+                return "no /api/v1/targets yet"
+            bad = [f"{t['labels']['job']} {t['scrapeUrl']}: {t['health']} {t['lastError']}"
+                   for t in data["activeTargets"] if t["health"] != "up" or t["lastError"]]
+            if len(data["activeTargets"]) != 2 + len(engines):
+                return f"{len(data['activeTargets'])} targets"
+            return "; ".join(bad) if bad else None
+        wait("scrape targets not up", targets_up)
+        print(f"ok targets: kvgate, kvgate-store and {len(engines)} kvgate-sim engines up")
+
+        # The rules file loads, every rule evaluates without error, and every recorded series
+        # is there with the labels the dashboard selects on.
+        def rules_evaluated():
+            data = api("rules")
+            if not data:
+                return "no /api/v1/rules yet"
+            loaded = {g["name"]: g for g in data["groups"]}
+            for g in groups:
+                lg = loaded.get(g["name"])
+                if not lg or len(lg["rules"]) != len(g["rules"]):
+                    return f"group {g['name']} not loaded: {sorted(loaded)}"
+                for r in lg["rules"]:
+                    if r["health"] == "err":
+                        fail(f"rule {g['name']}/{r['name']}: {r.get('lastError')}")
+                    if r["health"] != "ok":
+                        return f"rule {g['name']}/{r['name']} not evaluated yet ({r['health']})"
+            for name in records:
+                result = (query(name) or {}).get("result")
+                if not result:
+                    return f"no series recorded as {name} yet"
+                for series in result:
+                    lacking = [l for l in DASHBOARD_VARS if not series["metric"].get(l)]
+                    if lacking:
+                        fail(f"{name} lost {lacking}: {series['metric']}")
+            return None
+        wait("recording rules not evaluated with data", rules_evaluated)
+        print(f"ok rules evaluated: {len(groups)} groups; {len(records)} recorded series present "
+              f"with {', '.join(DASHBOARD_VARS)}")
+
+        # The template variables, resolved as Grafana does: each label_values() query in turn,
+        # earlier variables substituted, all values selected (a regex alternation).
+        dash = load_dashboard(repo)
+        values = {}  # Variable -> the values its query found.
+
+        def substitute(expr, chosen):
+            """`chosen`: variable -> the regex it stands for."""
+            for name, regex in chosen.items():
+                expr = expr.replace(f"${name}", regex)
+            return expr.replace("$__rate_interval", "15s").replace("$__interval", "15s")
+        for v in dash["templating"]["list"]:
+            if v["type"] != "query":
+                continue
+            m = re.fullmatch(r"label_values\((?:(.*),\s*)?(\w+)\)", v["definition"])
+            if not m:
+                fail(f"variable {v['name']}: not a label_values() query: {v['definition']}")
+            match = substitute(m.group(1) or "up",
+                               {n: grafana_regex(vals) for n, vals in values.items()})
+            label = m.group(2)
+            now = time.time()
+            series = api("series", {"match[]": match, "start": now - 300, "end": now}) or []
+            values[v["name"]] = sorted({x[label] for x in series if x.get(label)})
+            if not values[v["name"]]:
+                fail(f"variable {v['name']}: {v['definition']} has no values")
+            print(f"ok variable {v['name']}: {values[v['name']]}")
+
+        for name in DASHBOARD_VARS:
+            if not values.get(name):
+                fail(f"dashboard: no template variable {name} (label_values query)")
+        if values["job"] != ["kvgate", "kvgate-store"]:
+            fail(f"variable job lists {values['job']}, expected kvgate and kvgate-store")
+
+        queries = dashboard_queries(dash)
         if len(queries) < 20:
             fail(f"only {len(queries)} dashboard queries")
-        pending = {}
-        for title, expr in queries:
-            pending[expr.replace("$__rate_interval", "15s").replace("$__interval", "15s")] = title
-        deadline = time.time() + 40
-        def only_allowed():
-            return all(any(m in e for m in ALLOWED_EMPTY) for e in pending)
-        while pending and time.time() < deadline and not only_allowed():
-            for expr in list(pending):
-                r = query(expr)
-                if r:
-                    print(f"ok {len(r)} series: [{pending[expr]}] {expr}")
-                    del pending[expr]
-            time.sleep(0.5)
-        missing = []
-        for expr, title in pending.items():
-            reason = next((why for m, why in ALLOWED_EMPTY.items() if m in expr), None)
-            if reason:
-                print(f"allowed empty: [{title}] {expr}: {reason}")
-            else:
-                missing.append(f"[{title}] {expr}")
-        if missing:
-            targets = http(f"{papi}/targets")[1]
-            fail("dashboard queries without data:\n  " + "\n  ".join(missing) +
-                 f"\ntargets: {targets[:2000]}")
-        print(f"ok prometheus: {len(queries)} dashboard queries")
+
+        def all_return_data(what, chosen, timeout):
+            pending = {}
+            for title, expr in queries:
+                pending[substitute(expr, chosen)] = title
+            deadline = time.time() + timeout
+            def only_allowed():
+                return all(any(m in e for m in ALLOWED_EMPTY) for e in pending)
+            while pending and time.time() < deadline and not only_allowed():
+                for expr in list(pending):
+                    r = (query(expr) or {}).get("result")
+                    if r:
+                        print(f"ok {len(r)} series: [{pending[expr]}] {expr}")
+                        del pending[expr]
+                time.sleep(0.5)
+            missing = []
+            for expr, title in pending.items():
+                reason = next((why for m, why in ALLOWED_EMPTY.items() if m in expr), None)
+                if reason:
+                    print(f"allowed empty: [{title}] {expr}: {reason}")
+                else:
+                    missing.append(f"[{title}] {expr}")
+            if missing:
+                targets = http(f"{papi}/targets")[1]
+                fail(f"dashboard queries without data ({what}):\n  " + "\n  ".join(missing) +
+                     f"\ntargets: {targets[:2000]}")
+        # Every value selected, as a user would pick them (a recorded series without the
+        # labels would fall out here)...
+        all_return_data("every variable's values selected",
+                        {n: grafana_regex(vals) for n, vals in values.items()}, 40)
+        # ...and the dashboard's default, All: each variable's allValue.
+        all_return_data("All", {v["name"]: v.get("allValue") or ".*"
+                                for v in dash["templating"]["list"] if v["type"] == "query"}, 10)
+        print(f"ok prometheus: {len(queries)} dashboard queries, with each variable's values "
+              "and with All")
     finally:
         stop_traffic.set()
         for p in reversed(procs):

@@ -1,5 +1,5 @@
 """Checks of rendered Kubernetes objects, for deploy_test.py's `render` check; a file of its own
-so that deploy_test.py stays readable. Three kinds:
+so that deploy_test.py stays readable. Six kinds:
 
   secret files   a file kvgate reads (admin.token_file, cluster.password_file) comes from a
                  Secret volume it may read and other users may not
@@ -8,6 +8,9 @@ so that deploy_test.py stays readable. Three kinds:
                  (issue 29): the Service kvgate's `cluster.redis` names, its pod's probes,
                  resources, restricted securityContext, no persistence, the password from the
                  same Secret kvgate mounts and never in argv, and a fence admitting only kvgate
+  pod security   every pod meets the `restricted` Pod Security Standard (issue 33)
+  namespace      nothing names a namespace: the overlays apply with `kubectl apply -n ANY`
+  placement      a DaemonSet runs only on the nodes a label picks
 
 A failure prints FAIL and exits 1, as deploy_test.py's own checks do.
 """
@@ -232,3 +235,210 @@ def redis_pod_problems(pod, c, secret, port_name):
     if "emptyDir" not in vol or mount.get("readOnly"):
         out.append("its --dir is not a writable emptyDir mount")
     return out
+
+
+# ------------------------------------------------------------------------- Pod Security Standards
+# The `restricted` profile of the Pod Security Standards (Kubernetes 1.32; it contains every
+# `baseline` rule), so that an overlay applies in a namespace labelled
+# pod-security.kubernetes.io/enforce=restricted. Written from the published table of controls,
+# not from the admission plugin's code.
+BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                 "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+RESTRICTED_CAPS = {"NET_BIND_SERVICE"}
+SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
+                "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies",
+                "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
+                "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                      "persistentVolumeClaim", "projected", "secret"}
+SELINUX_TYPES = {None, "", "container_t", "container_init_t", "container_kvm_t",
+                 "container_engine_t"}
+GOOD_SECCOMP = {"RuntimeDefault", "Localhost"}
+POD_CONTROLLERS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet",
+                   "ReplicationController", "Job", "PodTemplate"}
+
+
+def pod_templates(obj):
+    """The pod (metadata, spec) an object runs, if it runs one."""
+    kind, spec = obj["kind"], obj.get("spec") or {}
+    if kind == "Pod":
+        return [(obj.get("metadata") or {}, spec)]
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    elif kind not in POD_CONTROLLERS:
+        return []
+    t = obj.get("template") if kind == "PodTemplate" else spec.get("template")
+    return [((t or {}).get("metadata") or {}, (t or {}).get("spec") or {})]
+
+
+def restricted_problems(meta, pod):
+    """Every way the pod breaks the `restricted` profile, as sentences."""
+    out = []
+    psc = pod.get("securityContext") or {}
+    # A few controls do not apply to Windows pods (the profile says so).
+    linux = (pod.get("os") or {}).get("name") != "windows"
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(f):
+            out.append(f"{f} is set")
+    if (psc.get("windowsOptions") or {}).get("hostProcess"):
+        out.append("the pod is a HostProcess pod")
+    for v in pod.get("volumes") or []:
+        bad = sorted(set(v) - {"name"} - RESTRICTED_VOLUMES)
+        if bad:
+            out.append(f"volume {v['name']} is of type {', '.join(bad)} (allowed: "
+                       f"{', '.join(sorted(RESTRICTED_VOLUMES))})")
+    for s in psc.get("sysctls") or []:
+        if s.get("name") not in SAFE_SYSCTLS:
+            out.append(f"sysctl {s.get('name')} is not in the safe set")
+    annotations = meta.get("annotations") or {}
+    for k, v in annotations.items():
+        if k.startswith("container.apparmor.security.beta.kubernetes.io/") and not (
+                v == "runtime/default" or v.startswith("localhost/")):
+            out.append(f"AppArmor annotation {k}: {v}")
+        if "seccomp.security.alpha.kubernetes.io/" in k and v == "unconfined":
+            out.append(f"seccomp annotation {k}: unconfined")
+
+    def context_problems(who, sc):
+        se = sc.get("seLinuxOptions") or {}
+        if se.get("type") not in SELINUX_TYPES or se.get("user") or se.get("role"):
+            out.append(f"{who}: seLinuxOptions {se}")
+        if (sc.get("appArmorProfile") or {}).get("type") == "Unconfined":
+            out.append(f"{who}: AppArmor profile Unconfined")
+        if (sc.get("seccompProfile") or {}).get("type") == "Unconfined":
+            out.append(f"{who}: seccomp profile Unconfined")
+        if sc.get("runAsNonRoot") is False:
+            out.append(f"{who}: runAsNonRoot is false")
+        if sc.get("runAsUser") == 0:
+            out.append(f"{who}: runAsUser is 0")
+
+    context_problems("pod", psc)
+    containers = [(k[:-1], c) for k in ("initContainers", "containers", "ephemeralContainers")
+                  for c in pod.get(k) or []]
+    for kind, c in containers:
+        who = f"{kind} {c['name']}"
+        sc = c.get("securityContext") or {}
+        context_problems(who, sc)
+        if sc.get("privileged"):
+            out.append(f"{who}: privileged")
+        if (sc.get("windowsOptions") or {}).get("hostProcess"):
+            out.append(f"{who}: a HostProcess container")
+        if sc.get("procMount", "Default") != "Default":
+            out.append(f"{who}: procMount {sc['procMount']}")
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                out.append(f"{who}: hostPort {p['hostPort']}")
+        if sc.get("runAsNonRoot") is not True and psc.get("runAsNonRoot") is not True:
+            out.append(f"{who}: runAsNonRoot is not true (container or pod)")
+        caps = sc.get("capabilities") or {}
+        added = set(caps.get("add") or [])
+        if added - BASELINE_CAPS:
+            out.append(f"{who}: adds capabilities {sorted(added - BASELINE_CAPS)}")
+        elif linux and added - RESTRICTED_CAPS:
+            out.append(f"{who}: adds capabilities {sorted(added - RESTRICTED_CAPS)} (only "
+                       "NET_BIND_SERVICE may be added)")
+        if not linux:
+            continue
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{who}: allowPrivilegeEscalation is not false")
+        if "ALL" not in (caps.get("drop") or []):
+            out.append(f"{who}: capabilities.drop lacks ALL")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in GOOD_SECCOMP:
+            out.append(f"{who}: no RuntimeDefault or Localhost seccomp profile (container or pod)")
+    return out
+
+
+def check_restricted(where, objs):
+    """Every pod the rendered objects run meets the `restricted` profile."""
+    for o in objs:
+        for meta, pod in pod_templates(o):
+            problems = restricted_problems(meta, pod)
+            if problems:
+                fail(f"{where}: {o['kind']}/{o['metadata']['name']} breaks the restricted Pod "
+                     "Security Standard: " + "; ".join(problems))
+
+
+# ------------------------------------------------------------------------------------- namespace
+# The overlays are applied with `kubectl apply -n NAMESPACE` into any namespace (docs/deploy.md),
+# so nothing may name one: an object's namespace, a RoleBinding subject's, kvgate's
+# discovery.kubernetes[].namespace (it defaults to the pod's own), or a cluster DNS name
+# (SERVICE.NAMESPACE.svc...; kvgate's discovery.dns uses no search domains, so a name inside the
+# cluster must be such a name: use discovery.kubernetes, or a short name where the system
+# resolver looks it up).
+CLUSTER_DNS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc\b")
+
+
+def namespaced_dns_name(s):
+    """The first SERVICE.NAMESPACE.svc in s, but kubernetes.default.svc itself (the API server:
+    the same name from every namespace)."""
+    for m in CLUSTER_DNS.finditer(s):
+        whole = m.start() == 0 or not re.match(r"[-._a-z0-9]", s[m.start() - 1])
+        if not (whole and m.group(0) == "kubernetes.default.svc"):
+            return m.group(0)
+    return None
+
+
+def strings_in(value, path=""):
+    """(path, string) for every string in a parsed YAML value; a ConfigMap's YAML file is
+    walked as YAML (its comments may show example names)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from strings_in(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from strings_in(v, f"{path}[{i}]")
+    elif isinstance(value, str):
+        yield path, value
+
+
+def check_no_fixed_namespace(where, objs, yaml_load):
+    """No rendered object ties the overlay to one namespace."""
+    for o in objs:
+        name = f"{o['kind']}/{o['metadata']['name']}"
+        if (o.get("metadata") or {}).get("namespace"):
+            fail(f"{where}: {name} sets metadata.namespace {o['metadata']['namespace']!r}; the "
+                 "namespace is the one `kubectl apply -n` names")
+        for s in o.get("subjects") or []:
+            if s.get("namespace"):
+                fail(f"{where}: {name} names namespace {s['namespace']!r} for subject {s['name']}")
+        body = dict(o)
+        if o["kind"] == "ConfigMap":
+            data = {}
+            for k, v in (o.get("data") or {}).items():
+                parsed = yaml_load(v) if k.endswith((".yaml", ".yml")) else v
+                data[k] = parsed
+                if k == "kvgate.yaml" and isinstance(parsed, dict):
+                    for src in ((parsed.get("discovery") or {}).get("kubernetes") or []):
+                        if src.get("namespace"):
+                            fail(f"{where}: {name}: discovery.kubernetes names namespace "
+                                 f"{src['namespace']!r}; leave it empty (the pod's own)")
+            body["data"] = data
+        for path, s in strings_in(body):
+            dns = namespaced_dns_name(s)
+            if dns:
+                fail(f"{where}: {name} {path}: {s!r} is a cluster DNS name with a fixed "
+                     f"namespace ({dns})")
+        if o["kind"] == "NetworkPolicy":
+            for rule in (o.get("spec") or {}).get("ingress") or []:
+                for peer in rule.get("from") or []:
+                    sel = peer.get("namespaceSelector") or {}
+                    if "kubernetes.io/metadata.name" in (sel.get("matchLabels") or {}) or any(
+                            e.get("key") == "kubernetes.io/metadata.name"
+                            for e in sel.get("matchExpressions") or []):
+                        fail(f"{where}: {name} selects a namespace by its name")
+
+
+# -------------------------------------------------------------------------------- node placement
+def check_daemonsets_placed(where, objs):
+    """A DaemonSet runs on every node unless told otherwise: each one here (the store's data
+    nodes, 17 GiB each) is placed by a node label, a nodeSelector or a required node affinity."""
+    for ds in find(objs, "DaemonSet"):
+        pod = ds["spec"]["template"]["spec"]
+        terms = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+                     "nodeSelectorTerms") or []
+        if not pod.get("nodeSelector") and not any(t.get("matchExpressions") or
+                                                   t.get("matchFields") for t in terms):
+            fail(f"{where}: DaemonSet {ds['metadata']['name']} has no nodeSelector or required "
+                 "node affinity: it would run on every node")

@@ -12,6 +12,7 @@ namespace kvgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 class KvAwareGatewayTest : public GatewayTest {
@@ -39,6 +40,12 @@ class KvAwareGatewayTest : public GatewayTest {
                           content, R"("}]})");
   }
 };
+
+size_t CountOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 std::string JsonString(const std::string& json, const std::string& key) {
   const std::string k = "\"" + key + "\":\"";
@@ -79,6 +86,25 @@ TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
   std::set<std::string> used;
   for (const auto& [s, w] : home) used.insert(w);
   EXPECT_GE(used.size(), 3u);  // sessions spread
+}
+
+// Issue 33: a request that failed on every worker (500s) left each of them, in the index, holding
+// the whole prompt, and the next requests were routed on that belief. Only a worker that served
+// the prompt (2xx) holds it; what a failed attempt taught is unlearned.
+TEST_F(KvAwareGatewayTest, FailedAttemptsTeachTheIndexNothing) {
+  StartFleet(2, "kvaware");
+  for (size_t i = 0; i < fakes_.size(); ++i) fakes_[i]->set_force_status(500);
+  const std::string body = Body(3, 2);
+  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", body).status, 500);
+  const HttpResponse e = AdminFetch(port_, "POST", "/admin/explain", body);
+  ASSERT_EQ(e.status, 200) << e.body;
+  EXPECT_THAT(e.body, Not(HasSubstr(R"("matched_tokens":{"gpu":1)")));
+  EXPECT_EQ(CountOf(e.body, R"("matched_tokens":{"gpu":0,)"), 2u) << e.body;
+  // Served once, the prompt is held by the worker that served it, and only by it.
+  for (size_t i = 0; i < fakes_.size(); ++i) fakes_[i]->set_force_status(0);
+  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", body).status, 200);
+  const HttpResponse after = AdminFetch(port_, "POST", "/admin/explain", body);
+  EXPECT_EQ(CountOf(after.body, R"("matched_tokens":{"gpu":0,)"), 1u) << after.body;
 }
 
 TEST_F(KvAwareGatewayTest, AdminWorkersShowsIndexAndLoad) {

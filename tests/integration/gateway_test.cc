@@ -340,6 +340,90 @@ TEST_F(GatewayTest, ModelsAreTheUnionOfWorkers) {
   EXPECT_EQ(r.Header("x-kvgate-worker"), b.url());
 }
 
+// Issue 33: the OpenAI SDK's models.retrieve (GET /v1/models/{id}) was a 405.
+TEST_F(GatewayTest, ModelsRetrieveAnswersForAServedModel) {
+  FakeUpstream& f = AddFake(FakeUpstream::Options{.model = "org/model-a"});
+  auto c = BaseConfig();
+  AddTestWorker(c, f.url());
+  c.models_refresh_interval_ms = 100;
+  StartGateway(c);
+  ASSERT_TRUE(WaitFor([&] { return Fetch(port_, "GET", "/v1/models/org/model-a").status == 200; }));
+  const HttpResponse r = Fetch(port_, "GET", "/v1/models/org/model-a");
+  EXPECT_EQ(r.body, R"({"id":"org/model-a","object":"model","created":0,"owned_by":"kvgate"})");
+  EXPECT_EQ(Fetch(port_, "GET", "/v1/models/org%2Fmodel-a").status, 200);  // percent-encoded
+  const HttpResponse missing = Fetch(port_, "GET", "/v1/models/other");
+  ExpectOpenAiError(missing, 404);
+  EXPECT_THAT(missing.body, HasSubstr(R"("code":"model_not_found")"));
+  EXPECT_EQ(f.requests(), 0u);  // answered by kvgate
+}
+
+// Issue 33: vLLM's and SGLang's own root routes (/tokenize, /score, ...) were 404s; they are
+// proxied to a worker as /v1/ routes are, and the list is configurable.
+TEST_F(GatewayTest, EngineRootRoutesAreProxied) {
+  FakeUpstream& f = AddFake();
+  auto c = BaseConfig();
+  AddTestWorker(c, f.url());
+  c.engine_routes = {"/tokenize", "/score"};
+  StartGateway(c);
+  const HttpResponse t =
+      Fetch(port_, "POST", "/tokenize", R"({"model":"fake-model","prompt":"hello"})");
+  EXPECT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.Header("x-kvgate-worker"), f.url());
+  EXPECT_EQ(Fetch(port_, "POST", "/score", R"({"model":"fake-model","text_1":"a"})").status, 200);
+  EXPECT_EQ(f.requests(), 2u);
+  ExpectOpenAiError(Fetch(port_, "POST", "/pooling", R"({"model":"fake-model"})"), 404);
+  ExpectOpenAiError(Fetch(port_, "GET", "/tokenize"), 405);
+  EXPECT_EQ(Fetch(port_, "GET", "/version").status, 200);
+}
+
+// Issue 33: no CORS option. An allowed origin gets its preflight answered by kvgate and is
+// named on every answer (relayed ones too); another origin's preflight is refused.
+TEST_F(GatewayTest, CorsPreflightAndAllowedOrigin) {
+  FakeUpstream& f = AddFake();
+  auto c = BaseConfig();
+  AddTestWorker(c, f.url());
+  c.cors.allowed_origins = {"https://chat.example.com"};
+  c.auth.api_keys.push_back({"team", std::string(64, 'a'), std::nullopt});
+  StartGateway(c);
+  const Headers preflight = {{"Origin", "https://chat.example.com"},
+                             {"Access-Control-Request-Method", "POST"},
+                             {"Access-Control-Request-Headers", "authorization, content-type"}};
+  const HttpResponse p = Fetch(port_, "OPTIONS", "/v1/chat/completions", "", preflight);
+  EXPECT_EQ(p.status, 200) << p.body;  // before the API-key check: a preflight carries none
+  EXPECT_EQ(p.Header("access-control-allow-origin"), "https://chat.example.com");
+  EXPECT_THAT(p.Header("access-control-allow-headers"), HasSubstr("authorization"));
+  EXPECT_THAT(p.Header("access-control-allow-methods"), HasSubstr("POST"));
+  EXPECT_EQ(p.Header("access-control-max-age"), "600");
+  EXPECT_EQ(f.requests(), 0u);
+  const HttpResponse other =
+      Fetch(port_, "OPTIONS", "/v1/chat/completions", "",
+            {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  ExpectOpenAiError(other, 403);
+  EXPECT_EQ(other.Header("access-control-allow-origin"), "");
+  // A real request from the page: its 401 (no key) names the origin, so the script can read it.
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", ChatBody(false),
+                               {{"Origin", "https://chat.example.com"}});
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.Header("access-control-allow-origin"), "https://chat.example.com");
+  EXPECT_EQ(r.Header("vary"), "origin");
+}
+
+TEST_F(GatewayTest, CorsOriginOnRelayedAnswers) {
+  FakeUpstream& f = AddFake();
+  auto c = BaseConfig();
+  AddTestWorker(c, f.url());
+  c.cors.allowed_origins = {"*"};
+  StartGateway(c);
+  const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", ChatBody(true),
+                               {{"Origin", "http://localhost:3000"}});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("access-control-allow-origin"), "http://localhost:3000");
+  EXPECT_THAT(r.Header("access-control-expose-headers"), HasSubstr("x-request-id"));
+  // Without an Origin (not a browser) nothing is added.
+  EXPECT_EQ(Chat(false).Header("access-control-allow-origin"), "");
+  EXPECT_EQ(f.requests(), 2u);
+}
+
 TEST_F(GatewayTest, ActiveHealthChecksEjectAndReadmit) {
   FakeUpstream& f = AddFake();
   auto c = BaseConfig();

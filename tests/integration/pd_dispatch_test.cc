@@ -442,6 +442,25 @@ TEST_F(PdDispatchTest, PrefillFailureIsACleanErrorWithoutAMixedWorker) {
   EXPECT_EQ(Metric(R"(kvgate_pd_failures_total{stage="prefill"})"), 1);
 }
 
+// Issue 33: after a failed prefill, the identical retry was routed skipped_cached ("decode worker
+// holds all but 1 of the prompt's tokens"): the decode decision had been learned although the
+// decode worker never received the KV. A failed prefill teaches the index nothing.
+TEST_F(PdDispatchTest, FailedPrefillLeavesTheDecodeWorkerWithoutThePrompt) {
+  fleet_.prefill = std::make_unique<ScriptedUpstream>([](const std::string&) {
+    return Script{{JsonResponse(R"({"error":{"message":"boom"}})", 500)}};
+  });
+  fleet_.decode = std::make_unique<ScriptedUpstream>(
+      [](const std::string&) { return Script{{JsonResponse(kDecodeJson)}}; });
+  Start("vllm-nixl", "kvaware", false, false, /*skip_below=*/256);
+  const std::string body = ChatBody(false, 8000);
+  ASSERT_EQ(Fetch(port_, "POST", "/v1/chat/completions", body).status, 502);
+  const HttpResponse explain = AdminFetch(port_, "POST", "/admin/explain", body);
+  ASSERT_EQ(explain.status, 200) << explain.body;
+  EXPECT_THAT(explain.body, Not(HasSubstr("skipped_cached"))) << explain.body;
+  EXPECT_THAT(explain.body, HasSubstr(R"("prefill_skipped":false)")) << explain.body;
+  EXPECT_TRUE(Completions(*fleet_.decode).empty());
+}
+
 TEST_F(PdDispatchTest, PrefillFailureFallsBackToAMixedWorker) {
   fleet_.prefill = std::make_unique<ScriptedUpstream>([](const std::string&) {
     return Script{{"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"}};

@@ -22,6 +22,7 @@ namespace kvgate {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using BlockSet = std::set<uint64_t>;
 
 struct Engine {
@@ -268,6 +269,40 @@ TEST(PreciseModeWithSimulators, WorkerServingWithoutEventsFallsBack) {
   EXPECT_THAT(testing::AdminFetch(port, "POST", "/admin/explain", body).body,
               HasSubstr(R"("match_source":"approximate")"));
   quiet.Stop();
+}
+
+// Issue 33: a worker serving only full cache hits (nothing to publish) was declared "NOT
+// verified ... no KV events for 30 s while N requests were routed to it" and routed
+// approximately. Silence is a doubt: kvgate probes again and the worker stays verified.
+TEST(PreciseModeWithSimulators, CacheHitWorkloadStaysVerified) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  const std::string dir = testing::MakeTempDir();
+  Engine a = StartEngine(dir, 0, 1);
+  const std::string url = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing:\n  policy: kvaware\n  precise: {silence_timeout_ms: 300}\n"
+                     "workers:\n",
+                     WorkerYaml(a, 1, 16)));
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  ASSERT_TRUE(testing::WaitFor([&] { return ReadGateway(port).state[url] == "verified"; }))
+      << gw.Log();
+  // The same prompt again and again: after the first, every request is a full hit.
+  const std::string body =
+      R"({"model":"sim-model","messages":[{"role":"user","content":"the same question, once more, please"}],"max_tokens":1})";
+  GatewayView v;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    EXPECT_EQ(testing::Fetch(port, "POST", "/v1/chat/completions", body).status, 200);
+    v = ReadGateway(port);
+    EXPECT_EQ(v.state[url], "verified") << v.reason[url];
+    return v.reason[url].find("re-verified") != std::string::npos;
+  })) << gw.Log();
+  EXPECT_THAT(gw.Log(), HasSubstr("probing worker " + url + " again (no KV events for"));
+  EXPECT_THAT(gw.Log(), Not(HasSubstr("NOT verified")));
+  a.sim->Stop();
 }
 
 // The fault matrix's KV-event cell (issue 18): an engine whose live events are lost now and then

@@ -39,5 +39,19 @@ TEST(SpeculativeBlocks, ForgetDropsOneHolder) {
   EXPECT_EQ(s.size(), 2u);
 }
 
+// A request that was not served takes its guess back (issue 33): the blocks from where it
+// left the cached prefix on, for its holder only.
+TEST(SpeculativeBlocks, RemoveTakesBackOneGuess) {
+  SpeculativeBlocks s;
+  const kvindex::Holder a{1, 0}, b{2, 0};
+  const std::vector<kvindex::BlockHash> chain = {7, 8, 9};
+  const auto later = Clock::now() + milliseconds(1000);
+  s.Insert(a, chain, later);
+  s.Insert(b, chain, later);
+  s.Remove(a, {chain.data() + 1, 2});
+  EXPECT_EQ(s.Extend(a, chain, 0, Clock::now()), 1u);
+  EXPECT_EQ(s.Extend(b, chain, 0, Clock::now()), 3u);
+}
+
 }  // namespace
 }  // namespace kvgate::router
