@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "common/strings.h"
 
 namespace kvgate::common {
@@ -27,14 +28,12 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-// CPUs for a quota of `quota` per `period` microseconds, rounded up; 0 when either is not a
-// positive number (v1 writes -1 for "no limit").
+// CPUs for a quota of `quota` per `period` microseconds, rounded up; 0 (no limit to obey) for
+// a zero quota. -1 when either is not a number (v1 writes -1 for "no limit").
 int CpusFromQuota(std::string_view quota, std::string_view period) {
   uint64_t q = 0, p = 0;
-  if (!ParseUint64(Trim(quota), &q) || !ParseUint64(Trim(period), &p) || q == 0 || p == 0) {
-    return 0;
-  }
-  return static_cast<int>(std::max<uint64_t>(1, (q + p - 1) / p));
+  if (!ParseUint64(Trim(quota), &q) || !ParseUint64(Trim(period), &p) || p == 0) return -1;
+  return q == 0 ? 0 : static_cast<int>(std::max<uint64_t>(1, (q + p - 1) / p));
 }
 
 // `path` and each parent up to "/", deepest first.
@@ -50,18 +49,8 @@ std::vector<std::string> SelfAndParents(std::string path) {
   return out;
 }
 
-// The parts of `s` between `sep`s.
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (size_t at = 0; at <= s.size();) {
-    const size_t end = std::min(s.find(sep, at), s.size());
-    out.push_back(s.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
-int MinLimit(int a, int b) { return a == 0 ? b : (b == 0 ? a : std::min(a, b)); }
+// The smaller of two limits, where 0 and below is "none".
+int MinLimit(int a, int b) { return a <= 0 ? std::max(b, 0) : (b <= 0 ? a : std::min(a, b)); }
 
 }  // namespace
 
@@ -71,34 +60,32 @@ int CpusFromCpuMax(std::string_view text) {
   if (space == std::string_view::npos) return -1;
   const std::string_view quota = text.substr(0, space);
   const std::string_view period = text.substr(space + 1);
+  if (quota != "max") return CpusFromQuota(quota, period);
   uint64_t p = 0;
-  if (!ParseUint64(Trim(period), &p) || p == 0) return -1;
-  if (quota == "max") return 0;
-  uint64_t q = 0;
-  if (!ParseUint64(quota, &q)) return -1;
-  return CpusFromQuota(quota, period);  // 0 for a zero quota: no CPU is not a limit to obey
+  return ParseUint64(Trim(period), &p) && p > 0 ? 0 : -1;
 }
 
 int CgroupCpuLimit(const std::string& cgroup_root, std::string_view proc_cgroup) {
   int limit = 0;
   // Lines are "id:controllers:path": "0::/p" for v2, "N:cpu,cpuacct:/p" for v1's cpu.
-  for (std::string_view line : Split(proc_cgroup, '\n')) {
+  for (const absl::string_view line :
+       absl::StrSplit(absl::string_view(proc_cgroup.data(), proc_cgroup.size()), '\n')) {
     const size_t a = line.find(':');
-    const size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
-    if (b == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(a + 1, b - a - 1);
+    const size_t b = a == absl::string_view::npos ? a : line.find(':', a + 1);
+    if (b == absl::string_view::npos) continue;
+    const absl::string_view controllers = line.substr(a + 1, b - a - 1);
     const std::string path(line.substr(b + 1));
     if (controllers.empty()) {
       for (const std::string& dir : SelfAndParents(path)) {
-        const int cpus = CpusFromCpuMax(ReadSmallFile(StrCat(cgroup_root, dir, "/cpu.max")));
-        if (cpus > 0) limit = MinLimit(limit, cpus);
+        limit =
+            MinLimit(limit, CpusFromCpuMax(ReadSmallFile(StrCat(cgroup_root, dir, "/cpu.max"))));
       }
       continue;
     }
-    bool has_cpu = false;
-    for (std::string_view c : Split(controllers, ',')) has_cpu |= (c == "cpu");
-    if (!has_cpu) continue;
-    const std::string v1 = StrCat(cgroup_root, "/", controllers);
+    const std::vector<absl::string_view> names = absl::StrSplit(controllers, ',');
+    if (std::find(names.begin(), names.end(), "cpu") == names.end()) continue;
+    const std::string v1 =
+        StrCat(cgroup_root, "/", std::string_view(controllers.data(), controllers.size()));
     for (const std::string& dir : SelfAndParents(path)) {
       const std::string base = StrCat(v1, dir == "/" ? "" : dir);
       limit = MinLimit(limit, CpusFromQuota(ReadSmallFile(base + "/cpu.cfs_quota_us"),

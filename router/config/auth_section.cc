@@ -82,13 +82,10 @@ void ReadAuth(YamlReader& r, const YAML::Node& n, AuthConfig* c) {
 void ReadAdmin(YamlReader& r, const YAML::Node& n, AdminConfig* c) {
   if (!r.ExpectMap(n, "admin", {"listen", "token", "token_file", "token_env"})) return;
   if (r.String(n, "admin", "listen", &c->listen) && !c->listen.empty()) {
-    auto hp = common::ParseHostPort(c->listen);
-    auto ip = hp.ok() ? common::ListenAddress(hp->first) : hp.status();
-    if (!ip.ok()) {
-      r.Error(n["listen"], "admin.listen", ip.status().message());
-    } else if (*ip != hp->first) {
-      c->listen = common::StrCat(ip->find(':') != std::string::npos ? "[" + *ip + "]" : *ip, ":",
-                                 hp->second);
+    if (auto hp = common::ParseHostPort(c->listen); !hp.ok()) {
+      r.Error(n["listen"], "admin.listen", hp.status().message());
+    } else {
+      r.RecordPlace(n["listen"], "admin.listen");  // a name is resolved by ResolveConfig
     }
   }
   r.String(n, "admin", "token", &c->token);

@@ -17,12 +17,12 @@ void ReadTopLevel(YamlReader& r, const YAML::Node& root, Config* c) {
   std::string listen;
   if (r.String(root, "", "listen", &listen)) {
     auto hp = common::ParseHostPort(listen);
-    auto ip = hp.ok() ? common::ListenAddress(hp->first) : hp.status();
-    if (!ip.ok()) {
-      r.Error(root["listen"], "listen", ip.status().message());
+    if (!hp.ok()) {
+      r.Error(root["listen"], "listen", hp.status().message());
     } else {
-      c->listen_host = *std::move(ip);
+      c->listen_host = hp->first;  // a name is resolved by ResolveConfig
       c->listen_port = hp->second;
+      r.RecordPlace(root["listen"], "listen");
     }
   }
   r.Uint(root, "", "threads", &c->threads, 0, 1024);

@@ -40,7 +40,8 @@ absl::StatusOr<ParsedConfig> ParseConfig(std::string_view yaml, std::string_view
 /// example may show alternatives side by side).
 std::vector<std::string> KeysMissingFrom(std::string_view yaml);
 
-/// Reads what `config`'s keys name: upstream.api_key_file / api_key_env into upstream.api_key,
+/// Resolves a host name in `listen` / `admin.listen` to the IP address start binds; reads what
+/// `config`'s keys name: upstream.api_key_file / api_key_env into upstream.api_key,
 /// auth.api_keys_file's keys appended to auth.api_keys (names unique across both),
 /// admin.token_file / token_env into admin.token; loads and registers routing.precise's
 /// tokenizers (tokenizer::MakeTokenizer: the request path finds them by name). Errors name the

@@ -1,7 +1,8 @@
 // File: router/config/resolve.cc
 // ResolveConfig: the I/O a parsed config asks for, kept out of parsing so that parsing is a pure
-// function of the text. Secrets (router/config/secret.h) are read afresh each time, so a reload
-// (SIGHUP: parse and resolve again) takes in a rotated Secret; tokenizers are loaded into the
+// function of the text. Listen addresses that name a host are resolved. Secrets
+// (router/config/secret.h) are read afresh each time, so a reload (SIGHUP: parse and resolve
+// again) takes in a rotated Secret; tokenizers are loaded into the
 // tokenizer registry, where the request path finds them by name.
 #include <set>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "common/strings.h"
+#include "common/url.h"
 #include "router/config/loader.h"
 #include "router/config/secret.h"
 #include "router/config/sections.h"
@@ -35,6 +37,24 @@ class Problems {
   const KeyPlaces& places_;
   std::vector<std::string> errors_;
 };
+
+// `listen` and `admin.listen` as the IP addresses start binds: a name resolves or is refused
+// here, so that `--check` refuses what start would fail to bind.
+void ResolveListenAddresses(Problems& p, Config* c) {
+  if (auto ip = common::ListenAddress(c->listen_host); !ip.ok()) {
+    p.Add("listen", ip.status().message());
+  } else {
+    c->listen_host = *std::move(ip);
+  }
+  auto hp = common::ParseHostPort(c->admin.listen);
+  if (c->admin.listen.empty() || !hp.ok()) return;  // parsing reported a bad one
+  if (auto ip = common::ListenAddress(hp->first); !ip.ok()) {
+    p.Add("admin.listen", ip.status().message());
+  } else if (*ip != hp->first) {
+    c->admin.listen =
+        common::StrCat(ip->find(':') != std::string::npos ? "[" + *ip + "]" : *ip, ":", hp->second);
+  }
+}
 
 void ResolveUpstreamKey(Problems& p, UpstreamConfig* c) {
   auto key = ReadSecret(c->api_key_file, c->api_key_env, "the worker API key");
@@ -107,6 +127,7 @@ void ResolveTokenizers(Problems& p, const PreciseConfig& c) {
 
 absl::Status ResolveConfig(Config& config, const KeyPlaces& places) {
   Problems p(places);
+  ResolveListenAddresses(p, &config);
   ResolveUpstreamKey(p, &config.upstream);
   ResolveApiKeysFile(p, &config.auth);
   ResolveAdminToken(p, &config.admin);

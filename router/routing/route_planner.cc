@@ -358,7 +358,6 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   }
   if (d.candidates[d.index].precise && plan.learn) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
-    d.speculated = true;
     const uint32_t bs = d.worker->config().kv_events->block_size;
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs) continue;
@@ -375,8 +374,8 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   const config::RoutingConfig& config = *plan.config;
   w.Release(d.reservation);
   cluster().LoadChanged();
-  if (d.learned && (!outcome.success || outcome.error_answer) &&
-      d.learned_from < plan.chain.size()) {
+  const bool served = outcome.success && !outcome.error_answer;
+  if (d.learned && !served && d.learned_from < plan.chain.size()) {
     // The worker did not compute the prompt (an error, a reset, a failed prefill): the blocks
     // this decision taught the index are not in its cache. Blocks it held before stay.
     const auto unlearned = absl::MakeConstSpan(plan.chain).subspan(d.learned_from);
@@ -384,7 +383,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     cluster().Forgot(w, unlearned);
     d.learned = false;
   }
-  if (d.speculated && (!outcome.success || outcome.error_answer)) {
+  if (!served && d.candidates[d.index].precise && plan.learn) {
     // Likewise the guess that the chosen rank is about to hold the prompt: the blocks it
     // matched at decision time stay (an earlier request's guesses, or its events').
     const uint32_t bs = std::max<uint32_t>(1, w.config().kv_events->block_size);
@@ -398,7 +397,6 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
           PreciseMode::HolderOf(w, static_cast<uint32_t>(std::max(d.dp_rank, 0))),
           absl::MakeConstSpan(chain).subspan(from));
     }
-    d.speculated = false;
   }
   if (outcome.success && outcome.ttft_seconds > 0) {
     // What the engine prefilled: the prompt less what it reported cached (GPU, host and store

@@ -77,7 +77,6 @@ struct Decision {
   // inserted for the worker, and are taken back when the attempt did not run (Complete).
   bool learned = false;
   size_t learned_from = 0;
-  bool speculated = false;  // precise mode: the chosen rank's route-time guess was recorded
 };
 
 /// How an attempt ended.

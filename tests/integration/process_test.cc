@@ -54,6 +54,23 @@ std::string ConfigYaml(const std::vector<std::string>& workers) {
   return y;
 }
 
+// One fake worker and a kvgate process serving it with ConfigYaml plus `extra` (the file stays
+// at `path`, for the reload tests). Tests take its parts by name: auto& [f, path, p, port] = g.
+struct GatewayOnFake {
+  explicit GatewayOnFake(const std::string& extra = "")
+      : path(WriteTempFile("kvgate.yaml", ConfigYaml({StartedUrl(fake)}) + extra)),
+        p({"--config", path}),
+        port(p.Port()) {}
+  static std::string StartedUrl(FakeUpstream& f) {
+    f.Start();
+    return f.url();
+  }
+  FakeUpstream fake{{}};
+  std::string path;
+  Process p;
+  uint16_t port;
+};
+
 TEST(Process, CheckAcceptsValidConfig) {
   const std::string path = WriteTempFile("ok.yaml", ConfigYaml({"http://127.0.0.1:1"}));
   Process p({"--config", path, "--check"});
@@ -117,13 +134,9 @@ TEST(Process, SighupReloadAddsWorker) {
 // The admin token from a file (a mounted Secret): SIGHUP reads it again, so a rotated Secret
 // replaces the token without a restart; a reload that cannot read it keeps the running one.
 TEST(Process, SighupReadsTheAdminTokenFileAgain) {
-  FakeUpstream f({});
-  f.Start();
   const std::string token = WriteSecretFile("admin-token", "first-token\n");
-  const std::string path =
-      WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}) + "admin: {token_file: " + token + "}\n");
-  Process p({"--config", path});
-  const uint16_t port = p.Port();
+  GatewayOnFake g("admin: {token_file: " + token + "}\n");
+  auto& [f, path, p, port] = g;
   ASSERT_NE(port, 0) << p.Log();
   const auto admin = [&](const std::string& t) {
     return Fetch(port, "GET", "/admin/workers", "", {{"Authorization", "Bearer " + t}}).status;
@@ -142,11 +155,8 @@ TEST(Process, SighupReadsTheAdminTokenFileAgain) {
 }
 
 TEST(Process, SigtermDrainsInFlightStreams) {
-  FakeUpstream f({});
-  f.Start();
-  const std::string path = WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}));
-  Process p({"--config", path});
-  const uint16_t port = p.Port();
+  GatewayOnFake g;
+  auto& [f, path, p, port] = g;
   ASSERT_NE(port, 0) << p.Log();
   StreamingRequest s(port, "/v1/chat/completions", ChatBody(true),
                      {{"x-fake-mode", "lockstep"}, {"x-fake-chunks", "4"}});
@@ -165,12 +175,8 @@ TEST(Process, SigtermDrainsInFlightStreams) {
 // drain_delay_ms: after SIGTERM /ready says 503 at once while requests, and new connections,
 // are still served; only then do the listeners close.
 TEST(Process, SigtermWithDrainDelayTurnsUnreadyFirstAndKeepsServing) {
-  FakeUpstream f({});
-  f.Start();
-  const std::string path =
-      WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}) + "drain_delay_ms: 60000\n");
-  Process p({"--config", path});
-  const uint16_t port = p.Port();
+  GatewayOnFake g("drain_delay_ms: 60000\n");
+  auto& [f, path, p, port] = g;
   ASSERT_NE(port, 0) << p.Log();
   ASSERT_EQ(Fetch(port, "GET", "/ready").status, 200);
   p.Signal(SIGTERM);
@@ -219,11 +225,8 @@ TEST(Process, CheckRefusesWhatStartWouldRefuse) {
 
 // Issue 33: a rejected SIGHUP reload was not counted and its log entry spanned two lines.
 TEST(Process, RejectedReloadIsCountedAndLoggedInOneLine) {
-  FakeUpstream f({});
-  f.Start();
-  const std::string path = WriteTempFile("kvgate.yaml", ConfigYaml({f.url()}));
-  Process p({"--config", path});
-  const uint16_t port = p.Port();
+  GatewayOnFake g;
+  auto& [f, path, p, port] = g;
   ASSERT_NE(port, 0) << p.Log();
   std::ofstream(path, std::ios::trunc) << "threads: 1\nwieght: 2\nworkers: nope\n";
   p.Signal(SIGHUP);
@@ -243,14 +246,9 @@ TEST(Process, RejectedReloadIsCountedAndLoggedInOneLine) {
 
 // Issue 33: the access log could not be reopened for logrotate; the app log was text only.
 TEST(Process, SigusrOneReopensTheAccessLogAndJsonLogsAreOneObjectALine) {
-  FakeUpstream f({});
-  f.Start();
   const std::string access = WriteTempFile("access.log", "");
-  const std::string path = WriteTempFile(
-      "kvgate.yaml", ConfigYaml({f.url()}) +
-                         "log_format: json\naccess_log: {enabled: true, path: " + access + "}\n");
-  Process p({"--config", path});
-  const uint16_t port = p.Port();
+  GatewayOnFake g("log_format: json\naccess_log: {enabled: true, path: " + access + "}\n");
+  auto& [f, path, p, port] = g;
   ASSERT_NE(port, 0) << p.Log();
   ASSERT_EQ(Fetch(port, "POST", "/v1/chat/completions", ChatBody(false)).status, 200);
   ASSERT_TRUE(
