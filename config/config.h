@@ -65,6 +65,9 @@ struct WorkerConfig {
   std::vector<std::string> kv_transfer_hosts;
   std::vector<uint16_t> kv_transfer_ports;
   std::string kv_transfer_engine_id;
+  // The shared KV pools (`stores`, by name) this worker can load from: their blocks count for it
+  // in the store tier. Empty: every configured store (one pool the whole fleet reaches).
+  std::vector<std::string> stores;
 
   // A reload keeps a live worker (its health, load and index) only when every field is equal.
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;

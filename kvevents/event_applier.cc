@@ -14,25 +14,67 @@ uint64_t TokenRootSeed(std::string_view model) {
   return kvindex::RootSeed(kvindex::NamespaceSeed({model, "", ""}), kvindex::PromptKind::kTokens);
 }
 
-EventApplier::EventApplier(kvindex::PrefixIndex& index, ApplierOptions options)
-    : index_(index), options_(std::move(options)) {}
+EventApplier::EventApplier(kvindex::PrefixIndex& index, ApplierOptions options,
+                           kvindex::HybridGroups* groups)
+    : index_(index), options_(std::move(options)), groups_(groups) {}
 
 bool EventApplier::TierOf(const std::optional<std::string>& medium, Tier* tier) const {
-  if (!medium || absl::EqualsIgnoreCase(*medium, "gpu")) {
-    *tier = Tier::kGpu;  // vLLM's MEDIUM_GPU; no medium is the engine's own cache.
+  if (!medium) {
+    *tier = Tier::kGpu;  // No medium: the engine's own cache.
     return true;
   }
-  if (absl::EqualsIgnoreCase(*medium, "cpu")) {
-    *tier = Tier::kHost;
-    return true;
-  }
+  // Configured names first, so an operator can move a built-in one (a "DISK" that is local and
+  // fast counted as host).
   for (const auto& [name, t] : options_.media) {
     if (absl::EqualsIgnoreCase(*medium, name)) {
       *tier = t;
       return true;
     }
   }
+  // vLLM (GPU; CPU from its offloading connectors and MooncakeStore's worker), SGLang HiCache
+  // (GPU, CPU_PINNED, DISK, EXTERNAL: its L1/L2/L3), LMCache (cpu, disk, remote).
+  static constexpr std::pair<absl::string_view, Tier> kBuiltIn[] = {
+      {"gpu", Tier::kGpu},      {"cpu", Tier::kHost},    {"cpu_pinned", Tier::kHost},
+      {"host", Tier::kHost},    {"disk", Tier::kStore},  {"external", Tier::kStore},
+      {"remote", Tier::kStore}, {"store", Tier::kStore},
+  };
+  for (const auto& [name, t] : kBuiltIn) {
+    if (absl::EqualsIgnoreCase(*medium, name)) {
+      *tier = t;
+      return true;
+    }
+  }
   return false;
+}
+
+EventApplier::Route EventApplier::RouteStored(HolderState& state, const BlockStored& event,
+                                              kvindex::GroupSpec* spec) {
+  const int64_t group = event.group_idx.value_or(0);
+  if (!event.kv_cache_spec_kind) {
+    // Without a kind (vLLM before PR #40984) only group 0 is known to be full attention.
+    if (group != 0 || (state.full_group >= 0 && state.full_group != 0)) return Route::kIgnore;
+    state.full_group = 0;
+    return Route::kIndex;
+  }
+  if (!kvindex::ParseGroupKind(*event.kv_cache_spec_kind, &spec->kind)) return Route::kIgnore;
+  if (spec->kind == kvindex::GroupKind::kFullAttention &&
+      (state.full_group < 0 || state.full_group == group)) {
+    state.full_group = group;
+    return Route::kIndex;
+  }
+  if (spec->kind == kvindex::GroupKind::kSlidingWindow) {
+    if (event.kv_cache_spec_sliding_window.value_or(0) <= 0) return Route::kIgnore;
+    spec->sliding_window = static_cast<uint32_t>(
+        std::min<int64_t>(*event.kv_cache_spec_sliding_window, int64_t{1} << 30));
+  }
+  return Route::kOther;
+}
+
+EventApplier::Route EventApplier::RouteRemoved(const HolderState& state,
+                                               const std::optional<int64_t>& group_idx) {
+  const int64_t group = group_idx.value_or(0);
+  if (group == (state.full_group < 0 ? 0 : state.full_group)) return Route::kIndex;
+  return state.others.contains(group) ? Route::kOther : Route::kIgnore;
 }
 
 ApplyResult EventApplier::Apply(Holder holder, std::string_view model, const EventBatch& batch) {
@@ -55,9 +97,15 @@ ApplyResult EventApplier::Apply(Holder holder, std::string_view model, const Eve
 void EventApplier::ApplyStored(Holder holder, HolderState& state, std::string_view model,
                                const BlockStored& event, ApplyResult& result) {
   Tier tier;
-  // Hybrid models cache several groups; only the full-attention group 0 is a prefix cache.
-  if (!TierOf(event.medium, &tier) || event.group_idx.value_or(0) != 0) {
+  kvindex::GroupSpec spec;
+  const Route route =
+      TierOf(event.medium, &tier) ? RouteStored(state, event, &spec) : Route::kIgnore;
+  if (route == Route::kIgnore || (route == Route::kOther && groups_ == nullptr)) {
     ++result.ignored_events;
+    return;
+  }
+  if (route == Route::kOther) {
+    StoreOther(holder, state, event.group_idx.value_or(0), spec, model, event, tier, result);
     return;
   }
   const size_t n = event.block_hashes.size();
@@ -102,24 +150,32 @@ void EventApplier::ApplyStored(Holder holder, HolderState& state, std::string_vi
 void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRemoved& event,
                                 ApplyResult& result) {
   Tier tier;
-  if (!TierOf(event.medium, &tier) || event.group_idx.value_or(0) != 0) {
+  const Route route =
+      TierOf(event.medium, &tier) ? RouteRemoved(state, event.group_idx) : Route::kIgnore;
+  if (route == Route::kIgnore) {
     ++result.ignored_events;
     return;
   }
+  const int64_t group = event.group_idx.value_or(0);
+  auto& blocks = route == Route::kIndex ? state.blocks : state.others[group].blocks;
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   scratch_.clear();
   for (EngineBlockId id : event.block_hashes) {
-    auto it = state.blocks.find(id);
-    if (it == state.blocks.end() || (it->second.tiers & bit) == 0) {
+    auto it = blocks.find(id);
+    if (it == blocks.end() || (it->second.tiers & bit) == 0) {
       ++result.unknown_removals;
       continue;
     }
     scratch_.push_back(it->second.hash);
     it->second.tiers &= static_cast<uint8_t>(~bit);
-    --state.counts[static_cast<int>(tier)];
-    if (it->second.tiers == 0) state.blocks.erase(it);
+    if (route == Route::kIndex) --state.counts[static_cast<int>(tier)];
+    if (it->second.tiers == 0) blocks.erase(it);
   }
-  index_.Remove(holder, scratch_, tier);
+  if (route == Route::kIndex) {
+    index_.Remove(holder, scratch_, tier);
+  } else {
+    groups_->Remove(holder, static_cast<uint32_t>(group), scratch_, tier);
+  }
   result.removed_blocks += scratch_.size();
 }
 
@@ -130,6 +186,8 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
     index_.ClearHolder(holder);
     state.blocks.clear();
     state.counts = {};
+    for (auto& [group, other] : state.others) other.blocks.clear();
+    if (groups_ != nullptr) groups_->Clear(holder, Tier::kGpu, /*all=*/true);
     return;
   }
   Tier tier;
@@ -138,6 +196,13 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
     return;
   }
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
+  for (auto& [group, other] : state.others) {
+    absl::erase_if(other.blocks, [bit](auto& entry) {
+      entry.second.tiers &= static_cast<uint8_t>(~bit);
+      return entry.second.tiers == 0;
+    });
+  }
+  if (groups_ != nullptr) groups_->Clear(holder, tier, /*all=*/false);
   scratch_.clear();
   for (auto it = state.blocks.begin(); it != state.blocks.end();) {
     if (it->second.tiers & bit) {
@@ -154,10 +219,64 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
   state.counts[static_cast<int>(tier)] = 0;
 }
 
+void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
+                              const kvindex::GroupSpec& spec, std::string_view model,
+                              const BlockStored& event, Tier tier, ApplyResult& result) {
+  const size_t n = event.block_hashes.size();
+  uint32_t block_size = event.block_size;
+  if (n == 0 || block_size == 0 || event.token_ids.size() != n * block_size) {
+    result.orphan_blocks += n;
+    return;
+  }
+  OtherGroup& other = state.others[group];
+  if (other.blocks.size() + n > kMaxGroupBlocks) {
+    result.orphan_blocks += n;  // A publisher that never removes: bounded, counted.
+    return;
+  }
+  other.spec = spec;
+  uint64_t seed;
+  if (event.parent_block_hash) {
+    // The parent need not be in this group: a Mamba checkpoint's parent is the block before it,
+    // which only full attention kept, and a window's first block follows positions it never
+    // held. The engine's id names one position in every group, so any group's map says where.
+    const BlockHash* parent = nullptr;
+    if (auto it = other.blocks.find(*event.parent_block_hash); it != other.blocks.end()) {
+      parent = &it->second.hash;
+    } else if (auto f = state.blocks.find(*event.parent_block_hash); f != state.blocks.end()) {
+      parent = &f->second.hash;
+    } else {
+      for (const auto& [index, g] : state.others) {
+        if (auto o = g.blocks.find(*event.parent_block_hash); o != g.blocks.end()) {
+          parent = &o->second.hash;
+          break;
+        }
+      }
+    }
+    if (parent == nullptr) {
+      result.orphan_blocks += n;
+      return;
+    }
+    seed = *parent;
+  } else {
+    seed = TokenRootSeed(event.lora_name ? std::string_view(*event.lora_name) : model);
+  }
+  scratch_.clear();
+  kvindex::HashTokenBlocks(event.token_ids, seed, block_size, &scratch_);
+  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
+  for (size_t i = 0; i < n; ++i) {
+    Block& b = other.blocks[event.block_hashes[i]];
+    b.hash = scratch_[i];
+    b.tiers |= bit;
+  }
+  groups_->Store(holder, static_cast<uint32_t>(group), spec, block_size, scratch_, tier);
+  result.stored_blocks += n;
+}
+
 void EventApplier::Forget(Holder holder) {
   common::MutexLock lock(&mu_);
   holders_.erase(holder);
   index_.ClearHolder(holder);
+  if (groups_ != nullptr) groups_->Forget(holder);
 }
 
 std::vector<EngineBlockId> EventApplier::EngineBlocks(Holder holder, Tier tier) const {

@@ -2,7 +2,10 @@
 // Applies decoded KV events to a PrefixIndex. A BlockStored is re-hashed from its token ids with
 // kvgate's token-mode chain (the engine's hash algorithm, seed and hash width do not matter), and
 // the engine's id of each block is kept only to translate later BlockRemoved events. Media map to
-// tiers (GPU -> gpu, CPU -> host, others as configured); a LoRA name selects the namespace.
+// tiers (GPU -> gpu; CPU, CPU_PINNED -> host; DISK, EXTERNAL -> store; others as configured); a
+// LoRA name selects the namespace. Hybrid models: the full-attention KV-cache group goes to the
+// index, sliding-window and Mamba groups to HybridGroups, each group with its own engine-id map
+// (vLLM sends the same id in every group).
 // Thread-safe: one writer (the events thread) and concurrent readers of the statistics.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/mutex.h"
 #include "kvevents/event_decoder.h"
+#include "kvindex/hybrid_groups.h"
 #include "kvindex/prefix_index.h"
 #include "kvindex/types.h"
 
@@ -30,9 +34,9 @@ struct ApplierOptions {
 struct ApplyResult {
   uint64_t stored_blocks = 0;
   uint64_t removed_blocks = 0;
-  uint64_t cleared = 0;           // AllBlocksCleared events.
-  uint64_t orphan_blocks = 0;     // Stored after a parent kvgate never saw: not indexed.
-  uint64_t ignored_events = 0;    // Unknown tag, unknown medium, or a KV-cache group other than 0.
+  uint64_t cleared = 0;         // AllBlocksCleared events.
+  uint64_t orphan_blocks = 0;   // Stored after a parent kvgate never saw: not indexed.
+  uint64_t ignored_events = 0;  // Unknown tag, medium or group kind; a group without HybridGroups.
   uint64_t unknown_removals = 0;  // BlockRemoved of an id kvgate never saw stored.
 };
 
@@ -42,7 +46,10 @@ uint64_t TokenRootSeed(std::string_view model);
 
 class EventApplier {
  public:
-  explicit EventApplier(kvindex::PrefixIndex& index, ApplierOptions options = {});
+  /// `groups`: where the groups of hybrid models beside full attention go (not owned; nullptr:
+  /// their events are ignored and hybrid workers look as if full attention were all).
+  explicit EventApplier(kvindex::PrefixIndex& index, ApplierOptions options = {},
+                        kvindex::HybridGroups* groups = nullptr);
   EventApplier(const EventApplier&) = delete;
   EventApplier& operator=(const EventApplier&) = delete;
 
@@ -65,13 +72,29 @@ class EventApplier {
     kvindex::BlockHash hash = 0;
     uint8_t tiers = 0;  // Bit per kvindex::Tier.
   };
-  struct HolderState {
+  // A group beside full attention: its own engine ids (the same id names a block in every group).
+  struct OtherGroup {
+    kvindex::GroupSpec spec;
     absl::flat_hash_map<EngineBlockId, Block> blocks;
+  };
+  struct HolderState {
+    absl::flat_hash_map<EngineBlockId, Block> blocks;  // The index's (full-attention) group.
     std::array<uint64_t, kvindex::kNumTiers> counts{};
     uint32_t last_block_size = 0;
+    int64_t full_group = -1;  // The group index the index holds; -1: not seen yet.
+    absl::flat_hash_map<int64_t, OtherGroup> others;
   };
+  // Where an event's blocks go.
+  enum class Route { kIndex, kOther, kIgnore };
+  // A BlockStored names its group's kind; the first full-attention group seen is the index's.
+  static Route RouteStored(HolderState& state, const BlockStored& event, kvindex::GroupSpec* spec);
+  // A BlockRemoved names only the group index.
+  static Route RouteRemoved(const HolderState& state, const std::optional<int64_t>& group_idx);
 
   bool TierOf(const std::optional<std::string>& medium, kvindex::Tier* tier) const;
+  void StoreOther(kvindex::Holder holder, HolderState& state, int64_t group,
+                  const kvindex::GroupSpec& spec, std::string_view model, const BlockStored& event,
+                  kvindex::Tier tier, ApplyResult& result);
   void ApplyStored(kvindex::Holder holder, HolderState& state, std::string_view model,
                    const BlockStored& event, ApplyResult& result);
   void ApplyRemoved(kvindex::Holder holder, HolderState& state, const BlockRemoved& event,
@@ -79,8 +102,13 @@ class EventApplier {
   void ApplyCleared(kvindex::Holder holder, HolderState& state, const AllBlocksCleared& event,
                     ApplyResult& result);
 
+  // Engine ids one group of one holder may have: far above any GPU pool (a 1M-block pool is
+  // 16M tokens), far below what would exhaust the gateway.
+  static constexpr size_t kMaxGroupBlocks = size_t{1} << 22;
+
   kvindex::PrefixIndex& index_;
   const ApplierOptions options_;
+  kvindex::HybridGroups* const groups_;
   mutable common::Mutex mu_;  // Guards holders_ (the events thread writes, admin reads).
   absl::flat_hash_map<kvindex::Holder, HolderState> holders_ ABSL_GUARDED_BY(mu_);
   std::vector<kvindex::BlockHash> scratch_;

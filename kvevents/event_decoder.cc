@@ -214,6 +214,8 @@ enum class Field : uint8_t {
   kMedium,
   kLoraName,
   kGroupIdx,
+  kSpecKind,
+  kSlidingWindow,
   kIgnored,  // Known but unused (extra_keys).
 };
 
@@ -223,13 +225,19 @@ struct FieldSpec {
 };
 
 // Declaration order (protocols.md §1.4) = slot order in the positional form, after the tag.
-// Later fields (kv_cache_spec_kind, ...) are extra trailing fields and skipped.
+// Fields after these are extra trailing fields and skipped.
 constexpr FieldSpec kBlockStoredFields[] = {
-    {"block_hashes", Field::kBlockHashes}, {"parent_block_hash", Field::kParentBlockHash},
-    {"token_ids", Field::kTokenIds},       {"block_size", Field::kBlockSize},
-    {"lora_id", Field::kLoraId},           {"medium", Field::kMedium},
-    {"lora_name", Field::kLoraName},       {"extra_keys", Field::kIgnored},
+    {"block_hashes", Field::kBlockHashes},
+    {"parent_block_hash", Field::kParentBlockHash},
+    {"token_ids", Field::kTokenIds},
+    {"block_size", Field::kBlockSize},
+    {"lora_id", Field::kLoraId},
+    {"medium", Field::kMedium},
+    {"lora_name", Field::kLoraName},
+    {"extra_keys", Field::kIgnored},
     {"group_idx", Field::kGroupIdx},
+    {"kv_cache_spec_kind", Field::kSpecKind},
+    {"kv_cache_spec_sliding_window", Field::kSlidingWindow},
 };
 constexpr FieldSpec kBlockRemovedFields[] = {
     {"block_hashes", Field::kBlockHashes},
@@ -302,6 +310,10 @@ absl::Status DecodeField(const FieldSpec& spec, const char** p, EventFields* e) 
       return DecodeOptString(p, spec.name, &s.lora_name);
     case Field::kGroupIdx:
       return DecodeOptInt64(p, spec.name, &s.group_idx);
+    case Field::kSpecKind:
+      return DecodeOptString(p, spec.name, &s.kv_cache_spec_kind);
+    case Field::kSlidingWindow:
+      return DecodeOptInt64(p, spec.name, &s.kv_cache_spec_sliding_window);
     case Field::kIgnored:
       mp_next(p);
       return absl::OkStatus();

@@ -41,6 +41,10 @@ struct BlockStored {
   std::optional<std::string> medium;  // "GPU", "cpu", ...; nullopt: the engine's default (GPU).
   std::optional<std::string> lora_name;
   std::optional<int64_t> group_idx;  // KV-cache group of hybrid models.
+  // The group's layer kind ("full_attention", "sliding_window", "mamba", ...) and, for a
+  // sliding window, its width in tokens (vLLM PR #40984).
+  std::optional<std::string> kv_cache_spec_kind;
+  std::optional<int64_t> kv_cache_spec_sliding_window;
 };
 
 /// Blocks evicted from `medium` (vLLM `BlockRemoved`).

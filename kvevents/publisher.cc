@@ -61,12 +61,20 @@ void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
   switch (e.type) {
     case PublishedEvent::Type::kBlockStored: {
       // Fields in declaration order: block_hashes, parent_block_hash, token_ids, block_size,
-      // lora_id, medium, lora_name (later optional fields are defaults and omitted).
+      // lora_id, medium, lora_name, then (hybrid models) extra_keys, group_idx,
+      // kv_cache_spec_kind, kv_cache_spec_sliding_window. As msgspec's omit_defaults, unset
+      // trailing fields are omitted (arrays end early, maps lack the key); an unset field before
+      // a set one is nil in an array.
+      const uint32_t tail = e.kv_cache_spec_sliding_window ? 4
+                            : e.kv_cache_spec_kind         ? 3
+                            : e.group_idx                  ? 2
+                                                           : 0;
       if (map) {
-        w.Map(8);
+        w.Map(8 + (tail > 0 ? 1 : 0) + (e.group_idx ? 1 : 0) + (e.kv_cache_spec_kind ? 1 : 0) +
+              (e.kv_cache_spec_sliding_window ? 1 : 0));
         w.Str("type");
       } else {
-        w.Array(8);
+        w.Array(8 + tail);
       }
       w.Str("BlockStored");
       key("block_hashes");
@@ -85,14 +93,30 @@ void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
       w.Str(MediumName(e.medium));
       key("lora_name");
       w.Nil();
+      if (tail == 0) break;
+      key("extra_keys");
+      w.Array(static_cast<uint32_t>(e.block_hashes.size()));
+      for (size_t i = 0; i < e.block_hashes.size(); ++i) w.Nil();
+      if (e.group_idx || !map) {
+        key("group_idx");
+        e.group_idx ? w.Int(*e.group_idx) : w.Nil();
+      }
+      if (tail < 3) break;
+      if (e.kv_cache_spec_kind || !map) {
+        key("kv_cache_spec_kind");
+        e.kv_cache_spec_kind ? w.Str(*e.kv_cache_spec_kind) : w.Nil();
+      }
+      if (tail < 4) break;
+      key("kv_cache_spec_sliding_window");
+      w.Int(*e.kv_cache_spec_sliding_window);
       break;
     }
     case PublishedEvent::Type::kBlockRemoved:
       if (map) {
-        w.Map(3);
+        w.Map(e.group_idx ? 4 : 3);
         w.Str("type");
       } else {
-        w.Array(3);
+        w.Array(e.group_idx ? 4 : 3);
       }
       w.Str("BlockRemoved");
       key("block_hashes");
@@ -100,6 +124,10 @@ void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
       for (uint64_t h : e.block_hashes) w.Uint(h);
       key("medium");
       w.Str(MediumName(e.medium));
+      if (e.group_idx) {
+        key("group_idx");
+        w.Int(*e.group_idx);
+      }
       break;
     case PublishedEvent::Type::kAllBlocksCleared:
       if (map) {

@@ -38,6 +38,13 @@ struct PublishedEvent {
   std::vector<uint32_t> token_ids;            // BlockStored only; block_size per hash.
   uint32_t block_size = 0;
   Medium medium = Medium::kGpu;
+  // Hybrid models (vLLM PRs #37688, #40984): the KV-cache group the blocks belong to and, on
+  // BlockStored, the group's kind ("full_attention", "sliding_window", "mamba") and window
+  // (tokens). Unset fields are not sent, so an event without them encodes as before; with any
+  // of them a BlockStored also carries extra_keys (one nil per block, as vLLM sends).
+  std::optional<int64_t> group_idx;
+  std::optional<std::string> kv_cache_spec_kind;
+  std::optional<int64_t> kv_cache_spec_sliding_window;
 };
 
 /// How events are encoded: msgspec `array_like` (vLLM <= 0.23, the default) or tagged maps

@@ -14,14 +14,26 @@ KvEvent BlockPool::Removed(uint64_t hash, Medium medium) const {
 }
 
 BlockPool::BlockPool(uint32_t num_gpu_blocks, uint32_t num_cpu_blocks, uint32_t block_size,
-                     std::vector<KvEvent>* events)
+                     std::vector<KvEvent>* events, std::optional<GroupTag> tag)
     : num_blocks_(num_gpu_blocks),
       num_cpu_blocks_(num_cpu_blocks),
       block_size_(block_size),
       events_(events),
+      tag_(std::move(tag)),
       blocks_(num_gpu_blocks),
       tokens_(size_t{num_gpu_blocks} * block_size) {
   for (uint32_t i = 0; i < num_blocks_; ++i) PushFreeTail(static_cast<int32_t>(i));
+}
+
+void BlockPool::Emit(KvEvent event) {
+  if (tag_ && event.type != KvEvent::Type::kAllBlocksCleared) {
+    event.group_idx = tag_->group_idx;
+    if (event.type == KvEvent::Type::kBlockStored) {
+      event.kv_cache_spec_kind = tag_->kind;
+      event.kv_cache_spec_sliding_window = tag_->sliding_window;
+    }
+  }
+  events_->push_back(std::move(event));
 }
 
 double BlockPool::Usage() const {
@@ -170,15 +182,31 @@ void BlockPool::LoadFromHost(absl::Span<const uint64_t> hashes, std::optional<ui
 
 void BlockPool::CacheBlocks(absl::Span<const int32_t> blocks, absl::Span<const uint64_t> hashes,
                             absl::Span<const uint32_t> tokens, size_t first, size_t last) {
+  CacheRange([&](size_t i) { return blocks[i]; }, hashes, tokens, first, last);
+}
+
+void BlockPool::CacheBlock(int32_t id, absl::Span<const uint64_t> hashes,
+                           absl::Span<const uint32_t> tokens, size_t pos) {
+  CacheRange([id](size_t) { return id; }, hashes, tokens, pos, pos + 1);
+}
+
+void BlockPool::CacheRange(absl::FunctionRef<int32_t(size_t)> block_at,
+                           absl::Span<const uint64_t> hashes, absl::Span<const uint32_t> tokens,
+                           size_t first, size_t last) {
   KvEvent ev;
   auto flush = [&] {
     if (!ev.block_hashes.empty()) Emit(std::move(ev));
     ev = KvEvent{};
   };
   for (size_t i = first; i < last; ++i) {
-    Block& b = blocks_[blocks[i]];
+    const int32_t id = block_at(i);
+    if (id < 0) {  // Null: a position this request no longer holds.
+      flush();
+      continue;
+    }
+    Block& b = blocks_[id];
     const uint32_t* src = &tokens[i * block_size_];
-    std::copy_n(src, block_size_, &tokens_[size_t{static_cast<uint32_t>(blocks[i])} * block_size_]);
+    std::copy_n(src, block_size_, &tokens_[size_t{static_cast<uint32_t>(id)} * block_size_]);
     b.has_parent = i > 0;
     b.parent = i > 0 ? hashes[i - 1] : 0;
     if (b.cached || cached_.contains(hashes[i])) {
@@ -187,7 +215,7 @@ void BlockPool::CacheBlocks(absl::Span<const int32_t> blocks, absl::Span<const u
     }
     b.hash = hashes[i];
     b.cached = true;
-    cached_[hashes[i]] = blocks[i];
+    cached_[hashes[i]] = id;
     if (ev.block_hashes.empty()) {
       ev.type = KvEvent::Type::kBlockStored;
       ev.parent_block_hash = i > 0 ? std::optional<uint64_t>(hashes[i - 1]) : std::nullopt;
@@ -202,16 +230,18 @@ void BlockPool::CacheBlocks(absl::Span<const int32_t> blocks, absl::Span<const u
 
 void BlockPool::Free(absl::Span<const int32_t> blocks) {
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    if (*it < 0) continue;
     Block& b = blocks_[*it];
     if (--b.ref == 0) PushFreeTail(*it);
   }
 }
 
-void BlockPool::ResetPrefixCache() {
+void BlockPool::ResetPrefixCache(bool emit) {
   for (auto& [hash, id] : cached_) blocks_[id].cached = false;
   cached_.clear();
   host_.clear();
   host_lru_.clear();
+  if (!emit) return;
   KvEvent ev;
   ev.type = KvEvent::Type::kAllBlocksCleared;
   Emit(std::move(ev));

@@ -29,11 +29,14 @@ Usage: kvgate-sim [flags]
   --dp-size N                      data-parallel engines behind each port (default 1)
   --time-scale S                   real seconds per simulated second (default 1; 0.05 = 20x)
   --model NAME                     served model name (default sim-model)
-  --profile FILE                   YAML engine profile (default: built-in llama3-8b-h100)
+  --profile NAME|FILE              engine profile: a built-in one (llama3-8b-h100, the default;
+                                   hybrid: gpt-oss-like, gemma3-like, qwen3-next-like) or a
+                                   YAML file
   --seed N                         output and fault seed (default 0)
   --default-max-tokens N           output length when the request has none (default 16)
   --num-gpu-blocks N, --num-cpu-blocks N, --max-num-seqs N, --max-num-batched-tokens N,
-  --max-model-len N                override the profile
+  --max-model-len N                override the profile (--num-gpu-blocks sets the full-attention
+                                   group's pool and scales a hybrid profile's other group alike)
   --kv-events-endpoint EP          ZMQ PUB endpoint (vLLM rule: bind if '*', '::', ipc://,
                                    inproc://, else connect); worker i rank r uses port +i*dp+r
   --kv-events-replay-endpoint EP   ZMQ ROUTER endpoint for replay (always bound)
@@ -317,11 +320,11 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
                                       "add --kv-events-remote to publish there"));
   }
   if (!o.profile_path.empty()) {
-    auto p = LoadProfile(o.profile_path);
+    auto p = LoadProfileByNameOrPath(o.profile_path);
     if (!p.ok()) return p.status();
     o.profile = *p;
   }
-  if (gpu_blocks) o.profile.num_gpu_blocks = static_cast<uint32_t>(*gpu_blocks);
+  if (gpu_blocks) o.profile.SetNumGpuBlocks(static_cast<uint32_t>(*gpu_blocks));
   if (cpu_blocks) o.profile.num_cpu_blocks = static_cast<uint32_t>(*cpu_blocks);
   if (max_seqs) o.profile.max_num_seqs = static_cast<uint32_t>(*max_seqs);
   if (max_batched) o.profile.max_num_batched_tokens = static_cast<uint32_t>(*max_batched);

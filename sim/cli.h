@@ -34,7 +34,7 @@ struct SimOptions {
   uint32_t dp_size = 1;
   double time_scale = 1.0;  // Real seconds per simulated second.
   std::string model = "sim-model";
-  std::string profile_path;  // Empty: built-in defaults (= profiles/llama3-8b-h100.yaml).
+  std::string profile_path;  // A built-in profile's name or a file; empty: llama3-8b-h100.
   Profile profile;
   uint64_t seed = 0;
   uint32_t default_max_tokens = 16;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "sim/kv_groups.h"
 #include "sim/tokens.h"
 
 namespace kvgate::sim {
@@ -12,10 +13,12 @@ Engine::Engine(const Profile& profile, std::string model, uint64_t seed)
       model_(std::move(model)),
       seed_(seed),
       root_hash_(RootBlockHash(model_)),
-      pool_(profile.num_gpu_blocks, profile.num_cpu_blocks, profile.block_size, &events_) {}
+      kv_(profile, &events_) {}
 
-uint32_t Engine::BlocksFor(uint32_t tokens) const {
-  return (tokens + profile_.block_size - 1) / profile_.block_size;
+uint32_t Engine::ChunkTokens(const Seq& seq, uint32_t computed, uint32_t n) const {
+  if (!kv_.has_mamba()) return n;
+  return MambaAlignedChunk(computed, n, static_cast<uint32_t>(seq.tokens.size()),
+                           static_cast<uint32_t>(seq.req.prompt.size()), profile_.block_size);
 }
 
 void Engine::AddRequest(EngineRequest request) {
@@ -31,12 +34,12 @@ void Engine::Abort(uint64_t id) {
   ReleaseHeld(id);
   auto match = [id](const SeqPtr& s) { return s->req.id == id; };
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
-    pool_.Free((*it)->blocks);
+    kv_.Free(&(*it)->kv);
     running_.erase(it);
     return;
   }
   if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
-    pool_.Free((*it)->blocks);
+    kv_.Free(&(*it)->kv);
     waiting_.erase(it);
   }
 }
@@ -44,14 +47,14 @@ void Engine::Abort(uint64_t id) {
 void Engine::ReleaseHeld(uint64_t id) {
   auto it = held_.find(id);
   if (it == held_.end()) return;
-  pool_.Free(it->second);
-  num_held_blocks_ -= it->second.size();
+  num_held_blocks_ -= kv_.NumBlocks(it->second);
+  kv_.Free(&it->second);
   held_.erase(it);
 }
 
 const std::vector<int32_t>* Engine::HeldBlocks(uint64_t id) const {
   auto it = held_.find(id);
-  return it == held_.end() ? nullptr : &it->second;
+  return it == held_.end() || it->second.groups.empty() ? nullptr : &it->second.groups[0].ids;
 }
 
 void Engine::UpdateHashes(Seq& seq) {
@@ -62,14 +65,12 @@ void Engine::UpdateHashes(Seq& seq) {
 void Engine::Preempt(Seq& seq) {
   // Preemption by recompute, as vLLM V1: the blocks go back to the pool (cached ones stay
   // hittable until evicted) and the request restarts from its prefix-cache hit.
-  pool_.Free(seq.blocks);
-  seq.blocks.clear();
+  kv_.Free(&seq.kv);
   seq.num_computed = 0;
-  seq.num_cached_blocks = 0;
   ++counters_.preemptions;
 }
 
-void Engine::ResetPrefixCache() { pool_.ResetPrefixCache(); }
+void Engine::ResetPrefixCache() { kv_.ResetPrefixCache(); }
 
 std::vector<KvEvent> Engine::TakeEvents() {
   std::vector<KvEvent> out;
@@ -95,13 +96,16 @@ StepResult Engine::Step(double now) {
   // 1. Running requests first, in admission order; make room by preempting the newest.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Seq& s = *running_[i];
-    const uint32_t n =
-        std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - s.num_computed, budget);
-    const uint32_t want = BlocksFor(s.num_computed + n);
-    const auto have = static_cast<uint32_t>(s.blocks.size());
-    const uint32_t need = want > have ? want - have : 0;
+    const uint32_t n = ChunkTokens(
+        s, s.num_computed,
+        std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - s.num_computed, budget));
+    if (n == 0) {  // A Mamba model's aligned chunk does not fit the budget left.
+      ++i;
+      continue;
+    }
+    kv_.RemoveSkipped(&s.kv, s.num_computed);
     bool self_preempted = false;
-    while (pool_.NumFreeBlocks() < need) {
+    while (!kv_.CanGrow(s.kv, s.num_computed, n)) {
       preempted = true;
       if (running_.size() - 1 > i) {
         Preempt(*running_.back());
@@ -116,7 +120,7 @@ StepResult Engine::Step(double now) {
       }
     }
     if (self_preempted) break;
-    pool_.Allocate(need, &s.blocks);
+    kv_.Grow(&s.kv, s.num_computed, n);
     scheduled.push_back({&s, n, s.num_computed});
     budget -= n;
     ++i;
@@ -131,9 +135,9 @@ StepResult Engine::Step(double now) {
     const size_t max_hit_blocks = (s.tokens.size() - 1) / bs;
     const absl::Span<const uint64_t> hs =
         absl::MakeConstSpan(s.hashes).first(std::min(s.hashes.size(), max_hit_blocks));
-    const size_t gpu_hit = pool_.GpuPrefix(hs);
-    const size_t host_hit = pool_.num_cpu_blocks() > 0 ? pool_.HostPrefix(hs, gpu_hit) : 0;
-    const size_t local_hit = gpu_hit + host_hit;
+    // The local hit: the leading blocks every group serves (GPU, then the host tier).
+    const CacheHit hit = kv_.FindHit(hs);
+    const size_t local_hit = hit.blocks;
     // Then the external store, for the blocks after the local hit (where vLLM asks its
     // connector's get_num_new_matched_tokens). Loaded blocks get fresh GPU blocks.
     // A P/D decode's prompt KV came from its prefill: it counts as computed, like a store hit,
@@ -146,36 +150,30 @@ StepResult Engine::Step(double now) {
     if (external_ != nullptr && remote == 0 && local_hit < hs.size()) {
       ext_hit = external_->Lookup(hs.subspan(local_hit));
     }
-    // The chunk to run and the blocks it needs, for a given store hit.
-    auto plan = [&](size_t ext, uint32_t* computed, uint32_t* n, uint32_t* new_blocks) {
-      *computed = std::max(static_cast<uint32_t>((local_hit + ext) * bs), remote);
-      *n = std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - *computed, budget);
-      *new_blocks = BlocksFor(*computed + *n) - static_cast<uint32_t>(gpu_hit);
+    // The chunk to run for a given store hit, and whether every group has room for it.
+    uint32_t computed = 0, n = 0;
+    auto plan = [&](size_t ext) {
+      computed = std::max(static_cast<uint32_t>((local_hit + ext) * bs), remote);
+      n = ChunkTokens(
+          s, computed,
+          std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - computed, budget));
+      return n > 0 && kv_.CanAdmit(hit, hs, computed, n);
     };
-    uint32_t computed = 0, n = 0, new_blocks = 0;
-    plan(ext_hit, &computed, &n, &new_blocks);
-    const uint32_t available = pool_.NumFreeBlocks() - pool_.NumFreeAmong(hs.first(gpu_hit));
-    if (available < new_blocks) break;
+    if (!plan(ext_hit)) break;
     if (ext_hit > 0) {
       const size_t loaded = external_->Load(hs.subspan(local_hit, ext_hit));
       if (loaded < ext_hit) {  // A failed load: recompute what did not arrive.
         ext_hit = loaded;
-        plan(ext_hit, &computed, &n, &new_blocks);
-        if (available < new_blocks) break;
+        if (!plan(ext_hit)) break;
       }
     }
-    pool_.AcquireCached(hs.first(gpu_hit), &s.blocks);
-    if (host_hit > 0) {
-      pool_.LoadFromHost(hs.subspan(gpu_hit, host_hit),
-                         gpu_hit > 0 ? std::optional<uint64_t>(hs[gpu_hit - 1]) : std::nullopt,
-                         &s.blocks);
-      loaded_blocks += static_cast<uint32_t>(host_hit);
-      counters_.host_blocks_loaded += host_hit;
-    }
-    pool_.Allocate(new_blocks - static_cast<uint32_t>(host_hit), &s.blocks);
-    s.num_computed = computed;
     // Store-loaded blocks are registered (and announced) like computed ones, in step 4.
-    s.num_cached_blocks = static_cast<uint32_t>(local_hit);
+    kv_.Admit(&s.kv, hit, hs, computed, n);
+    if (hit.host > 0) {
+      loaded_blocks += static_cast<uint32_t>(hit.host);
+      counters_.host_blocks_loaded += hit.host;
+    }
+    s.num_computed = computed;
     s.num_saved_blocks = static_cast<uint32_t>(local_hit + ext_hit);
     const uint32_t local_tokens = static_cast<uint32_t>(local_hit * bs);
     const uint32_t ext_tokens = remote > 0 ? 0 : computed - local_tokens;
@@ -231,10 +229,7 @@ StepResult Engine::Step(double now) {
     s.num_computed += sc.n;
     UpdateHashes(s);
     const uint32_t full = s.num_computed / bs;
-    if (full > s.num_cached_blocks) {
-      pool_.CacheBlocks(s.blocks, s.hashes, s.tokens, s.num_cached_blocks, full);
-      s.num_cached_blocks = full;
-    }
+    kv_.Cache(&s.kv, s.hashes, s.tokens, s.num_computed);
     if (external_ != nullptr && full > s.num_saved_blocks) {
       // Newly computed blocks go to the store after the step (vLLM's save_kv_layer).
       const uint32_t from = s.num_saved_blocks;
@@ -263,12 +258,12 @@ StepResult Engine::Step(double now) {
       out.finished = true;
       any_finished = true;
       if (s.req.hold) {  // A P/D prefill: its KV waits for the decode to pull it.
-        num_held_blocks_ += s.blocks.size();
-        held_[s.req.id] = std::move(s.blocks);
+        num_held_blocks_ += kv_.NumBlocks(s.kv);
+        held_[s.req.id] = std::move(s.kv);
       } else {
-        pool_.Free(s.blocks);
+        kv_.Free(&s.kv);
       }
-      s.blocks.clear();
+      s.kv.groups.clear();
       ++counters_.finished;
     }
     result.outputs.push_back(std::move(out));

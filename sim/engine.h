@@ -1,8 +1,8 @@
 // File: sim/engine.h
 // One simulated vLLM engine (one data-parallel rank): a continuous-batching scheduler with
-// chunked prefill over a BlockPool, in simulated time. Pure and deterministic: no I/O, no clock;
-// the caller supplies arrival times and runs Step() back to back, so the same request sequence
-// gives the same outputs, events and timings. Thread-compatible.
+// chunked prefill over a KV cache of one or more groups (KvCoordinator), in simulated time. Pure
+// and deterministic: no I/O, no clock; the caller supplies arrival times and runs Step() back to
+// back, so the same request sequence gives the same outputs, events and timings. Thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "sim/block_pool.h"
 #include "sim/external_cache.h"
+#include "sim/kv_coordinator.h"
 #include "sim/profile.h"
 
 namespace kvgate::sim {
@@ -89,9 +90,9 @@ class Engine {
   void Abort(uint64_t id);
   /// Frees the blocks a finished `hold` request kept (no-op when it holds none).
   void ReleaseHeld(uint64_t id);
-  /// The blocks a finished `hold` request keeps, or nullptr.
+  /// The full-attention blocks a finished `hold` request keeps, or nullptr.
   const std::vector<int32_t>* HeldBlocks(uint64_t id) const;
-  /// Blocks kept by finished `hold` requests.
+  /// Blocks kept by finished `hold` requests (every group's).
   uint64_t num_held_blocks() const { return num_held_blocks_; }
   /// True while some request is waiting or running.
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
@@ -109,7 +110,9 @@ class Engine {
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
   const EngineCounters& counters() const { return counters_; }
-  const BlockPool& pool() const { return pool_; }
+  /// The full-attention group's pool (the only one without hybrid groups).
+  const BlockPool& pool() const { return kv_.pool(0); }
+  const KvCoordinator& kv_cache() const { return kv_; }
   const Profile& profile() const { return profile_; }
 
  private:
@@ -117,9 +120,8 @@ class Engine {
     EngineRequest req;
     std::vector<uint32_t> tokens;  // Prompt, then output.
     std::vector<uint64_t> hashes;  // Chained hashes of the full blocks of `tokens`.
-    std::vector<int32_t> blocks;
+    RequestKv kv;                  // Its blocks, per group.
     uint32_t num_computed = 0;
-    uint32_t num_cached_blocks = 0;  // Leading blocks registered in the pool's cache.
     uint32_t num_output = 0;
     uint64_t prompt_hash = 0;
     bool scheduled_once = false;
@@ -133,7 +135,9 @@ class Engine {
 
   void UpdateHashes(Seq& seq);
   void Preempt(Seq& seq);
-  uint32_t BlocksFor(uint32_t tokens) const;
+  /// The tokens of a chunk of up to `n` from seq's num_computed (or `computed`) that may run:
+  /// `n`, or block-aligned for a Mamba model (MambaAlignedChunk); 0: none this step.
+  uint32_t ChunkTokens(const Seq& seq, uint32_t computed, uint32_t n) const;
 
   const Profile profile_;
   const std::string model_;
@@ -141,11 +145,11 @@ class Engine {
   const uint64_t root_hash_;
   std::vector<KvEvent> events_;
   ExternalKvCache* external_ = nullptr;
-  BlockPool pool_;
+  KvCoordinator kv_;
   std::vector<SeqPtr> running_;  // Admission order.
   std::deque<SeqPtr> waiting_;
   EngineCounters counters_;
-  absl::flat_hash_map<uint64_t, std::vector<int32_t>> held_;  // Finished `hold` requests.
+  absl::flat_hash_map<uint64_t, RequestKv> held_;  // Finished `hold` requests.
   uint64_t num_held_blocks_ = 0;
 };
 

@@ -1,14 +1,30 @@
 // File: sim/profile.h
-// The engine profile: KV-cache geometry, scheduler limits and the per-step time model, loaded
-// from YAML (sim/profiles/*.yaml). A value type; thread-compatible.
+// The engine profile: KV-cache geometry (and, for hybrid models, the KV-cache groups), scheduler
+// limits and the per-step time model, loaded from YAML (sim/profiles/*.yaml, also built in by
+// name). A value type; thread-compatible.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace kvgate::sim {
+
+/// The layer kind of a KV-cache group (vLLM's KVCacheSpec kinds the simulator models).
+enum class KvGroupKind : uint8_t { kFullAttention, kSlidingWindow, kMamba };
+
+/// vLLM's kv_cache_spec_kind names: "full_attention", "sliding_window", "mamba".
+std::string_view KvGroupKindName(KvGroupKind kind);
+
+/// One KV-cache group: vLLM keeps one per layer kind. All groups share the profile's block_size.
+struct KvGroupSpec {
+  KvGroupKind kind = KvGroupKind::kFullAttention;
+  uint32_t sliding_window = 0;  // Tokens; kSlidingWindow only.
+  uint32_t num_gpu_blocks = 0;  // This group's own pool.
+};
 
 /// Defaults are the 8B-on-one-H100 numbers of profiles/llama3-8b-h100.yaml (provenance there).
 struct Profile {
@@ -45,6 +61,18 @@ struct Profile {
   // a token, in simulated time; store_bytes_per_token real bytes a token travel through transfer/.
   double pd_bandwidth_bytes_per_s = 2.5e10;
 
+  // KV-cache groups of a hybrid model (profiles/gpt-oss-like.yaml). Empty: one full-attention
+  // group of num_gpu_blocks whose events carry no group fields (today's encoding). Otherwise
+  // groups[0] is full attention, num_gpu_blocks is its pool, and there is at most one other
+  // group (sliding window or Mamba), whose hit rule is sim/kv_groups.h's.
+  std::vector<KvGroupSpec> groups;
+
+  /// The groups the engine runs: `groups`, or the one implicit full-attention group.
+  std::vector<KvGroupSpec> KvGroups() const;
+  /// Sets the full-attention pool to `n` blocks and scales the other groups' pools in proportion
+  /// (at least 1 block each), as --num-gpu-blocks does.
+  void SetNumGpuBlocks(uint32_t n);
+
   /// Checks ranges (kInvalidArgument naming the field).
   absl::Status Validate() const;
 };
@@ -55,5 +83,12 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path);
 
 /// Same, from YAML text.
 absl::StatusOr<Profile> ParseProfile(const std::string& yaml);
+
+/// The profiles built into the binary (sim/profiles/*.yaml, embedded at build time), by name:
+/// llama3-8b-h100, gpt-oss-like, gemma3-like, qwen3-next-like.
+std::vector<std::string> BuiltinProfileNames();
+
+/// --profile's argument: a built-in profile's name, else a path (LoadProfile).
+absl::StatusOr<Profile> LoadProfileByNameOrPath(const std::string& name_or_path);
 
 }  // namespace kvgate::sim

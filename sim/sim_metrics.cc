@@ -96,9 +96,9 @@ std::string RenderSimMetrics(const SimOptions& options,
   gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
         [](const EngineRunner& r) { return r.engine().num_waiting(); });
   gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-        [](const EngineRunner& r) { return r.engine().pool().Usage(); });
+        [](const EngineRunner& r) { return r.engine().kv_cache().Usage(); });
   gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (deprecated alias).",
-        [](const EngineRunner& r) { return r.engine().pool().Usage(); });
+        [](const EngineRunner& r) { return r.engine().kv_cache().Usage(); });
   counter("vllm:prefix_cache_queries",
           "Prefix cache queries, in terms of number of queried tokens.",
           [](const EngineCounters& c) { return c.prefix_cache_queries; });

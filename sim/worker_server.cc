@@ -549,10 +549,22 @@ std::string SimServer::ModelsJson() const {
 std::string SimServer::BlocksJson() const {
   std::string out = "{\"ranks\":[";
   for (size_t i = 0; i < runners_.size(); ++i) {
-    const BlockPool& pool = runners_[i]->engine().pool();
+    const KvCoordinator& kv = runners_[i]->engine().kv_cache();
+    const BlockPool& pool = kv.pool(0);
     common::StrAppend(&out, i ? "," : "", "{\"rank\":", i, ",\"GPU\":[",
                       common::StrJoin(pool.CachedHashes(Medium::kGpu), ","), "],\"CPU\":[",
-                      common::StrJoin(pool.CachedHashes(Medium::kCpu), ","), "]}");
+                      common::StrJoin(pool.CachedHashes(Medium::kCpu), ","), "]");
+    // A hybrid profile's groups (GPU and CPU above are group 0's).
+    if (!o_.profile.groups.empty()) {
+      out += ",\"groups\":[";
+      for (size_t g = 0; g < kv.num_groups(); ++g) {
+        common::StrAppend(&out, g ? "," : "", "{\"group_idx\":", g, ",\"kind\":\"",
+                          KvGroupKindName(kv.spec(g).kind), "\",\"GPU\":[",
+                          common::StrJoin(kv.pool(g).CachedHashes(Medium::kGpu), ","), "]}");
+      }
+      out += "]";
+    }
+    out += "}";
   }
   return out + "]}";
 }

@@ -134,7 +134,8 @@ class SimServer {
                                             uint64_t engine_id,
                                             const std::vector<uint32_t>& prompt);
   std::string ModelsJson() const;
-  // GET /debug/blocks: each rank's cached block hashes, per medium.
+  // GET /debug/blocks: each rank's cached block hashes, per medium (group 0), and with a hybrid
+  // profile each group's GPU hashes.
   std::string BlocksJson() const;
   // The usage's kv_store_tokens: only with a store.
   std::optional<uint32_t> StoreTokens(const Pending& p) const;

@@ -1,5 +1,6 @@
 #include "bench/replay/prediction.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "bench/replay/report.h"
@@ -90,6 +91,34 @@ PredictionSummary SummarizePredictions(const std::vector<TtftPrediction>& predic
   for (size_t k = 0; k < kPredictionParts.size(); ++k) {
     if (part_counts[k] > 0) s.part_means_s[k] = part_sums[k] / part_counts[k];
   }
+  return s;
+}
+
+CachedPredictionSummary SummarizeCachedPredictions(const std::vector<int64_t>& predicted,
+                                                   const std::vector<uint64_t>& reported,
+                                                   const std::vector<uint64_t>& prompt_tokens) {
+  CachedPredictionSummary s;
+  std::vector<uint64_t> errors;
+  uint64_t prompts = 0, total = 0;
+  for (size_t i = 0; i < predicted.size() && i < reported.size(); ++i) {
+    if (predicted[i] < 0) continue;
+    const uint64_t p = static_cast<uint64_t>(predicted[i]);
+    const uint64_t r = reported[i];
+    ++s.count;
+    if (p == r) ++s.exact;
+    if (p > r) s.over_tokens += p - r;
+    if (r > p) s.under_tokens += r - p;
+    errors.push_back(p > r ? p - r : r - p);
+    total += errors.back();
+    prompts += i < prompt_tokens.size() ? prompt_tokens[i] : 0;
+  }
+  if (s.count == 0) return s;
+  std::sort(errors.begin(), errors.end());
+  const size_t rank = (errors.size() * 9 + 9) / 10;  // nearest rank: ceil(0.9 n)
+  s.abs_error_p90 = errors[std::max<size_t>(rank, 1) - 1];
+  s.abs_error_max = errors.back();
+  s.abs_error_mean = static_cast<double>(total) / static_cast<double>(s.count);
+  s.abs_error_share = prompts > 0 ? static_cast<double>(total) / static_cast<double>(prompts) : 0;
   return s;
 }
 

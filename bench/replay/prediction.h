@@ -46,4 +46,22 @@ struct PredictionSummary {
 PredictionSummary SummarizePredictions(const std::vector<TtftPrediction>& predicted,
                                        const std::vector<double>& actual_ttft_s);
 
+/// How far the gateway's predicted cached tokens (x-kvgate-predicted-cached-tokens) were from the
+/// cached tokens the engine reported in usage: what precise mode must get exactly right.
+struct CachedPredictionSummary {
+  uint64_t count = 0;        // Requests with both.
+  uint64_t exact = 0;        // Of them, predicted == reported.
+  uint64_t over_tokens = 0;  // Sum of (predicted - reported) where predicted > reported.
+  uint64_t under_tokens = 0;
+  uint64_t abs_error_p90 = 0, abs_error_max = 0;  // Tokens; nearest rank.
+  double abs_error_mean = 0;                      // Tokens.
+  // sum |predicted - reported| / sum prompt tokens: the error as a share of the prompts.
+  double abs_error_share = 0;
+};
+
+/// `predicted[i]` < 0 (no header) pairs are skipped.
+CachedPredictionSummary SummarizeCachedPredictions(const std::vector<int64_t>& predicted,
+                                                   const std::vector<uint64_t>& reported,
+                                                   const std::vector<uint64_t>& prompt_tokens);
+
 }  // namespace kvgate::replay

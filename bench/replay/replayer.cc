@@ -290,6 +290,12 @@ class Session {
       if (auto it = head.find("X-Kvgate-Prediction"); it != head.end()) {
         ParsePredictionHeader({it->value().data(), it->value().size()}, &rec->prediction);
       }
+      if (auto it = head.find("X-Kvgate-Predicted-Cached-Tokens"); it != head.end()) {
+        uint64_t n = 0;
+        if (common::ParseUint64({it->value().data(), it->value().size()}, &n)) {
+          rec->predicted_cached_tokens = static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
+        }
+      }
       const bool success = rec->status >= 200 && rec->status < 300;
       load_.Open(rec->worker);
       co_await ReadBody(conn.get(), parser, success, t0, rec, answer);

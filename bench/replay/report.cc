@@ -63,6 +63,18 @@ void AppendPrediction(std::string* out, const PredictionSummary& p) {
   out->append("}}");
 }
 
+void AppendCachedPrediction(std::string* out, const CachedPredictionSummary& c) {
+  if (c.count == 0) {
+    out->append("null");
+    return;
+  }
+  StrAppend(out, "{\"count\":", c.count, ",\"exact\":", c.exact, ",\"over_tokens\":", c.over_tokens,
+            ",\"under_tokens\":", c.under_tokens, ",\"abs_error_p90\":", c.abs_error_p90,
+            ",\"abs_error_max\":", c.abs_error_max);
+  AppendFields(out, {{"abs_error_mean", c.abs_error_mean}, {"abs_error_share", c.abs_error_share}});
+  out->append("}");
+}
+
 void AppendFloor(std::string* out, const FloorSummary& f) {
   if (!f.computed) {
     out->append("null");
@@ -121,6 +133,8 @@ Report BuildReport(const std::vector<RequestRecord>& records,
   report.duration_s = duration_s;
   std::vector<double> ttft, tpot, e2e, floors, predicted_actual;
   std::vector<TtftPrediction> predicted;
+  std::vector<int64_t> cached_predicted;
+  std::vector<uint64_t> cached_reported, cached_prompts;
   uint64_t compulsory = 0;
   bool floor = false;
   for (const auto& r : records) {
@@ -153,6 +167,11 @@ Report BuildReport(const std::vector<RequestRecord>& records,
         predicted_actual.push_back(r.ttft_s);
       }
     }
+    if (r.usage && r.predicted_cached_tokens >= 0) {
+      cached_predicted.push_back(r.predicted_cached_tokens);
+      cached_reported.push_back(r.cached_tokens);
+      cached_prompts.push_back(r.prompt_tokens);
+    }
     if (r.tpot_s() >= 0) tpot.push_back(r.tpot_s());
     e2e.push_back(r.e2e_s);
   }
@@ -161,6 +180,8 @@ Report BuildReport(const std::vector<RequestRecord>& records,
   report.tpot = Summarize(std::move(tpot));
   report.e2e = Summarize(std::move(e2e));
   report.prediction = SummarizePredictions(predicted, predicted_actual);
+  report.cached_prediction =
+      SummarizeCachedPredictions(cached_predicted, cached_reported, cached_prompts);
   if (floor) report.floor = SummarizeFloor(std::move(floors), compulsory, report.ttft);
   return report;
 }
@@ -225,6 +246,8 @@ std::string ReportToJson(const Report& r) {
     AppendNumber(&out, r.bounds.pooled_lru_reuse_ratio);
     StrAppend(&out, ",\"capacity_tokens\":", r.bounds.capacity_tokens, "}");
   }
+  out.append(",\"cached_prediction\":");
+  AppendCachedPrediction(&out, r.cached_prediction);
   out.append(",\"prediction\":");
   AppendPrediction(&out, r.prediction);
   out.append(",\"floor\":");
@@ -252,6 +275,11 @@ std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
               ",\"cached_tokens\":", r.cached_tokens, ",\"store_tokens\":", r.store_tokens,
               ",\"completion_tokens\":", r.completion_tokens, ",\"worker\":");
     common::AppendJsonString(out, r.worker);
+    if (r.predicted_cached_tokens >= 0) {
+      StrAppend(&out, ",\"predicted_cached_tokens\":", r.predicted_cached_tokens);
+    } else {
+      out.append(",\"predicted_cached_tokens\":null");
+    }
     out.append(",\"prediction\":");
     if (!r.prediction.present()) {
       out.append("null");
@@ -324,6 +352,15 @@ std::string ReportToTable(const Report& r) {
     }
     if (!parts.empty()) out += fmt::format(" ({})", parts);
     out += fmt::format(", measured {:.2f} ms\n", ms(p.actual_ttft_mean_s));
+  }
+  if (r.cached_prediction.count > 0) {
+    const CachedPredictionSummary& c = r.cached_prediction;
+    out += fmt::format(
+        "Cached-token prediction ({} requests): exact {:.1f}%  |error| mean {:.0f}  p90 {}  max {} "
+        "tokens ({:.2f}% of prompt tokens)  over {}  under {}\n",
+        c.count, 100.0 * static_cast<double>(c.exact) / static_cast<double>(c.count),
+        c.abs_error_mean, c.abs_error_p90, c.abs_error_max, 100 * c.abs_error_share, c.over_tokens,
+        c.under_tokens);
   }
   out += fmt::format("\n{:<36}{:>9}{:>8}{:>12}{:>12}{:>8}{:>9}\n", "worker", "requests", "errors",
                      "prompt", "cached", "cached%", "max conc");

@@ -31,8 +31,9 @@ struct RequestRecord {
   uint64_t completion_tokens = 0;  // From usage, else the number of content events.
   std::string worker;              // X-Kvgate-Worker response header, if any.
   TtftPrediction prediction;       // x-kvgate-prediction response header, if any.
-  uint64_t compulsory_tokens = 0;  // Input no earlier request of the run sent (floor.h).
-  double floor_s = -1;             // compulsory_tokens / --floor-prefill-rate; < 0 without.
+  int64_t predicted_cached_tokens = -1;  // x-kvgate-predicted-cached-tokens, -1 without.
+  uint64_t compulsory_tokens = 0;        // Input no earlier request of the run sent (floor.h).
+  double floor_s = -1;                   // compulsory_tokens / --floor-prefill-rate; < 0 without.
 
   bool ok() const { return error.empty() && status >= 200 && status < 300; }
   /// (E2E - TTFT) / (completion_tokens - 1); < 0 when undefined.
@@ -83,8 +84,9 @@ struct Report {
   LatencySummary ttft, tpot, e2e;
   std::map<std::string, WorkerSummary> workers;  // Keyed by X-Kvgate-Worker ("" = unknown).
   BoundsSummary bounds;
-  PredictionSummary prediction;  // count 0 when no response carried a prediction.
-  FloorSummary floor;            // computed only with --floor-prefill-rate.
+  PredictionSummary prediction;               // count 0 when no response carried a prediction.
+  CachedPredictionSummary cached_prediction;  // count 0 without the header.
+  FloorSummary floor;                         // computed only with --floor-prefill-rate.
 
   double cached_ratio() const;
   double requests_per_s() const;

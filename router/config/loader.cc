@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -166,6 +167,13 @@ absl::Status ValidateConfig(const Config& c) {
     if (!seen.insert(c.workers[i].url.ToString()).second) {
       errors.push_back(common::StrCat("workers[", i, "].url: duplicate worker '",
                                       c.workers[i].url.ToString(), "'"));
+    }
+    for (const std::string& name : c.workers[i].stores) {
+      if (std::none_of(c.stores.begin(), c.stores.end(),
+                       [&](const StoreConfig& s) { return s.name == name; })) {
+        errors.push_back(
+            common::StrCat("workers[", i, "].stores: no store named '", name, "' in `stores`"));
+      }
     }
   }
   if (router::FindPolicy(c.routing.policy) == nullptr) {

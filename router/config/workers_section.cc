@@ -57,8 +57,8 @@ void ReadKvEvents(YamlReader& r, const YAML::Node& n, const std::string& path, K
 void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra) {
   std::vector<std::string_view> keys = {
-      "models",    "role",           "dp_size",    "weight", "kv_capacity_tokens",
-      "kv_events", "bootstrap_port", "zmq_address"};
+      "models",    "role",           "dp_size",     "weight", "kv_capacity_tokens",
+      "kv_events", "bootstrap_port", "zmq_address", "stores"};
   // What a prefill's kv_transfer_params may name (issue 27; ReadTransferPeer).
   keys.insert(keys.end(), {"kv_transfer_hosts", "kv_transfer_ports", "kv_transfer_engine_id"});
   if (seen == nullptr) {
@@ -130,6 +130,7 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
   if (const YAML::Node e = node["kv_events"]; e.IsDefined() && !e.IsNull()) {
     ReadKvEvents(r, e, YamlReader::Join(path, "kv_events"), &w->kv_events.emplace());
   }
+  r.StringList(node, path, "stores", &w->stores);  // Names checked against `stores` by Validate.
   ReadTransferPeer(r, node, path, w);
 }
 

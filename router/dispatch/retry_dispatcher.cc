@@ -79,8 +79,12 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     a.reservation = &d.reservation;
     ex.attempts = attempt + 1;
     ex.prediction.clear();
-    if (d.predicted_ttft && plan.config->kvaware.prediction_header) {
-      ex.prediction = PredictionHeader(*d.predicted_ttft);
+    ex.predicted_cached_tokens = -1;
+    if (plan.config->kvaware.prediction_header) {
+      if (d.predicted_ttft) ex.prediction = PredictionHeader(*d.predicted_ttft);
+      if (plan.policy->UsesPrefixCache() && !plan.chain.empty()) {
+        ex.predicted_cached_tokens = d.predicted_cached_tokens + d.predicted_store_tokens;
+      }
     }
     const AttemptResult r = co_await upstream_.Send(tc, ex, a);
 

@@ -55,6 +55,45 @@ void AppendTierCounts(std::string& out, const std::array<uint64_t, kvindex::kNum
   out += "}";
 }
 
+// A hybrid model's KV-cache groups beside full attention (nothing for other models).
+void AppendGroups(std::string& out, const std::vector<kvindex::GroupView>& groups) {
+  if (groups.empty()) return;
+  out += ",\"groups\":[";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const kvindex::GroupView& g = groups[i];
+    common::StrAppend(&out, i > 0 ? "," : "", "{\"group\":", g.group, ",\"kind\":\"",
+                      kvindex::GroupKindName(g.spec.kind),
+                      "\",\"sliding_window\":", g.spec.sliding_window,
+                      ",\"block_size\":", g.block_size, ",\"blocks\":");
+    AppendTierCounts(out, g.blocks);
+    out += "}";
+  }
+  out += "]";
+}
+
+// For a hybrid worker's chosen rank: the full-attention match and what each other group serves
+// of it (the hit is the smallest).
+void AppendGroupMatch(std::string& out, const GatewayState& state, const RoutePlan& plan,
+                      std::string_view model, const Worker& w, const Candidate& c) {
+  const kvindex::Holder holder =
+      PreciseMode::HolderOf(w, static_cast<uint32_t>(std::max(c.dp_rank, 0)));
+  if (!state.precise.groups().Hybrid(holder) || !w.config().kv_events) return;
+  const uint32_t bs = w.config().kv_events->block_size;
+  std::vector<kvindex::BlockHash> chain;
+  PreciseMode::TokenChain(plan.tokens, model, bs, &chain);
+  const auto m = state.precise.index().Match(chain, {&holder, 1});
+  const uint32_t full = m.empty() ? 0 : m[0].any_tier_blocks;
+  common::StrAppend(&out, ",\"full_attention_tokens\":", uint64_t{full} * bs, ",\"groups\":[");
+  const auto groups = state.precise.groups().Explain(holder, chain, bs, full);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& [g, hit] = groups[i];
+    common::StrAppend(&out, i > 0 ? "," : "", "{\"group\":", g.group, ",\"kind\":\"",
+                      kvindex::GroupKindName(g.spec.kind), "\",\"hit_tokens\":", uint64_t{hit} * bs,
+                      "}");
+  }
+  out += "]";
+}
+
 // Precise mode's view of one worker: its state, blocks per tier (from its events) and each DP
 // rank's event stream; with `block_ids`, the engine's ids of every block it holds.
 void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
@@ -91,6 +130,7 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
     if (r > 0) ranks += ",";
     common::StrAppend(&ranks, "{\"dp_rank\":", r, ",\"blocks\":");
     AppendTierCounts(ranks, counts);
+    AppendGroups(ranks, precise.groups().Groups(holder));
     if (st == nullptr) {
       complete = false;
       ranks += ",\"subscribed\":false}";
@@ -285,6 +325,7 @@ absl::StatusOr<std::string> ExplainJson(GatewayState& state, const Snapshot& sna
     if (c.precise) {
       common::StrAppend(&out, ",\"dp_rank\":", c.dp_rank,
                         ",\"precise_blocks\":", d.precise_blocks[i]);
+      AppendGroupMatch(out, state, *plan, model, w, c);
     }
     out += "}";
   }

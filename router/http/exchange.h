@@ -101,6 +101,9 @@ struct Exchange {
   // x-kvgate-prediction for the attempt being relayed ("" none: routing.kvaware.
   // prediction_header off, or a policy that predicts nothing).
   std::string prediction;
+  // x-kvgate-predicted-cached-tokens: the prompt tokens the decision expected the engine to find
+  // cached (GPU, host or store), -1 none (same switch; policies that ignore the cache).
+  int64_t predicted_cached_tokens = -1;
   int64_t cached_tokens = -1;
   int64_t prompt_tokens = -1;
   std::string response_id;         // POST /v1/responses: the id the worker gave the response

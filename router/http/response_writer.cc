@@ -173,6 +173,10 @@ void BeginRelayedHead(ThreadContext& tc, Exchange& ex, int status, std::string_v
                     "\r\n");
   if (!ex.prediction.empty())
     common::StrAppend(out, "x-kvgate-prediction: ", ex.prediction, "\r\n");
+  if (ex.predicted_cached_tokens >= 0) {
+    common::StrAppend(out, "x-kvgate-predicted-cached-tokens: ", ex.predicted_cached_tokens,
+                      "\r\n");
+  }
   AppendCors(ex, out);
   AppendConnection(ex, out);
 }

@@ -154,7 +154,7 @@ PreciseMode::PreciseMode(prometheus::Registry& registry, const config::RoutingCo
                                          // The engines say what they evict: no LRU guessing.
                                          .default_capacity_blocks = uint64_t{1} << 26,
                                          .max_memory_bytes = routing.index_memory_bytes}),
-      applier_(index_, ApplierOptionsFrom(routing)),
+      applier_(index_, ApplierOptionsFrom(routing), &groups_),
       observer_(std::make_unique<Observer>(*this)),
       metrics_(std::make_unique<Metrics>(registry)),
       subscriber_(applier_, observer_.get(), SubscriberOptionsFrom(routing)) {}

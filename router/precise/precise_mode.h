@@ -80,6 +80,8 @@ class PreciseMode {
   }
 
   const kvindex::PrefixIndex& index() const { return index_; }
+  /// Hybrid models' groups beside full attention (sliding window, Mamba state).
+  const kvindex::HybridGroups& groups() const { return groups_; }
   SpeculativeBlocks& speculative() { return speculative_; }
   const kvevents::EventApplier& applier() const { return applier_; }
   std::vector<kvevents::SourceStatus> Sources() const { return subscriber_.Status(); }
@@ -106,6 +108,7 @@ class PreciseMode {
 
   std::atomic<bool> enabled_{false};
   kvindex::PrefixIndex index_;
+  kvindex::HybridGroups groups_;
   kvevents::EventApplier applier_;
   std::unique_ptr<Observer> observer_;
   std::unique_ptr<Metrics> metrics_;

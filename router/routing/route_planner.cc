@@ -174,13 +174,32 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
       holders.push_back(PreciseMode::HolderOf(w, r));
     }
     precise_->index().Match(chain, holders, &matches);
+    // As vLLM, the engine computes at least the prompt's last token: a block-aligned prompt
+    // hits all blocks but its last.
+    const uint32_t max_hit = static_cast<uint32_t>((plan.tokens.size() - 1) / std::max(1u, bs));
     // The rank holding the longest prefix (in GPU, or about to be, then in any tier).
     uint32_t best_gpu = 0, best_any = 0;
     int best_rank = -1;
     for (size_t r = 0; r < matches.size(); ++r) {
-      const uint32_t gpu = precise_->speculative().Extend(
-          holders[r], chain, matches[r].blocks[static_cast<int>(kvindex::Tier::kGpu)], now);
-      const uint32_t any = std::max(gpu, matches[r].any_tier_blocks);
+      kvindex::MatchResult& m = matches[r];
+      // A hybrid model's hit is what every KV-cache group serves, not full attention's alone.
+      auto& gpu_blocks = m.blocks[static_cast<int>(kvindex::Tier::kGpu)];
+      gpu_blocks = std::min(gpu_blocks, max_hit);
+      m.any_tier_blocks = std::min(m.any_tier_blocks, max_hit);
+      const uint32_t full_attention = gpu_blocks;
+      const bool hybrid = precise_->groups().Hybrid(holders[r]);
+      if (hybrid) {
+        gpu_blocks = precise_->groups().Cap(holders[r], chain, bs, gpu_blocks, /*gpu_only=*/true);
+        m.any_tier_blocks =
+            precise_->groups().Cap(holders[r], chain, bs, m.any_tier_blocks, /*gpu_only=*/false);
+      }
+      for (auto& tier_blocks : m.blocks) tier_blocks = std::min(tier_blocks, m.any_tier_blocks);
+      uint32_t gpu =
+          std::min(max_hit, precise_->speculative().Extend(holders[r], chain, full_attention, now));
+      // A guess counts only beyond what the events already show: once full attention holds it,
+      // the other groups' events say what the engine kept (a hybrid hit can be shorter).
+      if (gpu <= full_attention) gpu = gpu_blocks;
+      const uint32_t any = std::max(gpu, m.any_tier_blocks);
       if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
         best_rank = static_cast<int>(r);
         best_gpu = gpu;
@@ -209,13 +228,14 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
   }
 }
 
-void RoutePlanner::MatchStores(RoutePlan& plan, Decision& d) const {
+void RoutePlanner::MatchStores(RoutePlan& plan, absl::Span<Worker* const> workers,
+                               Decision& d) const {
   const auto stores = precise_->Stores();
   if (stores->empty()) return;
   const config::RoutingConfig& config = *plan.config;
-  // Every worker can load what a shared store holds: the store's prefix is each candidate's
-  // store tier (kvaware charges it the load time instead of the recompute time).
-  uint32_t best = 0;
+  // A shared pool's blocks are the pool's, whoever published them: its prefix is the store tier
+  // of every candidate that reaches it (kvaware charges the load time, not the recompute time).
+  absl::InlinedVector<uint32_t, 4> prefix(stores->size(), 0);
   std::vector<kvindex::MatchResult> matches;
   for (size_t i = 0; i < stores->size(); ++i) {
     if (!precise_->StoreUp(i)) continue;  // What it held cannot be loaded now.
@@ -225,11 +245,19 @@ void RoutePlanner::MatchStores(RoutePlan& plan, Decision& d) const {
     precise_->index().Match(chain, {&holder, 1}, &matches);
     if (matches.empty()) continue;
     const uint32_t blocks = matches[0].blocks[static_cast<int>(kvindex::Tier::kStore)];
-    best = std::max(best, static_cast<uint32_t>(uint64_t{blocks} * bs /
-                                                std::max<uint32_t>(1, config.block_tokens)));
+    prefix[i] =
+        static_cast<uint32_t>(uint64_t{blocks} * bs / std::max<uint32_t>(1, config.block_tokens));
   }
-  for (Candidate& c : d.candidates) {
-    auto& store = c.cached_blocks[static_cast<int>(kvindex::Tier::kStore)];
+  for (size_t c = 0; c < d.candidates.size() && c < workers.size(); ++c) {
+    const auto& reaches = workers[c]->config().stores;  // empty: every store
+    uint32_t best = 0;
+    for (size_t i = 0; i < stores->size(); ++i) {
+      if (reaches.empty() ||
+          std::find(reaches.begin(), reaches.end(), (*stores)[i].name) != reaches.end()) {
+        best = std::max(best, prefix[i]);
+      }
+    }
+    auto& store = d.candidates[c].cached_blocks[static_cast<int>(kvindex::Tier::kStore)];
     store = std::max(store, best);
   }
 }
@@ -279,7 +307,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   for (const auto& c : d.candidates) deepest = std::max(deepest, c.cached_any_blocks);
   if (policy.UsesPrefixCache() && precise_ != nullptr && !plan.tokens.empty()) {
     MatchPrecise(plan, now, workers, d);
-    MatchStores(plan, d);
+    MatchStores(plan, workers, d);
   }
 
   const ParsedRequest& req = *plan.request;

@@ -161,7 +161,7 @@ class RoutePlanner {
   static const std::vector<kvindex::BlockHash>& TokenChainFor(RoutePlan& plan, uint32_t block_size);
   /// Raises every candidate's store tier to what the configured stores that are up hold of the
   /// prompt.
-  void MatchStores(RoutePlan& plan, Decision& d) const;
+  void MatchStores(RoutePlan& plan, absl::Span<Worker* const> workers, Decision& d) const;
   // Overrides the approximate matches of verified precise-mode candidates with the engines'
   // own view (best DP rank), counting route-time speculative blocks not yet confirmed.
   void MatchPrecise(RoutePlan& plan, SteadyClock::time_point now, absl::Span<Worker* const> workers,

@@ -296,6 +296,20 @@ TEST(ConfigLoader, KvEventsErrorsNameKeyAndLine) {
   EXPECT_THAT(Error("routing:\n  precise: {probes: true}\n"), HasSubstr("unknown key"));
 }
 
+TEST(ConfigValidate, WorkerStoresMustNameConfiguredStores) {
+  auto c = LoadConfigFromString(
+      "workers:\n  - {url: \"http://a:1\", stores: [pool]}\n  - url: http://b:1\n"
+      "stores:\n  - {name: pool, model: m, kv_events: {endpoint: \"tcp://10.0.0.5:5557\"}}\n",
+      "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->workers[0].stores, std::vector<std::string>{"pool"});
+  EXPECT_TRUE(c->workers[1].stores.empty());
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+  c->workers[1].stores = {"elsewhere"};
+  EXPECT_THAT(std::string(ValidateConfig(*c).message()),
+              HasSubstr("workers[1].stores: no store named 'elsewhere'"));
+}
+
 TEST(ConfigValidate, DuplicateFromCommandLine) {
   Config c;
   WorkerConfig w;

@@ -164,5 +164,124 @@ TEST_F(EventApplierTest, ForgetDropsTheHolderEverywhere) {
   EXPECT_EQ(applier_.BlockCounts(kW0)[0], 0u);
 }
 
+TEST_F(EventApplierTest, HiCacheAndLmcacheMediaMapToTiers) {
+  const auto t = Tokens(0, 4);
+  applier_.Apply(kW0, "m",
+                 Batch({Stored({1}, std::nullopt, t, 4, "CPU_PINNED"),
+                        Stored({1}, std::nullopt, t, 4, "EXTERNAL")}));
+  EXPECT_EQ(Held(index_, kW0, Chain(t, 4), Tier::kHost), 1u);
+  EXPECT_EQ(Held(index_, kW0, Chain(t, 4), Tier::kStore), 1u);
+  // The device turns over; the host and store copies stay routable (sglang#39108).
+  BlockRemoved gpu;
+  gpu.block_hashes = {1};
+  gpu.medium = "GPU";
+  applier_.Apply(kW0, "m", Batch({Stored({1}, std::nullopt, t, 4, "GPU"), gpu}));
+  EXPECT_EQ(Held(index_, kW0, Chain(t, 4), Tier::kGpu), 0u);
+  EXPECT_EQ(Held(index_, kW0, Chain(t, 4), Tier::kHost), 1u);
+}
+
+// Hybrid models: one KV-cache group per layer kind, each with its own events.
+class HybridApplierTest : public ::testing::Test {
+ protected:
+  static BlockStored Group(BlockStored s, int64_t group, std::string kind,
+                           std::optional<int64_t> window = std::nullopt) {
+    s.group_idx = group;
+    s.kv_cache_spec_kind = std::move(kind);
+    s.kv_cache_spec_sliding_window = window;
+    return s;
+  }
+  static BlockRemoved Removed(std::vector<EngineBlockId> ids, int64_t group) {
+    BlockRemoved r;
+    r.block_hashes = std::move(ids);
+    r.group_idx = group;
+    return r;
+  }
+  // What routing would take as the hit on `h`: the index's full-attention run, capped by the
+  // other groups.
+  uint32_t Hit(Holder h, const std::vector<kvindex::BlockHash>& chain) {
+    return groups_.Cap(h, chain, 4, Held(index_, h, chain), /*gpu_only=*/true);
+  }
+
+  kvindex::PrefixIndex index_;
+  kvindex::HybridGroups groups_;
+  EventApplier applier_{index_, {}, &groups_};
+};
+
+TEST_F(HybridApplierTest, EvictedSlidingWindowShortensTheHitFullAttentionWouldGive) {
+  const auto prompt = Tokens(0, 32);  // Eight 4-token blocks.
+  const auto chain = Chain(prompt, 4);
+  // The engine's ids are the same in both groups, as vLLM's are.
+  const std::vector<EngineBlockId> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto r = applier_.Apply(
+      kW0, "m",
+      Batch({Group(Stored(ids, std::nullopt, prompt), 0, "full_attention"),
+             Group(Stored(ids, std::nullopt, prompt), 1, "sliding_window", /*window=*/9)}));
+  EXPECT_EQ(r.stored_blocks, 16u);
+  EXPECT_EQ(Hit(kW0, chain), 8u);
+  // The window's blocks at the end were evicted, the full-attention ones kept: the engine hits
+  // up to the last run of two SWA blocks (ceil((9-1)/4)), not the whole prefix.
+  r = applier_.Apply(kW0, "m", Batch({Removed({7, 8}, 1)}));
+  EXPECT_EQ(r.removed_blocks, 2u);
+  EXPECT_EQ(Held(index_, kW0, chain), 8u);  // Full attention untouched by group 1's ids.
+  EXPECT_EQ(Hit(kW0, chain), 6u);
+  // Group 0's removal of the same ids leaves group 1's.
+  applier_.Apply(kW0, "m", Batch({Removed({5, 6}, 0)}));
+  EXPECT_EQ(Held(index_, kW0, chain), 4u);
+  EXPECT_EQ(Hit(kW0, chain), 4u);
+  ASSERT_EQ(groups_.Groups(kW0).size(), 1u);
+  EXPECT_EQ(groups_.Groups(kW0)[0].blocks[0], 6u);
+  EXPECT_EQ(groups_.Groups(kW0)[0].spec.sliding_window, 9u);
+}
+
+TEST_F(HybridApplierTest, FullAttentionNeedNotBeGroupZero) {
+  // Gemma-3-like: the sliding-window layers come first.
+  const auto prompt = Tokens(0, 16);
+  const std::vector<EngineBlockId> ids = {1, 2, 3, 4};
+  applier_.Apply(kW0, "m",
+                 Batch({Group(Stored(ids, std::nullopt, prompt), 0, "sliding_window", 1024),
+                        Group(Stored(ids, std::nullopt, prompt), 1, "full_attention")}));
+  EXPECT_EQ(Held(index_, kW0, Chain(prompt, 4)), 4u);
+  EXPECT_EQ(Hit(kW0, Chain(prompt, 4)), 4u);
+  applier_.Apply(kW0, "m", Batch({Removed({1}, 0)}));  // The window reaches block 0.
+  EXPECT_EQ(Hit(kW0, Chain(prompt, 4)), 0u);
+  EXPECT_EQ(Held(index_, kW0, Chain(prompt, 4)), 4u);
+}
+
+TEST_F(HybridApplierTest, MambaHitsAtTheLastCheckpoint) {
+  const auto prompt = Tokens(0, 24);
+  const auto chain = Chain(prompt, 4);
+  // A checkpoint is one block named after its parent, which only full attention holds.
+  auto r = applier_.Apply(
+      kW0, "m",
+      Batch({Group(Stored({1, 2, 3, 4, 5, 6}, std::nullopt, prompt), 0, "full_attention"),
+             Group(Stored({2}, 1, Tokens(4, 4)), 1, "mamba"),
+             Group(Stored({4}, 3, Tokens(12, 4)), 1, "mamba"),
+             Group(Stored({9}, /*never seen=*/77, Tokens(40, 4)), 1, "mamba")}));
+  EXPECT_EQ(r.orphan_blocks, 1u);
+  EXPECT_EQ(Hit(kW0, chain), 4u);  // Six full-attention blocks, the last state at block 4.
+  applier_.Apply(kW0, "m", Batch({Removed({4}, 1)}));
+  EXPECT_EQ(Hit(kW0, chain), 2u);
+  applier_.Apply(kW0, "m", Batch({Removed({2}, 1)}));
+  EXPECT_EQ(Hit(kW0, chain), 0u);
+}
+
+TEST_F(HybridApplierTest, UnknownKindsAndKindlessGroupsAreIgnored) {
+  auto r = applier_.Apply(
+      kW0, "m",
+      Batch({Group(Stored({1}, std::nullopt, Tokens(0, 4)), 1, "cross_attention"),
+             Group(Stored({1}, std::nullopt, Tokens(0, 4)), 2, "sliding_window" /*no window*/)}));
+  EXPECT_EQ(r.ignored_events, 2u);
+  EXPECT_FALSE(groups_.Hybrid(kW0));
+  // Clearing everything empties the groups too, and forgetting drops them.
+  applier_.Apply(kW0, "m",
+                 Batch({Group(Stored({1}, std::nullopt, Tokens(0, 4)), 1, "mamba"),
+                        Group(Stored({1}, std::nullopt, Tokens(0, 4)), 0, "full_attention")}));
+  EXPECT_EQ(Hit(kW0, Chain(Tokens(0, 4), 4)), 1u);
+  applier_.Apply(kW0, "m", Batch({AllBlocksCleared{}}));
+  EXPECT_EQ(groups_.Groups(kW0)[0].blocks[0], 0u);
+  applier_.Forget(kW0);
+  EXPECT_FALSE(groups_.Hybrid(kW0));
+}
+
 }  // namespace
 }  // namespace kvgate::kvevents

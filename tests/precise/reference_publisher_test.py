@@ -210,8 +210,10 @@ TIERS = ("gpu", "host", "store")
 def tier_of(medium):
     if medium is None or medium.lower() == "gpu":
         return "gpu"
-    if medium.lower() == "cpu":
+    if medium.lower() in ("cpu", "cpu_pinned", "host"):
         return "host"
+    if medium.lower() in ("disk", "external", "remote", "store"):
+        return "store"  # kvgate's built-in names (SGLang HiCache L3, LMCache)
     return None  # Unknown media are ignored (none configured).
 
 
@@ -623,10 +625,10 @@ def run(args, workdir):
         check.explain("chain across 3 events for [1..16,99]", list(range(1, 17)) + [99], 4)
 
         # Legacy arrays with unknown trailing elements, an unknown array event, a LoRA block
-        # (namespace "X", same tokens as A1), an unknown medium ("disk": ignored).
+        # (namespace "X", same tokens as A1), an unknown medium ("nvme-of": ignored).
         u = stored([2**63 + 7], None, range(200, 204))
         lora = dict(stored([77], None, range(1, 5), lora_name="X"), lora_id=3)
-        disk = stored([555], None, range(400, 404), medium="disk")
+        disk = stored([555], None, range(400, 404), medium="nvme-of")
         send(batch_array, [(u, as_array(dict(u, extra_keys=[None], group_idx=0,
                                               kv_cache_spec_kind="full_attention"),
                                          tail=["a-field-from-the-future", {"x": 1}])),

@@ -3,6 +3,7 @@
 // block and DP rank by rank, with every worker verified by the probe; with a deliberately wrong
 // block size the probe must mark the worker unverified and routing fall back to approximate.
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -33,7 +34,8 @@ struct Engine {
 // One simulated worker (`dp` engines) publishing events on ipc:// sockets in `dir`, so that
 // rank r's endpoint is vLLM's offset of rank 0's, as kvgate computes it.
 Engine StartEngine(const std::string& dir, int n, uint32_t dp, double drop_events_rate = 0,
-                   sim::ConvertQuirk quirk = sim::ConvertQuirk::kNone) {
+                   sim::ConvertQuirk quirk = sim::ConvertQuirk::kNone,
+                   std::optional<sim::Profile> profile = std::nullopt) {
   Engine e;
   sim::SimOptions o;
   o.convert_quirk = quirk;
@@ -41,7 +43,11 @@ Engine StartEngine(const std::string& dir, int n, uint32_t dp, double drop_event
   o.base_port = 0;
   o.dp_size = dp;
   o.time_scale = 0.02;
-  o.profile.num_gpu_blocks = 40;  // Small enough that the trace evicts: removals matter.
+  if (profile) {
+    o.profile = *profile;
+  } else {
+    o.profile.num_gpu_blocks = 40;  // Small enough that the trace evicts: removals matter.
+  }
   e.endpoint = common::StrCat("ipc://", dir, "/events", n);
   e.replay_endpoint = common::StrCat("ipc://", dir, "/replay", n);
   o.kv_events_endpoint = e.endpoint;
@@ -429,6 +435,61 @@ TEST(PreciseModeWithSimulators, AnApiConvertedDifferentlyFallsBackAloneAndLoudly
   a.sim->Stop();
   b.sim->Stop();
 }
+
+// Hybrid models (issue 32): an engine whose sliding-window or Mamba group keeps less than its
+// full-attention group. Its cached_tokens follow vLLM's hybrid rule; kvgate, reading every
+// group's events, must predict each request's cached tokens exactly.
+class HybridPrecise : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HybridPrecise, PredictsEveryRequestsCachedTokensExactly) {
+  if (!std::filesystem::exists(Kvgate())) GTEST_SKIP() << "no " << Kvgate();
+  auto profile = sim::LoadProfileByNameOrPath(GetParam());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ASSERT_EQ(profile->groups.size(), 2u);
+  // Pools small enough that the replay evicts in both groups; the other group still fits a
+  // sliding window (Gemma's 1024 tokens) or every running request's state.
+  profile->SetNumGpuBlocks(300);
+  profile->groups[1].num_gpu_blocks = 160;
+  const std::string dir = testing::MakeTempDir();
+  Engine a = StartEngine(dir, 0, 1, 0, sim::ConvertQuirk::kNone, *profile);
+  const std::string config = testing::WriteTempFile(
+      "kvgate.yaml",
+      common::StrCat("listen: \"127.0.0.1:0\"\nthreads: 1\nadmin: {token: kvgate-test-admin}\n"
+                     "routing: {policy: kvaware, kvaware: {prediction_header: true}}\nworkers:\n",
+                     WorkerYaml(a, 1, profile->block_size)));
+  testing::ChildProcess gw({Kvgate(), "--config", config});
+  const uint16_t port = gw.Port();
+  ASSERT_NE(port, 0) << gw.Log();
+  const std::string url = common::StrCat("http://127.0.0.1:", a.sim->ports()[0]);
+  ASSERT_TRUE(testing::WaitFor([&] { return ReadGateway(port).state[url] == "verified"; }))
+      << gw.Log();
+  // One conversation at a time, so that each request's events precede the next decision (a
+  // guess for a request still in flight may not be what the engine held when it scheduled).
+  replay::ReplayOptions o = AgenticReplay(port, 40, /*loop=*/true);
+  o.conversations = 1;
+  o.speedup = 5;
+  auto result = replay::RunReplay(o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->report.errors, 0u) << gw.Log();
+  const replay::CachedPredictionSummary& c = result->report.cached_prediction;
+  EXPECT_EQ(c.count, result->report.ok);
+  EXPECT_EQ(c.exact, c.count) << "over " << c.over_tokens << " under " << c.under_tokens
+                              << " tokens; max error " << c.abs_error_max;
+  EXPECT_GT(result->report.cached_tokens, 0u);
+  // The other group's blocks reached kvgate, group by group.
+  const auto workers = testing::AdminFetch(port, "GET", "/admin/workers").body;
+  EXPECT_THAT(workers, HasSubstr(common::StrCat(
+                           "\"kind\":\"", sim::KvGroupKindName(profile->groups[1].kind), "\"")));
+  a.sim->Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, HybridPrecise,
+                         ::testing::Values("gpt-oss-like", "gemma3-like", "qwen3-next-like"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::erase(name, '-');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kvgate

@@ -227,3 +227,24 @@ TEST(SseTest, ParsesContentUsageAndErrors) {
 
 }  // namespace
 }  // namespace kvgate::replay
+
+namespace kvgate::replay {
+namespace {
+
+TEST(CachedPredictionTest, ExactShareAndTokenErrorsOnAHandMadeRun) {
+  // predicted / reported / prompt: exact, 16 over, 48 under, no header (skipped), exact.
+  const auto s = SummarizeCachedPredictions({1024, 512, 0, -1, 64}, {1024, 496, 48, 7, 64},
+                                            {2000, 1000, 100, 50, 100});
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_EQ(s.exact, 2u);
+  EXPECT_EQ(s.over_tokens, 16u);
+  EXPECT_EQ(s.under_tokens, 48u);
+  EXPECT_EQ(s.abs_error_max, 48u);
+  EXPECT_EQ(s.abs_error_p90, 48u);  // ceil(0.9 * 4) = 4th of {0, 0, 16, 48}
+  EXPECT_DOUBLE_EQ(s.abs_error_mean, 16.0);
+  EXPECT_DOUBLE_EQ(s.abs_error_share, 64.0 / 3200.0);
+  EXPECT_EQ(SummarizeCachedPredictions({-1}, {5}, {9}).count, 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::replay

@@ -4,6 +4,7 @@
 #include <zmq.hpp>
 
 #include "gtest/gtest.h"
+#include "kvevents/event_decoder.h"
 
 namespace kvgate::sim {
 namespace {
@@ -88,6 +89,123 @@ TEST(EncodeEventBatch, MapFormKeysFieldsByName) {
                      "a3475055"),
             std::string::npos);  // medium: "GPU"
   EXPECT_EQ(hex.substr(hex.size() - 2), "02");
+}
+
+// Hybrid models' group fields (vLLM PRs #37688, #40984), after lora_name: extra_keys (one nil
+// per block, as vLLM sends), group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window.
+KvEvent HybridStored(std::optional<int64_t> group, std::optional<std::string> kind,
+                     std::optional<int64_t> window) {
+  KvEvent e = Stored();
+  e.group_idx = group;
+  e.kv_cache_spec_kind = std::move(kind);
+  e.kv_cache_spec_sliding_window = window;
+  return e;
+}
+
+// The one BlockStored of a batch, as kvgate's decoder reads it.
+kvevents::BlockStored DecodedStored(const std::string& payload) {
+  auto batch = kvevents::DecodeEventBatch(payload);
+  EXPECT_TRUE(batch.ok()) << batch.status();
+  if (!batch.ok() || batch->events.size() != 1) {
+    ADD_FAILURE() << "expected one event";
+    return {};
+  }
+  const auto* stored = std::get_if<kvevents::BlockStored>(&batch->events[0]);
+  EXPECT_NE(stored, nullptr);
+  return stored ? *stored : kvevents::BlockStored{};
+}
+
+TEST(EncodeEventBatch, ArrayFormAppendsGroupFieldsPositionally) {
+  for (const auto encoding : {EventEncoding::kArray, EventEncoding::kMap}) {
+    std::string out;
+    const KvEvent events[] = {HybridStored(1, "sliding_window", 128)};
+    EncodeEventBatch(kTs, events, 0, encoding, &out);
+    const std::string hex = Hex(out);
+    if (encoding == EventEncoding::kArray) {
+      // [tag, 7 fields, extra_keys=[nil], group_idx=1, "sliding_window", 128]
+      EXPECT_EQ(hex.substr(20, 4), "919c");
+      const std::string tail =
+          "91c0"
+          "01"
+          "ae736c6964696e675f77696e646f77"
+          "cc80"
+          "00";
+      EXPECT_EQ(hex.substr(hex.size() - tail.size()), tail);
+    } else {
+      EXPECT_EQ(hex.substr(20, 4), "918c");  // 12 keys.
+      EXPECT_NE(hex.find("bc6b765f63616368655f737065635f736c6964696e675f77696e646f77"
+                         "cc80"),
+                std::string::npos);  // kv_cache_spec_sliding_window: 128
+    }
+    const kvevents::BlockStored s = DecodedStored(out);
+    EXPECT_EQ(s.block_hashes, std::vector<uint64_t>{0xdab89baa7b5857c0ull});
+    EXPECT_EQ(s.group_idx, std::optional<int64_t>(1));
+    EXPECT_EQ(s.kv_cache_spec_kind, std::optional<std::string>("sliding_window"));
+    EXPECT_EQ(s.kv_cache_spec_sliding_window, std::optional<int64_t>(128));
+    EXPECT_EQ(s.medium, std::optional<std::string>("GPU"));
+  }
+}
+
+TEST(EncodeEventBatch, MapFormMatchesTheReferenceCapture) {
+  // shared/reference/protocols.md §1.6: the kthena #1535 capture, 197 bytes.
+  std::string out;
+  const KvEvent events[] = {HybridStored(0, "full_attention", std::nullopt)};
+  EncodeEventBatch(kTs, events, 0, EventEncoding::kMap, &out);
+  EXPECT_EQ(out.size(), 197u);
+  const std::string hex = Hex(out);
+  EXPECT_EQ(hex.substr(20, 4), "918b");
+  const std::string tail =
+      "aa65787472615f6b657973"
+      "91c0"  // extra_keys: [nil]
+      "a967726f75705f696478"
+      "00"  // group_idx: 0
+      "b26b765f63616368655f737065635f6b696e64"
+      "ae66756c6c5f617474656e74696f6e"  // kv_cache_spec_kind: "full_attention"
+      "00";
+  EXPECT_EQ(hex.substr(hex.size() - tail.size()), tail);
+  const kvevents::BlockStored s = DecodedStored(out);
+  EXPECT_EQ(s.group_idx, std::optional<int64_t>(0));
+  EXPECT_EQ(s.kv_cache_spec_kind, std::optional<std::string>("full_attention"));
+  EXPECT_FALSE(s.kv_cache_spec_sliding_window.has_value());
+
+  // Array form of the same: 11 elements, no window.
+  out.clear();
+  EncodeEventBatch(kTs, events, 0, EventEncoding::kArray, &out);
+  EXPECT_EQ(Hex(out).substr(20, 4), "919b");
+  EXPECT_EQ(DecodedStored(out).kv_cache_spec_kind, std::optional<std::string>("full_attention"));
+  // group_idx alone: 10 elements.
+  out.clear();
+  const KvEvent only_group[] = {HybridStored(2, std::nullopt, std::nullopt)};
+  EncodeEventBatch(kTs, only_group, 0, EventEncoding::kArray, &out);
+  EXPECT_EQ(Hex(out).substr(20, 4), "919a");
+  EXPECT_EQ(DecodedStored(out).group_idx, std::optional<int64_t>(2));
+  EXPECT_FALSE(DecodedStored(out).kv_cache_spec_kind.has_value());
+}
+
+TEST(EncodeEventBatch, RemovedCarriesItsGroup) {
+  KvEvent removed;
+  removed.type = KvEvent::Type::kBlockRemoved;
+  removed.block_hashes = {0xdab89baa7b5857c0ull};
+  removed.group_idx = 1;
+  const KvEvent a[] = {removed};
+  for (const auto encoding : {EventEncoding::kArray, EventEncoding::kMap}) {
+    std::string out;
+    EncodeEventBatch(kTs, a, 0, encoding, &out);
+    if (encoding == EventEncoding::kArray) {
+      EXPECT_EQ(Hex(out).substr(20),
+                "9194ac426c6f636b52656d6f766564"
+                "91cfdab89baa7b5857c0"
+                "a3475055"
+                "01"
+                "00");
+    }
+    auto batch = kvevents::DecodeEventBatch(out);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_EQ(batch->events.size(), 1u);
+    const auto* r = std::get_if<kvevents::BlockRemoved>(&batch->events[0]);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->group_idx, std::optional<int64_t>(1));
+  }
 }
 
 TEST(Endpoints, OffsetAndBindRules) {

@@ -7,6 +7,8 @@ with two data-parallel engines, joins late (so the first batches are only availa
 deliberately drops some live batches (gaps, recovered through the ROUTER replay socket), drives
 evictions, host-tier stores and a prefix-cache reset, and finally checks that the block set it
 rebuilt from the events equals the simulator's own (GET /debug/blocks), for every engine.
+Then the same with hybrid profiles (a sliding-window and a Mamba group beside full attention):
+every event carries its KV-cache group, and each group's block set is rebuilt on its own.
 
 Usage: subscriber_test.py --sim path/to/kvgate-sim
 """
@@ -14,8 +16,10 @@ Usage: subscriber_test.py --sim path/to/kvgate-sim
 import argparse
 import http.client
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import msgpack
@@ -24,11 +28,34 @@ import zmq
 END_SEQ = 2**64 - 1
 DEADLINE_S = 60
 
+# Small hybrid profiles: full attention beside one other group, pools small enough to evict.
+HYBRID_PROFILES = {
+    "sliding_window": """name: tiny-swa
+max_num_batched_tokens: 64
+num_cpu_blocks: 8
+groups:
+  - kind: full_attention
+    num_gpu_blocks: 20
+  - kind: sliding_window
+    sliding_window: 33
+    num_gpu_blocks: 9
+""",
+    "mamba": """name: tiny-mamba
+max_num_batched_tokens: 64
+num_cpu_blocks: 8
+groups:
+  - kind: full_attention
+    num_gpu_blocks: 20
+  - kind: mamba
+    num_gpu_blocks: 4
+""",
+}
+
 
 class Subscriber:
     """Rebuilds one engine's cached block set from its event stream."""
 
-    def __init__(self, ctx, endpoint, replay_endpoint, rank, drop_every):
+    def __init__(self, ctx, endpoint, replay_endpoint, rank, drop_every, kinds=None):
         self.ctx = ctx
         self.rank = rank
         self.replay_endpoint = replay_endpoint
@@ -39,9 +66,30 @@ class Subscriber:
         self.drop_every = drop_every
         self.received = 0
         self.last_seq = -1
-        self.blocks = {"GPU": set(), "CPU": set()}
+        # Block sets by (group_idx, medium); a non-hybrid engine sends no group: group 0.
+        # kinds: the group kinds of a hybrid profile ({group_idx: (kind, window)}), else None.
+        self.kinds = kinds
+        self.blocks = {}
         self.stats = {"BlockStored": 0, "BlockRemoved": 0, "AllBlocksCleared": 0, "gaps": 0,
-                      "replayed": 0, "dropped": 0, "big_hashes": 0, "cpu_stored": 0}
+                      "replayed": 0, "dropped": 0, "big_hashes": 0, "cpu_stored": 0,
+                      "group1_removed": 0}
+
+    def group_set(self, group, medium):
+        return self.blocks.setdefault((group, medium), set())
+
+    def check_group(self, tag, field, n_blocks):
+        """A hybrid engine tags every event with its group; a plain one tags none."""
+        group = field("group_idx")
+        if self.kinds is None:
+            assert group is None and field("kv_cache_spec_kind") is None, (tag, group)
+            return 0
+        assert group in self.kinds, (tag, group)
+        if tag == "BlockStored":
+            kind, window = self.kinds[group]
+            assert field("kv_cache_spec_kind") == kind, (group, field("kv_cache_spec_kind"))
+            assert field("kv_cache_spec_sliding_window") == window, group
+            assert field("extra_keys") == [None] * n_blocks, field("extra_keys")
+        return group
 
     def apply(self, payload):
         batch = msgpack.unpackb(payload, raw=False, strict_map_key=False)
@@ -59,27 +107,35 @@ class Subscriber:
             else:
                 tag = ev[0]
                 names = {"BlockStored": ["block_hashes", "parent_block_hash", "token_ids",
-                                         "block_size", "lora_id", "medium", "lora_name"],
-                         "BlockRemoved": ["block_hashes", "medium"],
+                                         "block_size", "lora_id", "medium", "lora_name",
+                                         "extra_keys", "group_idx", "kv_cache_spec_kind",
+                                         "kv_cache_spec_sliding_window"],
+                         "BlockRemoved": ["block_hashes", "medium", "group_idx"],
                          "AllBlocksCleared": []}[tag]
+                assert len(ev) <= len(names) + 1, ev
                 values = dict(zip(names, ev[1:]))
                 field = lambda k, d=None, v=values: v.get(k, d)  # noqa: E731
             self.stats[tag] += 1
             if tag == "BlockStored":
                 hashes = field("block_hashes")
                 assert len(field("token_ids")) == len(hashes) * field("block_size"), ev
+                group = self.check_group(tag, field, len(hashes))
                 medium = field("medium") or "GPU"
                 if medium == "CPU":
+                    assert group == 0, ev  # The host tier backs full attention only.
                     self.stats["cpu_stored"] += 1
                 for h in hashes:
                     assert isinstance(h, int) and 0 <= h < 2**64, h
                     if h >= 2**63:
                         self.stats["big_hashes"] += 1
-                    self.blocks[medium].add(h)
+                    self.group_set(group, medium).add(h)
             elif tag == "BlockRemoved":
+                group = self.check_group(tag, field, 0)
                 medium = field("medium") or "GPU"
+                if group == 1:
+                    self.stats["group1_removed"] += 1
                 for h in field("block_hashes"):
-                    self.blocks[medium].discard(h)
+                    self.group_set(group, medium).discard(h)
             elif tag == "AllBlocksCleared":
                 for s in self.blocks.values():
                     s.clear()
@@ -144,9 +200,11 @@ def http_json(port, method, path, body=None, headers=None):
     return json.loads(data) if data else None
 
 
-def start_sim(sim, encoding, ranks):
-    args = [sim, "--port", "0", "--time-scale", "0.01", "--dp-size", str(ranks),
-            "--num-gpu-blocks", "20", "--num-cpu-blocks", "8", "--seed", "1",
+def start_sim(sim, encoding, ranks, profile=None):
+    pools = ["--profile", profile] if profile else ["--num-gpu-blocks", "20",
+                                                    "--num-cpu-blocks", "8"]
+    args = [sim, "--port", "0", "--time-scale", "0.01", "--dp-size", str(ranks), "--seed", "1",
+            *pools,
             "--kv-events-endpoint", "tcp://127.0.0.1:*",
             "--kv-events-replay-endpoint", "tcp://127.0.0.1:*",
             "--kv-events-encoding", encoding, "--log-level", "warn"]
@@ -176,8 +234,19 @@ def prompt(i):
     return system + ("question %d " % i) * (3 + i % 7)
 
 
-def run(sim, encoding, ranks=2):
-    proc, port, endpoints = start_sim(sim, encoding, ranks)
+def run(sim, encoding, ranks=2, hybrid=None):
+    """hybrid: None, or the kind of the group beside full attention (HYBRID_PROFILES)."""
+    profile, kinds = None, None
+    if hybrid:
+        fd, profile = tempfile.mkstemp(suffix=".yaml")
+        with os.fdopen(fd, "w") as f:
+            f.write(HYBRID_PROFILES[hybrid])
+        kinds = {0: ("full_attention", None), 1: (hybrid, 33 if hybrid == "sliding_window" else None)}
+    try:
+        proc, port, endpoints = start_sim(sim, encoding, ranks, profile)
+    finally:
+        if profile:
+            os.unlink(profile)
     ctx = zmq.Context()
     try:
         assert sorted(endpoints) == list(range(ranks)), endpoints
@@ -193,7 +262,7 @@ def run(sim, encoding, ranks=2):
                 n += 1
 
         send(6)  # Published before anyone listens: only the replay socket has them.
-        subs = [Subscriber(ctx, endpoints[r][0], endpoints[r][1], r, drop_every=5)
+        subs = [Subscriber(ctx, endpoints[r][0], endpoints[r][1], r, drop_every=5, kinds=kinds)
                 for r in range(ranks)]
         for phase in range(4):
             send(12)
@@ -208,25 +277,36 @@ def run(sim, encoding, ranks=2):
                 s.pump(100)
                 s.replay_from(s.last_seq + 1)
             truth = http_json(port, "GET", "/debug/blocks")["ranks"]
-            ok = all(set(truth[r]["GPU"]) == subs[r].blocks["GPU"] and
-                     set(truth[r]["CPU"]) == subs[r].blocks["CPU"] for r in range(ranks))
+            ok = all(differences(truth[r], subs[r], hybrid) == [] for r in range(ranks))
             if ok or time.time() > deadline:
                 break
         for r, s in enumerate(subs):
-            assert set(truth[r]["GPU"]) == s.blocks["GPU"], ("GPU set differs", r)
-            assert set(truth[r]["CPU"]) == s.blocks["CPU"], ("CPU set differs", r)
+            assert differences(truth[r], s, hybrid) == [], (differences(truth[r], s, hybrid), r)
             st = s.stats
-            assert s.blocks["GPU"], "no blocks cached at the end"
+            assert s.group_set(0, "GPU"), "no blocks cached at the end"
+            if hybrid:
+                assert s.group_set(1, "GPU"), "no blocks cached in group 1 at the end"
+                assert st["group1_removed"] > 0, st  # Group 1's own pool evicts.
             assert st["gaps"] > 0 and st["replayed"] > 0, st
             assert st["BlockRemoved"] > 0 and st["cpu_stored"] > 0, st
             assert st["AllBlocksCleared"] == 1, st
             assert st["big_hashes"] > 0, st  # uint64 >= 2^63 decoded as such
-            print("%s rank %d: gpu=%d cpu=%d %s" % (encoding, r, len(s.blocks["GPU"]),
-                                                    len(s.blocks["CPU"]), st))
+            print("%s%s rank %d: gpu=%d cpu=%d %s" % (
+                encoding, " " + hybrid if hybrid else "", r, len(s.group_set(0, "GPU")),
+                len(s.group_set(0, "CPU")), st))
     finally:
         ctx.destroy(linger=0)
         proc.kill()
         proc.wait()
+
+
+def differences(truth, sub, hybrid):
+    """Where the subscriber's sets differ from one rank's GET /debug/blocks."""
+    want = {(0, "GPU"): truth["GPU"], (0, "CPU"): truth["CPU"]}
+    if hybrid:
+        for g in truth["groups"]:
+            want[(g["group_idx"], "GPU")] = g["GPU"]
+    return [key for key, hashes in want.items() if set(hashes) != sub.group_set(*key)]
 
 
 def main():
@@ -236,6 +316,8 @@ def main():
     start = time.time()
     for encoding in ("array", "map"):
         run(args.sim, encoding)
+        for hybrid in HYBRID_PROFILES:
+            run(args.sim, encoding, hybrid=hybrid)
         assert time.time() - start < DEADLINE_S, "too slow"
     print("OK")
     return 0

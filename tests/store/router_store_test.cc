@@ -43,14 +43,16 @@ class RouterStoreTest : public ::testing::Test {
 
     fake_ = std::make_unique<testing::FakeUpstream>(testing::FakeUpstream::Options{});
     fake_->Start();
+    fake2_ = std::make_unique<testing::FakeUpstream>(testing::FakeUpstream::Options{});
+    fake2_->Start();
     const std::string yaml = common::StrCat(
         "listen: 127.0.0.1:0\nthreads: 1\nhealth_check: {enabled: false}\n"
         "admin: {token: kvgate-test-admin}\n"
         "routing: {policy: kvaware}\nworkers:\n  - url: ",
-        fake_->url(),
-        "\n    models: [fake-model]\nstores:\n  - name: pool\n    model: fake-model\n",
-        "    kv_events: {endpoint: \"", svc_->events()->endpoint(), "\", replay_endpoint: \"",
-        svc_->events()->replay_endpoint(), "\", block_size: ", kBlock, "}\n");
+        fake_->url(), "\n    models: [fake-model]\n", ExtraYaml(),
+        "stores:\n  - name: pool\n    model: fake-model\n", "    kv_events: {endpoint: \"",
+        svc_->events()->endpoint(), "\", replay_endpoint: \"", svc_->events()->replay_endpoint(),
+        "\", block_size: ", kBlock, "}\n", StoresYaml());
     auto cfg = config::LoadConfigFromString(yaml, "test.yaml");
     ASSERT_TRUE(cfg.ok()) << cfg.status();
     gateway_ = kvgate::testing::StartTestGateway(std::move(*cfg));
@@ -59,6 +61,10 @@ class RouterStoreTest : public ::testing::Test {
   void TearDown() override {
     if (gateway_) gateway_->Stop();
   }
+  // More workers (and their stores) for the fleet, after the first worker.
+  virtual std::string ExtraYaml() { return ""; }
+  // More stores, after `pool`.
+  virtual std::string StoresYaml() { return ""; }
 
   // Stores blocks [0, n) of the chain of `tokens` the way a connector would: key = the
   // engine's block hash (any id), parent = the previous block, token ids of the block.
@@ -91,7 +97,23 @@ class RouterStoreTest : public ::testing::Test {
   std::unique_ptr<DataNode> node_;
   std::unique_ptr<StoreClient> client_;
   std::unique_ptr<testing::FakeUpstream> fake_;
+  std::unique_ptr<testing::FakeUpstream> fake2_;  // In the fleet only where ExtraYaml puts it.
   std::unique_ptr<router::Gateway> gateway_;
+};
+
+// A second worker that reaches only another pool: the first pool's blocks are not in its store
+// tier, while the first worker (no `stores`: every pool) still counts them.
+class RouterStoreReachTest : public RouterStoreTest {
+ protected:
+  std::string ExtraYaml() override {
+    return common::StrCat("  - url: ", fake2_->url(),
+                          "\n    models: [fake-model]\n    stores: [other]\n");
+  }
+  std::string StoresYaml() override {
+    // A pool that never publishes (nothing listens on port 1).
+    return common::StrCat("  - {name: other, model: fake-model, kv_events: {endpoint: ",
+                          "\"tcp://127.0.0.1:1\", block_size: ", kBlock, "}}\n");
+  }
 };
 
 TEST_F(RouterStoreTest, StoredAndRemovedBlocksShowInTheStoreTier) {
@@ -153,6 +175,29 @@ TEST(StoreConfigTest, StoresSectionIsValidated) {
       EXPECT_NE(r.status().message().find("stores"), std::string::npos) << r.status();
     }
   }
+}
+
+TEST_F(RouterStoreReachTest, APoolCountsOnlyForTheWorkersThatReachIt) {
+  std::vector<uint32_t> tokens;
+  for (uint32_t i = 0; i < 4 * kBlock; ++i) tokens.push_back(300 + i * 3);
+  ASSERT_TRUE(WaitFor([&] { return Workers().find("\"name\":\"pool\"") != std::string::npos; }))
+      << Workers();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // ZMQ slow joiner.
+  PutChain(tokens, 3);
+  ASSERT_TRUE(WaitFor([&] { return Workers().find("\"blocks\":3,") != std::string::npos; }))
+      << Workers();
+  const std::string explain = Explain(tokens);
+  // Candidates in fleet order: the first reaches every pool, the second only `other`.
+  const size_t first = explain.find(common::StrCat("\"worker\":\"", fake_->url()));
+  const size_t second = explain.find(common::StrCat("\"worker\":\"", fake2_->url()));
+  ASSERT_NE(first, std::string::npos) << explain;
+  ASSERT_NE(second, std::string::npos) << explain;
+  const auto store_tokens = [&](size_t at) {
+    const size_t k = explain.find("\"store_tokens\":", at);
+    return explain.substr(k, explain.find(',', k) - k);
+  };
+  EXPECT_EQ(store_tokens(first), "\"store_tokens\":48") << explain;
+  EXPECT_EQ(store_tokens(second), "\"store_tokens\":0") << explain;
 }
 
 }  // namespace

@@ -1,0 +1,200 @@
+#include "kvindex/hybrid_groups.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+
+namespace kvgate::kvindex {
+
+std::string_view GroupKindName(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kFullAttention:
+      return "full_attention";
+    case GroupKind::kSlidingWindow:
+      return "sliding_window";
+    case GroupKind::kMamba:
+      return "mamba";
+  }
+  return "unknown";
+}
+
+bool ParseGroupKind(std::string_view name, GroupKind* kind) {
+  const std::string n = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  // vLLM's spec kinds (kv_cache_interface.py class names in snake case) and SGLang's names.
+  static constexpr std::pair<std::string_view, GroupKind> kNames[] = {
+      {"full_attention", GroupKind::kFullAttention},
+      {"full", GroupKind::kFullAttention},
+      {"mla_attention", GroupKind::kFullAttention},
+      {"sink_full_attention", GroupKind::kFullAttention},
+      {"sliding_window", GroupKind::kSlidingWindow},
+      {"sliding_window_attention", GroupKind::kSlidingWindow},
+      {"swa", GroupKind::kSlidingWindow},
+      {"chunked_local_attention", GroupKind::kSlidingWindow},
+      {"mamba", GroupKind::kMamba},
+      {"linear_attention", GroupKind::kMamba},
+      {"gdn", GroupKind::kMamba},
+  };
+  for (const auto& [known, k] : kNames) {
+    if (n == known) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_blocks,
+                  const std::function<bool(uint32_t)>& cached) {
+  switch (spec.kind) {
+    case GroupKind::kFullAttention: {
+      uint32_t n = 0;
+      while (n < full_blocks && cached(n)) ++n;
+      return n;
+    }
+    case GroupKind::kSlidingWindow: {
+      // The token at the hit attends to the W-1 tokens before it: those blocks must be there.
+      const uint32_t bs = std::max<uint32_t>(1, block_size);
+      const uint32_t needed = spec.sliding_window > 1 ? (spec.sliding_window - 1 + bs - 1) / bs : 0;
+      uint32_t run = 0;
+      for (uint32_t i = full_blocks; i-- > 0;) {
+        if (!cached(i)) {
+          run = 0;
+          continue;
+        }
+        if (++run >= needed) return i + run;
+      }
+      return run;  // The run that reaches block 0, shorter than the window: still a hit.
+    }
+    case GroupKind::kMamba:
+      for (uint32_t i = full_blocks; i-- > 0;) {
+        if (cached(i)) return i + 1;
+      }
+      return 0;
+  }
+  return 0;
+}
+
+void HybridGroups::Store(Holder holder, uint32_t group, const GroupSpec& spec, uint32_t block_size,
+                         absl::Span<const BlockHash> blocks, Tier tier) {
+  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
+  common::WriterMutexLock lock(&mu_);
+  Group& g = holders_[holder][group];
+  g.spec = spec;
+  g.block_size = block_size;
+  for (BlockHash h : blocks) {
+    uint8_t& tiers = g.tiers[h];
+    if ((tiers & bit) == 0) {
+      tiers |= bit;
+      ++g.counts[static_cast<int>(tier)];
+    }
+  }
+}
+
+void HybridGroups::Remove(Holder holder, uint32_t group, absl::Span<const BlockHash> blocks,
+                          Tier tier) {
+  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
+  common::WriterMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return;
+  auto g = h->second.find(group);
+  if (g == h->second.end()) return;
+  for (BlockHash hash : blocks) {
+    auto it = g->second.tiers.find(hash);
+    if (it == g->second.tiers.end() || (it->second & bit) == 0) continue;
+    it->second &= static_cast<uint8_t>(~bit);
+    --g->second.counts[static_cast<int>(tier)];
+    if (it->second == 0) g->second.tiers.erase(it);
+  }
+}
+
+void HybridGroups::Clear(Holder holder, Tier tier, bool all) {
+  const uint8_t bit = all ? uint8_t{0xff} : uint8_t{1} << static_cast<int>(tier);
+  common::WriterMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return;
+  for (auto& [index, g] : h->second) {
+    if (all) {
+      g.tiers.clear();
+      g.counts = {};
+      continue;
+    }
+    absl::erase_if(g.tiers, [bit](auto& entry) {
+      entry.second &= static_cast<uint8_t>(~bit);
+      return entry.second == 0;
+    });
+    g.counts[static_cast<int>(tier)] = 0;
+  }
+}
+
+void HybridGroups::Forget(Holder holder) {
+  common::WriterMutexLock lock(&mu_);
+  holders_.erase(holder);
+}
+
+bool HybridGroups::Hybrid(Holder holder) const {
+  common::ReaderMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  return h != holders_.end() && !h->second.empty();
+}
+
+uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+                           uint32_t full_blocks, bool gpu_only) const {
+  common::ReaderMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  uint32_t hit = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
+  if (h == holders_.end() || h->second.empty()) return hit;
+  const uint8_t mask = gpu_only ? uint8_t{1} << static_cast<int>(Tier::kGpu) : uint8_t{0xff};
+  // The coordinator's fixed point: every group either accepts the length or lowers it, and a
+  // lowered length is checked by every group again.
+  for (bool lowered = true; lowered && hit > 0;) {
+    lowered = false;
+    for (const auto& [index, g] : h->second) {
+      if (g.block_size != block_size) continue;
+      const uint32_t group_hit = GroupHit(g.spec, block_size, hit, [&](uint32_t i) {
+        auto it = g.tiers.find(chain[i]);
+        return it != g.tiers.end() && (it->second & mask) != 0;
+      });
+      if (group_hit < hit) {
+        hit = group_hit;
+        lowered = true;
+      }
+    }
+  }
+  return hit;
+}
+
+std::vector<GroupView> HybridGroups::Groups(Holder holder) const {
+  std::vector<GroupView> out;
+  common::ReaderMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return out;
+  for (const auto& [index, g] : h->second) {
+    out.push_back({index, g.spec, g.block_size, g.counts});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GroupView& a, const GroupView& b) { return a.group < b.group; });
+  return out;
+}
+
+std::vector<std::pair<GroupView, uint32_t>> HybridGroups::Explain(Holder holder,
+                                                                  absl::Span<const BlockHash> chain,
+                                                                  uint32_t block_size,
+                                                                  uint32_t full_blocks) const {
+  std::vector<std::pair<GroupView, uint32_t>> out;
+  full_blocks = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
+  common::ReaderMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return out;
+  for (const auto& [index, g] : h->second) {
+    const uint32_t hit = g.block_size != block_size
+                             ? full_blocks
+                             : GroupHit(g.spec, block_size, full_blocks,
+                                        [&](uint32_t i) { return g.tiers.contains(chain[i]); });
+    out.push_back({{index, g.spec, g.block_size, g.counts}, hit});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first.group < b.first.group; });
+  return out;
+}
+
+}  // namespace kvgate::kvindex

@@ -1,0 +1,106 @@
+// The hybrid-model group rules (vLLM's single-type managers, as its coordinator combines them)
+// on hand-made residencies, and HybridGroups' bookkeeping.
+#include "kvindex/hybrid_groups.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace kvgate::kvindex {
+namespace {
+
+uint32_t Hit(const GroupSpec& spec, uint32_t block_size, uint32_t full_blocks,
+             std::set<uint32_t> cached) {
+  return GroupHit(spec, block_size, full_blocks, [&](uint32_t i) { return cached.count(i) > 0; });
+}
+
+TEST(GroupHit, FullAttentionIsTheLeadingRun) {
+  const GroupSpec full{GroupKind::kFullAttention};
+  EXPECT_EQ(Hit(full, 16, 6, {0, 1, 2, 4, 5}), 3u);
+  EXPECT_EQ(Hit(full, 16, 2, {0, 1, 2, 3}), 2u);  // Never above the full hit.
+  EXPECT_EQ(Hit(full, 16, 6, {1, 2}), 0u);
+}
+
+TEST(GroupHit, SlidingWindowNeedsTheBlocksItsWindowCovers) {
+  // W = 33 tokens, 16-token blocks: the token at the hit sees 32 tokens back, 2 blocks.
+  const GroupSpec swa{GroupKind::kSlidingWindow, 33};
+  // Everything cached: the full hit stands.
+  EXPECT_EQ(Hit(swa, 16, 8, {0, 1, 2, 3, 4, 5, 6, 7}), 8u);
+  // The window's blocks at the end of the prefix were evicted; the last two-block run ends at 4.
+  EXPECT_EQ(Hit(swa, 16, 8, {0, 1, 3, 4, 7}), 5u);
+  // No run as long as the window: the run reaching block 0, shorter than it, still serves.
+  EXPECT_EQ(Hit(swa, 16, 8, {0, 2, 4, 6}), 1u);
+  // The head left as the context moved past it, the window at the end stayed: full hit.
+  EXPECT_EQ(Hit(swa, 16, 8, {6, 7}), 8u);
+  EXPECT_EQ(Hit(swa, 16, 8, {}), 0u);
+  // A window of 17 tokens needs one block; of 128 with 16-token blocks, ceil(127/16) = 8.
+  EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 17}, 16, 8, {3}), 4u);
+  EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {2, 3, 4, 5, 6, 7, 8, 9}), 10u);
+  EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {1, 2, 3, 4, 5, 6, 7, 8}), 9u);
+  EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {2, 3, 4, 5, 6, 7, 8}), 0u);
+}
+
+TEST(GroupHit, MambaTakesTheLastStateAtOrBeforeTheHit) {
+  const GroupSpec mamba{GroupKind::kMamba};
+  EXPECT_EQ(Hit(mamba, 16, 10, {3, 7, 12}), 8u);  // State 12 is past the full hit.
+  EXPECT_EQ(Hit(mamba, 16, 10, {9}), 10u);
+  EXPECT_EQ(Hit(mamba, 16, 10, {}), 0u);
+  EXPECT_EQ(Hit(mamba, 16, 0, {0}), 0u);
+}
+
+TEST(GroupKindNames, VllmAndSglangNamesParse) {
+  GroupKind k;
+  ASSERT_TRUE(ParseGroupKind("full_attention", &k));
+  EXPECT_EQ(k, GroupKind::kFullAttention);
+  ASSERT_TRUE(ParseGroupKind("Sliding_Window", &k));
+  EXPECT_EQ(k, GroupKind::kSlidingWindow);
+  ASSERT_TRUE(ParseGroupKind("mamba", &k));
+  EXPECT_EQ(k, GroupKind::kMamba);
+  EXPECT_FALSE(ParseGroupKind("cross_attention", &k));
+  EXPECT_EQ(GroupKindName(GroupKind::kSlidingWindow), "sliding_window");
+}
+
+class HybridGroupsTest : public ::testing::Test {
+ protected:
+  const Holder w0_{0, 0};
+  const std::vector<BlockHash> chain_{101, 102, 103, 104, 105, 106};
+  HybridGroups groups_;
+};
+
+TEST_F(HybridGroupsTest, NotHybridUntilAGroupArrives) {
+  EXPECT_FALSE(groups_.Hybrid(w0_));
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true), 6u);
+  groups_.Store(w0_, 1, {GroupKind::kMamba}, 16, {}, Tier::kGpu);
+  EXPECT_TRUE(groups_.Hybrid(w0_));
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true),
+            0u);  // A known group with nothing serves nothing.
+}
+
+TEST_F(HybridGroupsTest, CapTakesEveryGroupsRuleAndTiersApart) {
+  groups_.Store(w0_, 1, {GroupKind::kSlidingWindow, 17}, 16, {101, 102, 103, 104, 105, 106},
+                Tier::kGpu);
+  groups_.Store(w0_, 2, {GroupKind::kMamba}, 16, {102}, Tier::kGpu);
+  groups_.Store(w0_, 2, {GroupKind::kMamba}, 16, {104}, Tier::kHost);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, /*gpu_only=*/true), 2u);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, /*gpu_only=*/false), 4u);
+  // The SWA block before the Mamba state leaves: the SWA rule lowers, then Mamba again.
+  groups_.Remove(w0_, 1, {101, 102}, Tier::kGpu);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, false), 4u);
+  groups_.Remove(w0_, 1, {104}, Tier::kGpu);
+  // SWA lowers to 3, Mamba to its state at 2, SWA (blocks 0 and 1 gone) to 0.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, false), 0u);
+  // Another block size is not kvgate's chain: the group is not consulted.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 32, 6, false), 6u);
+  const auto views = groups_.Groups(w0_);
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].group, 1u);
+  EXPECT_EQ(views[0].blocks[0], 3u);
+  EXPECT_EQ(views[1].blocks[1], 1u);
+  groups_.Clear(w0_, Tier::kHost, false);
+  EXPECT_EQ(groups_.Groups(w0_)[1].blocks[1], 0u);
+  groups_.Forget(w0_);
+  EXPECT_FALSE(groups_.Hybrid(w0_));
+}
+
+}  // namespace
+}  // namespace kvgate::kvindex
