@@ -47,6 +47,25 @@ bool EventApplier::TierOf(const std::optional<std::string>& medium, Tier* tier) 
   return false;
 }
 
+uint32_t EventApplier::UsableBlockSize(const BlockStored& event) {
+  const size_t n = event.block_hashes.size();
+  uint32_t block_size = event.block_size;
+  if (block_size == 0 && n > 0 && event.token_ids.size() % n == 0) {
+    block_size = static_cast<uint32_t>(event.token_ids.size() / n);
+  }
+  return n > 0 && block_size > 0 && event.token_ids.size() == n * block_size ? block_size : 0;
+}
+
+void EventApplier::HashBlocks(const BlockStored& event, std::string_view model,
+                              const BlockHash* parent, uint32_t block_size) {
+  const uint64_t seed =
+      parent != nullptr
+          ? *parent
+          : TokenRootSeed(event.lora_name ? std::string_view(*event.lora_name) : model);
+  scratch_.clear();
+  kvindex::HashTokenBlocks(event.token_ids, seed, block_size, &scratch_);
+}
+
 EventApplier::Route EventApplier::RouteStored(HolderState& state, const BlockStored& event,
                                               kvindex::GroupSpec* spec) {
   const int64_t group = event.group_idx.value_or(0);
@@ -109,17 +128,13 @@ void EventApplier::ApplyStored(Holder holder, HolderState& state, std::string_vi
     return;
   }
   const size_t n = event.block_hashes.size();
-  uint32_t block_size = event.block_size;
-  if (block_size == 0 && n > 0 && event.token_ids.size() % n == 0) {
-    block_size = static_cast<uint32_t>(event.token_ids.size() / n);
-  }
-  if (n == 0 || block_size == 0 || event.token_ids.size() != n * block_size) {
+  const uint32_t block_size = UsableBlockSize(event);
+  if (block_size == 0) {
     result.orphan_blocks += n;  // Cannot be re-hashed.
     return;
   }
   state.last_block_size = block_size;
   std::optional<BlockHash> parent;
-  uint64_t seed;
   if (event.parent_block_hash) {
     auto it = state.blocks.find(*event.parent_block_hash);
     if (it == state.blocks.end()) {
@@ -127,12 +142,8 @@ void EventApplier::ApplyStored(Holder holder, HolderState& state, std::string_vi
       return;
     }
     parent = it->second.hash;
-    seed = it->second.hash;
-  } else {
-    seed = TokenRootSeed(event.lora_name ? std::string_view(*event.lora_name) : model);
   }
-  scratch_.clear();
-  kvindex::HashTokenBlocks(event.token_ids, seed, block_size, &scratch_);
+  HashBlocks(event, model, parent ? &*parent : nullptr, block_size);
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   for (size_t i = 0; i < n; ++i) {
     Block& b = state.blocks[event.block_hashes[i]];
@@ -223,8 +234,8 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
                               const kvindex::GroupSpec& spec, std::string_view model,
                               const BlockStored& event, Tier tier, ApplyResult& result) {
   const size_t n = event.block_hashes.size();
-  uint32_t block_size = event.block_size;
-  if (n == 0 || block_size == 0 || event.token_ids.size() != n * block_size) {
+  const uint32_t block_size = UsableBlockSize(event);
+  if (block_size == 0) {
     result.orphan_blocks += n;
     return;
   }
@@ -234,12 +245,11 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
     return;
   }
   other.spec = spec;
-  uint64_t seed;
+  const BlockHash* parent = nullptr;
   if (event.parent_block_hash) {
     // The parent need not be in this group: a Mamba checkpoint's parent is the block before it,
     // which only full attention kept, and a window's first block follows positions it never
     // held. The engine's id names one position in every group, so any group's map says where.
-    const BlockHash* parent = nullptr;
     if (auto it = other.blocks.find(*event.parent_block_hash); it != other.blocks.end()) {
       parent = &it->second.hash;
     } else if (auto f = state.blocks.find(*event.parent_block_hash); f != state.blocks.end()) {
@@ -256,12 +266,8 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
       result.orphan_blocks += n;
       return;
     }
-    seed = *parent;
-  } else {
-    seed = TokenRootSeed(event.lora_name ? std::string_view(*event.lora_name) : model);
   }
-  scratch_.clear();
-  kvindex::HashTokenBlocks(event.token_ids, seed, block_size, &scratch_);
+  HashBlocks(event, model, parent, block_size);
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   for (size_t i = 0; i < n; ++i) {
     Block& b = other.blocks[event.block_hashes[i]];

@@ -92,6 +92,13 @@ class EventApplier {
   static Route RouteRemoved(const HolderState& state, const std::optional<int64_t>& group_idx);
 
   bool TierOf(const std::optional<std::string>& medium, kvindex::Tier* tier) const;
+  // The event's block size (inferred from its tokens when absent); 0 when its tokens cannot be
+  // re-hashed into its blocks.
+  static uint32_t UsableBlockSize(const BlockStored& event);
+  // kvgate's chain of the event's blocks into scratch_, after `parent` (nullptr: from the root
+  // of the model's, or the LoRA adapter's, namespace).
+  void HashBlocks(const BlockStored& event, std::string_view model,
+                  const kvindex::BlockHash* parent, uint32_t block_size);
   void StoreOther(kvindex::Holder holder, HolderState& state, int64_t group,
                   const kvindex::GroupSpec& spec, std::string_view model, const BlockStored& event,
                   kvindex::Tier tier, ApplyResult& result);
