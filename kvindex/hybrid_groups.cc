@@ -148,7 +148,8 @@ uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uin
   // lowered length is checked by every group again.
   for (bool lowered = true; lowered && hit > 0;) {
     lowered = false;
-    for (const auto& [index, g] : h->second) {
+    for (const auto& entry : h->second) {
+      const auto& g = entry.second;  // named, not a binding: lambdas capture it (clang)
       if (g.block_size != block_size) continue;
       const uint32_t group_hit = GroupHit(g.spec, block_size, hit, [&](uint32_t i) {
         auto it = g.tiers.find(chain[i]);
@@ -185,7 +186,8 @@ std::vector<std::pair<GroupView, uint32_t>> HybridGroups::Explain(Holder holder,
   common::ReaderMutexLock lock(&mu_);
   auto h = holders_.find(holder);
   if (h == holders_.end()) return out;
-  for (const auto& [index, g] : h->second) {
+  for (const auto& [index, entry] : h->second) {
+    const auto& g = entry;  // named, not a binding: the lambda below captures it (clang)
     const uint32_t hit = g.block_size != block_size
                              ? full_blocks
                              : GroupHit(g.spec, block_size, full_blocks,
