@@ -44,6 +44,16 @@ struct KvEventsConfig {
   friend bool operator==(const KvEventsConfig&, const KvEventsConfig&) = default;
 };
 
+// One KV-cache group of a hybrid model beside full attention, for approximate mode (precise
+// mode reads the groups from the engine's events): as vLLM logs them at start-up.
+struct KvGroupConfig {
+  std::string kind;             // sliding_window | mamba (kvindex::ParseGroupKind's names)
+  uint32_t sliding_window = 0;  // tokens; sliding_window only
+  uint64_t num_gpu_blocks = 0;  // the group's pool, in routing.block_tokens blocks
+
+  friend bool operator==(const KvGroupConfig&, const KvGroupConfig&) = default;
+};
+
 struct WorkerConfig {
   common::HttpUrl url;
   std::vector<std::string> models;  // empty: learned from the worker's /v1/models
@@ -68,6 +78,10 @@ struct WorkerConfig {
   // The shared KV pools (`stores`, by name) this worker can load from: their blocks count for it
   // in the store tier. Empty: every configured store (one pool the whole fleet reaches).
   std::vector<std::string> stores;
+  // A hybrid model's groups beside full attention (sliding window, Mamba state): approximate
+  // mode imitates each with its own LRU, so a prefix whose window or state blocks aged out is
+  // not predicted as a hit. Empty: full attention only.
+  std::vector<KvGroupConfig> kv_groups;
 
   // A reload keeps a live worker (its health, load and index) only when every field is equal.
   friend bool operator==(const WorkerConfig&, const WorkerConfig&) = default;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 
 namespace kvgate::kvindex {
@@ -74,6 +75,21 @@ uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_bloc
   return 0;
 }
 
+uint32_t CoordinatedHit(uint32_t hit, size_t num_groups,
+                        const std::function<uint32_t(size_t, uint32_t)>& group_hit) {
+  for (bool lowered = true; lowered && hit > 0;) {
+    lowered = false;
+    for (size_t g = 0; g < num_groups && hit > 0; ++g) {
+      const uint32_t h = group_hit(g, hit);
+      if (h < hit) {
+        hit = h;
+        lowered = true;
+      }
+    }
+  }
+  return hit;
+}
+
 void HybridGroups::Store(Holder holder, uint32_t group, const GroupSpec& spec, uint32_t block_size,
                          absl::Span<const BlockHash> blocks, Tier tier) {
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
@@ -144,23 +160,18 @@ uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uin
   uint32_t hit = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
   if (h == holders_.end() || h->second.empty()) return hit;
   const uint8_t mask = gpu_only ? uint8_t{1} << static_cast<int>(Tier::kGpu) : uint8_t{0xff};
-  // The coordinator's fixed point: every group either accepts the length or lowers it, and a
-  // lowered length is checked by every group again.
-  for (bool lowered = true; lowered && hit > 0;) {
-    lowered = false;
-    for (const auto& entry : h->second) {
-      const auto& g = entry.second;  // named, not a binding: lambdas capture it (clang)
-      if (g.block_size != block_size) continue;
-      const uint32_t group_hit = GroupHit(g.spec, block_size, hit, [&](uint32_t i) {
-        auto it = g.tiers.find(chain[i]);
-        return it != g.tiers.end() && (it->second & mask) != 0;
-      });
-      if (group_hit < hit) {
-        hit = group_hit;
-        lowered = true;
-      }
-    }
+  // The coordinator's fixed point over this holder's groups kept in the chain's block size.
+  absl::InlinedVector<const Group*, 4> groups;
+  for (const auto& entry : h->second) {
+    if (entry.second.block_size == block_size) groups.push_back(&entry.second);
   }
+  hit = CoordinatedHit(hit, groups.size(), [&](size_t i, uint32_t at) {
+    const Group& g = *groups[i];
+    return GroupHit(g.spec, block_size, at, [&](uint32_t b) {
+      auto it = g.tiers.find(chain[b]);
+      return it != g.tiers.end() && (it->second & mask) != 0;
+    });
+  });
   return hit;
 }
 

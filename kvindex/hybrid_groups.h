@@ -50,6 +50,12 @@ struct GroupSpec {
 uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_blocks,
                   const std::function<bool(uint32_t)>& cached);
 
+/// vLLM's coordinator over several groups: each group, given a hit, answers its own (<= the
+/// hit); a lowered hit is checked by every group again until none lowers it. `group_hit(g, hit)`
+/// is group g's rule at `hit`.
+uint32_t CoordinatedHit(uint32_t hit, size_t num_groups,
+                        const std::function<uint32_t(size_t, uint32_t)>& group_hit);
+
 /// One group of one holder, for admin pages.
 struct GroupView {
   uint32_t group = 0;

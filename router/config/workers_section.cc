@@ -9,6 +9,8 @@
 #include "absl/types/span.h"
 #include "common/strings.h"
 #include "common/url.h"
+#include "kvindex/group_imitation.h"
+#include "kvindex/hybrid_groups.h"
 #include "router/config/sections.h"
 #include "router/config/yaml_reader.h"
 #include "yaml-cpp/yaml.h"
@@ -54,11 +56,55 @@ void ReadKvEvents(YamlReader& r, const YAML::Node& n, const std::string& path, K
 
 }  // namespace
 
+// workers[].kv_groups: a hybrid model's groups beside full attention (approximate mode).
+void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
+                  std::vector<KvGroupConfig>* groups) {
+  if (!n.IsSequence()) {
+    r.Error(n, path, "must be a list of {kind, sliding_window, num_gpu_blocks}");
+    return;
+  }
+  if (n.size() > 8) {
+    r.Error(n, path, "at most 8 groups");
+    return;
+  }
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = common::StrCat(path, "[", i, "]");
+    KvGroupConfig g;
+    if (!r.ExpectMap(n[i], at, {"kind", "sliding_window", "num_gpu_blocks"})) continue;
+    kvindex::GroupKind kind;
+    if (!r.String(n[i], at, "kind", &g.kind)) {
+      r.Error(n[i], YamlReader::Join(at, "kind"), "is required (sliding_window or mamba)");
+    } else if (!kvindex::ParseGroupKind(g.kind, &kind) ||
+               kind == kvindex::GroupKind::kFullAttention) {
+      r.Error(n[i]["kind"], YamlReader::Join(at, "kind"),
+              common::StrCat("must be sliding_window or mamba (full attention is the worker's "
+                             "kv_capacity_tokens), got '",
+                             g.kind, "'"));
+    } else {
+      g.kind = std::string(kvindex::GroupKindName(kind));
+      if (kind != kvindex::GroupKind::kSlidingWindow) {
+        // A window on a Mamba group means nothing; 0 keeps it out of comparisons.
+      } else if (!n[i]["sliding_window"].IsDefined()) {
+        r.Error(n[i], YamlReader::Join(at, "sliding_window"), "is required for a sliding window");
+      } else {
+        r.Uint(n[i], at, "sliding_window", &g.sliding_window, 1, 1u << 24);
+      }
+    }
+    if (!n[i]["num_gpu_blocks"].IsDefined()) {
+      r.Error(n[i], YamlReader::Join(at, "num_gpu_blocks"), "is required (the group's pool)");
+    } else {
+      r.Uint(n[i], at, "num_gpu_blocks", &g.num_gpu_blocks, 1,
+             kvindex::GroupImitation::kMaxBlocksPerGroup);
+    }
+    groups->push_back(std::move(g));
+  }
+}
+
 void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra) {
   std::vector<std::string_view> keys = {
       "models",    "role",           "dp_size",     "weight", "kv_capacity_tokens",
-      "kv_events", "bootstrap_port", "zmq_address", "stores"};
+      "kv_events", "bootstrap_port", "zmq_address", "stores", "kv_groups"};
   // What a prefill's kv_transfer_params may name (issue 27; ReadTransferPeer).
   keys.insert(keys.end(), {"kv_transfer_hosts", "kv_transfer_ports", "kv_transfer_engine_id"});
   if (seen == nullptr) {
@@ -131,6 +177,9 @@ void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, 
     ReadKvEvents(r, e, YamlReader::Join(path, "kv_events"), &w->kv_events.emplace());
   }
   r.StringList(node, path, "stores", &w->stores);  // Names checked against `stores` by Validate.
+  if (const YAML::Node g = node["kv_groups"]; g.IsDefined() && !g.IsNull()) {
+    ReadKvGroups(r, g, YamlReader::Join(path, "kv_groups"), &w->kv_groups);
+  }
   ReadTransferPeer(r, node, path, w);
 }
 

@@ -71,6 +71,19 @@ void AppendGroups(std::string& out, const std::vector<kvindex::GroupView>& group
   out += "]";
 }
 
+// Approximate mode's imitation of a hybrid worker's other groups (workers[].kv_groups).
+void AppendImitatedGroups(std::string& out, const std::vector<kvindex::ImitatedGroupView>& groups) {
+  if (groups.empty()) return;
+  out += ",\"groups\":[";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
+    common::StrAppend(&out, i > 0 ? "," : "", "{\"kind\":\"", kvindex::GroupKindName(g.spec.kind),
+                      "\",\"sliding_window\":", g.spec.sliding_window,
+                      ",\"capacity_blocks\":", g.capacity_blocks, ",\"blocks\":", g.blocks, "}");
+  }
+  out += "]";
+}
+
 // For a hybrid worker's chosen rank: the full-attention match and what each other group serves
 // of it (the hit is the smallest).
 void AppendGroupMatch(std::string& out, const GatewayState& state, const RoutePlan& plan,
@@ -440,6 +453,7 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
         std::sort(held.begin(), held.end());
         common::StrAppend(&out, ",\"gpu_block_hashes\":[", common::StrJoin(held, ","), "]");
       }
+      AppendImitatedGroups(out, state.planner.groups().Groups(h));
       out += "}";
     }
     if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";

@@ -301,6 +301,15 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
         d.candidates[i].cached_blocks[t] = matches[i].blocks[t];
       }
       d.candidates[i].cached_any_blocks = matches[i].any_tier_blocks;
+      // A hybrid worker serves the prefix only as far as its other groups do (issue 32).
+      uint32_t& gpu = d.candidates[i].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)];
+      const uint32_t capped = groups_.Cap(holders[i], plan.chain, config.block_tokens, gpu);
+      if (capped < gpu) {
+        gpu = capped;
+        uint32_t any = 0;
+        for (uint32_t blocks : d.candidates[i].cached_blocks) any = std::max(any, blocks);
+        d.candidates[i].cached_any_blocks = any;
+      }
     }
   }
   uint32_t deepest = 0;  // In the approximate chain, whose blocks the fork tracking records.
@@ -381,6 +390,8 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     } else {
       d.learned = true;
       d.learned_from = d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)];
+      groups_.Learn(HolderOf(*d.worker), plan.chain, config.block_tokens,
+                    static_cast<uint32_t>(d.learned_from));
     }
     cluster().Learned(*d.worker, plan.chain, r.prompt_tokens);
   }
@@ -408,6 +419,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     // this decision taught the index are not in its cache. Blocks it held before stay.
     const auto unlearned = absl::MakeConstSpan(plan.chain).subspan(d.learned_from);
     index_.Remove(HolderOf(w), unlearned, kvindex::Tier::kGpu);
+    groups_.Unlearn(HolderOf(w), unlearned);
     cluster().Forgot(w, unlearned);
     d.learned = false;
   }
@@ -513,6 +525,21 @@ void RoutePlanner::SetCapacity(const Worker& worker, uint64_t tokens, uint32_t b
   }
 }
 
-void RoutePlanner::RemoveWorker(const Worker& worker) { index_.RemoveHolder(HolderOf(worker)); }
+void RoutePlanner::SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups) {
+  std::vector<kvindex::ImitatedGroupSpec> specs;
+  for (const auto& g : groups) {
+    kvindex::ImitatedGroupSpec spec;
+    if (!kvindex::ParseGroupKind(g.kind, &spec.spec.kind)) continue;  // refused by the loader
+    spec.spec.sliding_window = g.sliding_window;
+    spec.capacity_blocks = g.num_gpu_blocks;
+    specs.push_back(spec);
+  }
+  groups_.Configure(HolderOf(worker), specs);
+}
+
+void RoutePlanner::RemoveWorker(const Worker& worker) {
+  index_.RemoveHolder(HolderOf(worker));
+  groups_.Forget(HolderOf(worker));
+}
 
 }  // namespace kvgate::router

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "config/config.h"
+#include "kvindex/group_imitation.h"
 #include "kvindex/prefix_index.h"
 #include "router/fleet/worker.h"
 #include "router/policies/policy_registry.h"
@@ -133,10 +134,14 @@ class RoutePlanner {
 
   /// Sets a worker's capacity in the index (tokens -> blocks).
   void SetCapacity(const Worker& worker, uint64_t tokens, uint32_t block_tokens);
+  /// Sets a hybrid worker's groups beside full attention for approximate mode (empty: none).
+  void SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups);
   /// Forgets a removed worker.
   void RemoveWorker(const Worker& worker);
 
   const kvindex::PrefixIndex& index() const { return index_; }
+  /// Approximate mode's imitation of hybrid workers' other groups (admin).
+  const kvindex::GroupImitation& groups() const { return groups_; }
   kvindex::PrefixIndex& index() { return index_; }
   /// Index updates refused (kvgate_index_errors_total); each is also logged.
   uint64_t index_errors() const { return index_errors_.load(std::memory_order_relaxed); }
@@ -170,6 +175,7 @@ class RoutePlanner {
   void IndexError(const absl::Status& status, const Worker& worker);
 
   kvindex::PrefixIndex index_;
+  kvindex::GroupImitation groups_;  // hybrid workers' other groups, approximately
   PreciseMode* const precise_;
   std::atomic<ClusterSink*> sink_{&NoClusterSink()};
   std::atomic<uint64_t> index_errors_{0};

@@ -212,6 +212,36 @@ TEST_F(PlannerTest, ReconciliationDropsBlocksTheWorkerDidNotHave) {
   EXPECT_EQ(p.actual_tokens, 1024);
 }
 
+// Issue 32, approximate mode: a hybrid worker (workers[].kv_groups) predicts a fork inside an
+// old prefix as the engine serves it: full attention still holds the prefix, the sliding
+// window's blocks before the fork aged out of their smaller pool, so nothing is reused.
+TEST_F(PlannerTest, HybridWorkerPredictsWhatItsSlidingWindowStillServes) {
+  Init(1);
+  const std::string head = Text("session", 16000);  // ~250 blocks of 64 bytes
+  auto turn1 = Route(Chat({{"user", head}}));
+  Finish(*turn1);
+  const std::string fork_body = Chat({{"user", head.substr(0, 12800) + Text("sub", 3200)}});
+  // Without groups the fork predicts its ~200 shared blocks.
+  auto plain = PlanOnly(fork_body);
+  const Decision without = planner_->Decide(plain->plan, 0, false, now_);
+  EXPECT_GE(without.predicted_cached_tokens, 190 * 16);
+
+  // The same worker as a hybrid model whose window pool (64 blocks) keeps only turn 1's end.
+  planner_ = std::make_unique<RoutePlanner>(config_);
+  planner_->SetGroups(*raw_[0], {config::KvGroupConfig{"sliding_window", 257, 64}});
+  auto again = Route(Chat({{"user", head}}));
+  Finish(*again);
+  auto fork = PlanOnly(fork_body);
+  EXPECT_EQ(planner_->Decide(fork->plan, 0, false, now_).predicted_cached_tokens, 0);
+  // The session's own next turn still finds the window before its end.
+  auto turn2 = Route(Chat({{"user", head}, {"assistant", "ok"}, {"user", Text("more", 640)}}));
+  EXPECT_GE(turn2->d.predicted_cached_tokens, 240 * 16);
+  Finish(*turn2);
+  const auto groups = planner_->groups().Groups(RoutePlanner::HolderOf(*raw_[0]));
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].blocks, 64u);
+}
+
 TEST_F(PlannerTest, ExplainDoesNotChangeStateAndMatchesTheNextDecision) {
   Init(4);
   std::vector<std::unique_ptr<Routed>> held;

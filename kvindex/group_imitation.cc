@@ -1,0 +1,132 @@
+#include "kvindex/group_imitation.h"
+
+#include <algorithm>
+
+namespace kvgate::kvindex {
+
+namespace {
+
+bool SameSpec(const ImitatedGroupSpec& a, const ImitatedGroupSpec& b) {
+  return a.spec.kind == b.spec.kind && a.spec.sliding_window == b.spec.sliding_window &&
+         a.capacity_blocks == b.capacity_blocks;
+}
+
+// ceil((W-1)/B): the blocks a window reads before a hit (GroupHit's run).
+uint32_t WindowBlocks(uint32_t window, uint32_t block_size) {
+  const uint32_t bs = std::max<uint32_t>(1, block_size);
+  return window > 1 ? (window - 1 + bs - 1) / bs : 0;
+}
+
+}  // namespace
+
+void GroupImitation::Configure(Holder holder, absl::Span<const ImitatedGroupSpec> groups) {
+  common::MutexLock lock(&mu_);
+  if (groups.empty()) {
+    holders_.erase(holder);
+    return;
+  }
+  auto& current = holders_[holder];
+  if (current.size() == groups.size() &&
+      std::equal(current.begin(), current.end(), groups.begin(),
+                 [](const Group& g, const ImitatedGroupSpec& s) { return SameSpec(g.spec, s); })) {
+    return;  // A reload with the same layout keeps what was learned.
+  }
+  current.clear();
+  current.resize(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    current[i].spec = groups[i];
+    current[i].spec.capacity_blocks =
+        std::clamp<uint64_t>(groups[i].capacity_blocks, 1, kMaxBlocksPerGroup);
+  }
+}
+
+void GroupImitation::Forget(Holder holder) {
+  common::MutexLock lock(&mu_);
+  holders_.erase(holder);
+}
+
+bool GroupImitation::Hybrid(Holder holder) const {
+  common::MutexLock lock(&mu_);
+  return holders_.contains(holder);
+}
+
+uint32_t GroupImitation::Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+                             uint32_t full_blocks) const {
+  uint32_t hit = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
+  common::MutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return hit;
+  const std::vector<Group>& groups = h->second;
+  return CoordinatedHit(hit, groups.size(), [&](size_t i, uint32_t at) {
+    const Group& g = groups[i];
+    return GroupHit(g.spec.spec, block_size, at,
+                    [&](uint32_t b) { return g.where.contains(chain[b]); });
+  });
+}
+
+void GroupImitation::Touch(Group& g, BlockHash hash) {
+  if (auto it = g.where.find(hash); it != g.where.end()) {
+    g.lru.splice(g.lru.end(), g.lru, it->second);  // Most recently used.
+    return;
+  }
+  if (g.where.size() >= g.spec.capacity_blocks) {
+    g.where.erase(g.lru.front());
+    g.lru.pop_front();
+  }
+  g.where.emplace(hash, g.lru.insert(g.lru.end(), hash));
+}
+
+void GroupImitation::Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+                           uint32_t hit_blocks) {
+  const uint32_t n = static_cast<uint32_t>(chain.size());
+  const uint32_t hit = std::min(hit_blocks, n);
+  common::MutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end() || n == 0) return;
+  for (Group& g : h->second) {
+    switch (g.spec.spec.kind) {
+      case GroupKind::kSlidingWindow: {
+        // The window before the hit is read; every new block is computed, then freed as the
+        // context moves past it (oldest first). Blocks before the window are not touched.
+        const uint32_t window = WindowBlocks(g.spec.spec.sliding_window, block_size);
+        for (uint32_t i = hit > window ? hit - window : 0; i < n; ++i) Touch(g, chain[i]);
+        break;
+      }
+      case GroupKind::kMamba:
+        // The state it started from, then the checkpoint at its last full block.
+        if (hit > 0) Touch(g, chain[hit - 1]);
+        Touch(g, chain[n - 1]);
+        break;
+      case GroupKind::kFullAttention:
+        for (uint32_t i = 0; i < n; ++i) Touch(g, chain[i]);
+        break;
+    }
+  }
+}
+
+void GroupImitation::Unlearn(Holder holder, absl::Span<const BlockHash> blocks) {
+  common::MutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return;
+  for (Group& g : h->second) {
+    for (BlockHash hash : blocks) {
+      if (auto it = g.where.find(hash); it != g.where.end()) {
+        g.lru.erase(it->second);
+        g.where.erase(it);
+      }
+    }
+  }
+}
+
+std::vector<ImitatedGroupView> GroupImitation::Groups(Holder holder) const {
+  std::vector<ImitatedGroupView> out;
+  common::MutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return out;
+  for (const Group& g : h->second) {
+    out.push_back({g.spec.spec, g.spec.capacity_blocks, static_cast<uint64_t>(g.where.size())});
+  }
+  return out;
+}
+
+}  // namespace kvgate::kvindex

@@ -1,0 +1,83 @@
+// File: kvindex/group_imitation.h
+// Approximate mode for hybrid models (issue 32): without KV events, kvgate imitates each of a
+// worker's non-full KV-cache groups (sliding window, Mamba state) with its own LRU of the
+// approximate chain's blocks, as the PrefixIndex imitates full attention. What it imitates of
+// vLLM (single_type_kv_cache_manager.py):
+//   - a sliding window reads only the blocks covering the window before a hit, and frees the
+//     blocks the context moved past: a prompt touches [hit - window, end), in order, so the
+//     blocks of an old prefix that later turns skip age out while full attention keeps them;
+//   - Mamba keeps one state per checkpoint: a prompt touches the checkpoint it started from and
+//     leaves one at its last full block.
+// Where it must guess: the decode's own checkpoints and window moves (the router never sees the
+// output's blocks), and prefill chunk boundaries. Thread-safe (one mutex; short critical
+// sections on routing threads).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "common/mutex.h"
+#include "kvindex/hybrid_groups.h"
+#include "kvindex/types.h"
+
+namespace kvgate::kvindex {
+
+/// One imitated group: its rule and how many blocks its pool holds.
+struct ImitatedGroupSpec {
+  GroupSpec spec;
+  uint64_t capacity_blocks = 0;
+};
+
+/// Blocks of one imitated group, for admin pages.
+struct ImitatedGroupView {
+  GroupSpec spec;
+  uint64_t capacity_blocks = 0;
+  uint64_t blocks = 0;
+};
+
+class GroupImitation {
+ public:
+  /// Most blocks one group may hold, whatever it is configured with (memory bound: ~64 B each).
+  static constexpr uint64_t kMaxBlocksPerGroup = uint64_t{1} << 22;
+
+  GroupImitation() = default;
+  GroupImitation(const GroupImitation&) = delete;
+  GroupImitation& operator=(const GroupImitation&) = delete;
+
+  /// Sets `holder`'s groups beside full attention. Unchanged specs keep their blocks; a changed
+  /// list starts empty. An empty list forgets the holder (full attention only).
+  void Configure(Holder holder, absl::Span<const ImitatedGroupSpec> groups);
+  void Forget(Holder holder);
+  bool Hybrid(Holder holder) const;
+
+  /// Caps `full_blocks` (leading blocks of `chain`, `block_size` tokens each, that the imitated
+  /// full attention holds) by every group's rule, to the coordinator's fixed point.
+  uint32_t Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+               uint32_t full_blocks) const;
+
+  /// `holder` was sent the prompt `chain` expecting a hit of `hit_blocks`: each group touches
+  /// what the engine reads and keeps of it (see the file comment), evicting its least recently
+  /// used blocks beyond capacity.
+  void Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+             uint32_t hit_blocks);
+  /// The attempt did not run: drops `blocks` (what Learn added past the hit) from every group.
+  void Unlearn(Holder holder, absl::Span<const BlockHash> blocks);
+
+  std::vector<ImitatedGroupView> Groups(Holder holder) const;
+
+ private:
+  struct Group {
+    ImitatedGroupSpec spec;
+    std::list<BlockHash> lru;  // Front: least recently used.
+    absl::flat_hash_map<BlockHash, std::list<BlockHash>::iterator> where;
+  };
+  static void Touch(Group& g, BlockHash hash);
+
+  mutable common::Mutex mu_;
+  absl::flat_hash_map<Holder, std::vector<Group>> holders_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvgate::kvindex

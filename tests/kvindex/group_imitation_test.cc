@@ -1,0 +1,121 @@
+// Approximate mode's imitation of hybrid models' other KV-cache groups (issue 32, item 4): what
+// a sliding window or a Mamba group still serves after the prompts routed to a worker.
+#include "kvindex/group_imitation.h"
+
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace kvgate::kvindex {
+namespace {
+
+constexpr Holder kWorker{1, 0};
+constexpr uint32_t kBs = 16;
+
+// A chain of `n` distinct blocks; `prefix` blocks shared with `base`.
+std::vector<BlockHash> Chain(uint64_t seed, uint32_t n, const std::vector<BlockHash>& base = {},
+                             uint32_t prefix = 0) {
+  std::vector<BlockHash> c(base.begin(), base.begin() + std::min<size_t>(prefix, base.size()));
+  while (c.size() < n) c.push_back(seed * 1'000'003 + c.size());
+  return c;
+}
+
+TEST(GroupImitation, AForkInsideAnOldPrefixMissesTheWindowFullAttentionStillHolds) {
+  GroupImitation g;
+  // W = 257 tokens: a hit needs the 16 blocks before it.
+  const ImitatedGroupSpec swa{{GroupKind::kSlidingWindow, 257}, 64};
+  g.Configure(kWorker, {&swa, 1});
+  const auto turn1 = Chain(1, 250);
+  EXPECT_EQ(g.Cap(kWorker, turn1, kBs, 0), 0u);
+  g.Learn(kWorker, turn1, kBs, 0);
+  // The pool keeps the last 64 blocks it was given: the end of turn 1.
+  ASSERT_EQ(g.Groups(kWorker).at(0).blocks, 64u);
+  // The session's next turn extends turn 1: the window before its end is there.
+  const auto turn2 = Chain(2, 300, turn1, 250);
+  EXPECT_EQ(g.Cap(kWorker, turn2, kBs, 250), 250u);
+  // A sub-agent forks at block 200: full attention has the 200 blocks, the window before them
+  // aged out (the engine recomputes), and no run of 16 reaches back to block 0.
+  const auto fork = Chain(3, 260, turn1, 200);
+  EXPECT_EQ(g.Cap(kWorker, fork, kBs, 200), 0u);
+  // Learning turn 2 from its hit touches only the window before it and what is new.
+  g.Learn(kWorker, turn2, kBs, 250);
+  EXPECT_EQ(g.Cap(kWorker, Chain(4, 320, turn2, 300), kBs, 300), 300u);
+}
+
+TEST(GroupImitation, SkippedBlocksAgeWhileTheWindowIsRefreshed) {
+  GroupImitation g;
+  const ImitatedGroupSpec swa{{GroupKind::kSlidingWindow, 33}, 12};  // 2 blocks a window
+  g.Configure(kWorker, {&swa, 1});
+  const auto p = Chain(1, 8);
+  g.Learn(kWorker, p, kBs, 0);  // blocks 0..7
+  // Three continuations, each touching the two blocks before its hit and one new block.
+  auto chain = p;
+  for (uint32_t turn = 0; turn < 3; ++turn) {
+    const uint32_t hit = static_cast<uint32_t>(chain.size());
+    chain = Chain(10 + turn, hit + 1, chain, hit);
+    g.Learn(kWorker, chain, kBs, hit);
+  }
+  // 11 blocks went in, 12 fit: nothing evicted yet; one more unrelated block evicts block 0,
+  // which no later turn read.
+  EXPECT_EQ(g.Cap(kWorker, p, kBs, 8), 8u);
+  g.Learn(kWorker, Chain(99, 2), kBs, 0);
+  EXPECT_EQ(g.Cap(kWorker, Chain(5, 3, p, 1), kBs, 1), 0u);  // block 0 is gone
+  EXPECT_EQ(g.Cap(kWorker, chain, kBs, 11), 11u);            // the session's tail is not
+}
+
+TEST(GroupImitation, MambaServesOnlyAtACheckpoint) {
+  GroupImitation g;
+  const ImitatedGroupSpec mamba{{GroupKind::kMamba, 0}, 2};
+  g.Configure(kWorker, {&mamba, 1});
+  const auto a = Chain(1, 10);
+  g.Learn(kWorker, a, kBs, 0);
+  // The next turn starts from the state at a's end.
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 14, a, 10), kBs, 10), 10u);
+  // A fork inside a: no state before block 6 was kept, so nothing is reused.
+  EXPECT_EQ(g.Cap(kWorker, Chain(3, 14, a, 6), kBs, 6), 0u);
+  // Two more prompts fill the pool of two states: a's is evicted.
+  g.Learn(kWorker, Chain(4, 5), kBs, 0);
+  g.Learn(kWorker, Chain(5, 5), kBs, 0);
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 14, a, 10), kBs, 10), 0u);
+}
+
+TEST(GroupImitation, EveryGroupMustServeAndUnlearnTakesBackAnAttempt) {
+  GroupImitation g;
+  const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 100},
+                                      {{GroupKind::kMamba, 0}, 100}};
+  g.Configure(kWorker, groups);
+  const auto a = Chain(1, 10);
+  g.Learn(kWorker, a, kBs, 0);
+  // The window holds all of a; Mamba only its end: a fork at 6 is 0, a continuation 10.
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 12, a, 6), kBs, 6), 0u);
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 12, a, 10), kBs, 10), 10u);
+  // The attempt did not run: what it added is gone from every group.
+  g.Unlearn(kWorker, a);
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 12, a, 10), kBs, 10), 0u);
+  for (const auto& v : g.Groups(kWorker)) EXPECT_EQ(v.blocks, 0u);
+}
+
+TEST(GroupImitation, ConfigureKeepsAnUnchangedLayoutAndForgetsOtherwise) {
+  GroupImitation g;
+  const ImitatedGroupSpec swa{{GroupKind::kSlidingWindow, 33}, 100};
+  EXPECT_FALSE(g.Hybrid(kWorker));
+  // Not hybrid: a full-attention hit is never lowered.
+  EXPECT_EQ(g.Cap(kWorker, Chain(1, 5), kBs, 5), 5u);
+  g.Configure(kWorker, {&swa, 1});
+  EXPECT_TRUE(g.Hybrid(kWorker));
+  g.Learn(kWorker, Chain(1, 5), kBs, 0);
+  g.Configure(kWorker, {&swa, 1});  // a reload, same layout
+  EXPECT_EQ(g.Groups(kWorker).at(0).blocks, 5u);
+  const ImitatedGroupSpec wider{{GroupKind::kSlidingWindow, 65}, 100};
+  g.Configure(kWorker, {&wider, 1});  // another model: nothing learned holds
+  EXPECT_EQ(g.Groups(kWorker).at(0).blocks, 0u);
+  g.Configure(kWorker, {});
+  EXPECT_FALSE(g.Hybrid(kWorker));
+  // The capacity is bounded whatever is configured.
+  const ImitatedGroupSpec huge{{GroupKind::kMamba, 0}, ~uint64_t{0}};
+  g.Configure(kWorker, {&huge, 1});
+  EXPECT_EQ(g.Groups(kWorker).at(0).capacity_blocks, GroupImitation::kMaxBlocksPerGroup);
+}
+
+}  // namespace
+}  // namespace kvgate::kvindex
