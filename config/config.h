@@ -50,6 +50,9 @@ struct KvGroupConfig {
   std::string kind;             // sliding_window | mamba (kvindex::ParseGroupKind's names)
   uint32_t sliding_window = 0;  // tokens; sliding_window only
   uint64_t num_gpu_blocks = 0;  // the group's pool, in routing.block_tokens blocks
+  // mamba only: the engine's --max-num-batched-tokens, where its prefill chunks end and leave a
+  // state checkpoint (vLLM's mamba_cache_mode "align"); 0: only the prompt's end is assumed.
+  uint32_t chunk_tokens = 0;
 
   friend bool operator==(const KvGroupConfig&, const KvGroupConfig&) = default;
 };

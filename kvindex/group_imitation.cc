@@ -8,7 +8,7 @@ namespace {
 
 bool SameSpec(const ImitatedGroupSpec& a, const ImitatedGroupSpec& b) {
   return a.spec.kind == b.spec.kind && a.spec.sliding_window == b.spec.sliding_window &&
-         a.capacity_blocks == b.capacity_blocks;
+         a.capacity_blocks == b.capacity_blocks && a.chunk_blocks == b.chunk_blocks;
 }
 
 // ceil((W-1)/B): the blocks a window reads before a hit (GroupHit's run).
@@ -93,8 +93,15 @@ void GroupImitation::Learn(Holder holder, absl::Span<const BlockHash> chain, uin
         break;
       }
       case GroupKind::kMamba:
-        // The state it started from, then the checkpoint at its last full block.
+        // The state it started from, the checkpoints at its prefill chunks' ends (from the
+        // hit), then the one at its last full block.
         if (hit > 0) Touch(g, chain[hit - 1]);
+        if (g.spec.chunk_blocks > 0) {
+          for (uint64_t end = uint64_t{hit} + g.spec.chunk_blocks; end < n;
+               end += g.spec.chunk_blocks) {
+            Touch(g, chain[end - 1]);
+          }
+        }
         Touch(g, chain[n - 1]);
         break;
       case GroupKind::kFullAttention:

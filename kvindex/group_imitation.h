@@ -7,10 +7,11 @@
 //     blocks the context moved past: a prompt touches [hit - window, end), in order, so the
 //     blocks of an old prefix that later turns skip age out while full attention keeps them;
 //   - Mamba keeps one state per checkpoint: a prompt touches the checkpoint it started from and
-//     leaves one at its last full block.
+//     leaves one at the end of each prefill chunk (when the chunk size is known) and at its last
+//     full block.
 // Where it must guess: the decode's own checkpoints and window moves (the router never sees the
-// output's blocks), and prefill chunk boundaries. Thread-safe (one mutex; short critical
-// sections on routing threads).
+// output's blocks), and where chunks end when prefills share a step. Thread-safe (one mutex; short
+// critical sections on routing threads).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,8 @@ namespace kvgate::kvindex {
 struct ImitatedGroupSpec {
   GroupSpec spec;
   uint64_t capacity_blocks = 0;
+  // Mamba: a prefill chunk of this many blocks ends on a checkpoint (0: only the prompt's end).
+  uint32_t chunk_blocks = 0;
 };
 
 /// Blocks of one imitated group, for admin pages.

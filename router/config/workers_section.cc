@@ -60,7 +60,7 @@ void ReadKvEvents(YamlReader& r, const YAML::Node& n, const std::string& path, K
 void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
                   std::vector<KvGroupConfig>* groups) {
   if (!n.IsSequence()) {
-    r.Error(n, path, "must be a list of {kind, sliding_window, num_gpu_blocks}");
+    r.Error(n, path, "must be a list of {kind, sliding_window, num_gpu_blocks, chunk_tokens}");
     return;
   }
   if (n.size() > 8) {
@@ -70,7 +70,9 @@ void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
   for (size_t i = 0; i < n.size(); ++i) {
     const std::string at = common::StrCat(path, "[", i, "]");
     KvGroupConfig g;
-    if (!r.ExpectMap(n[i], at, {"kind", "sliding_window", "num_gpu_blocks"})) continue;
+    if (!r.ExpectMap(n[i], at, {"kind", "sliding_window", "num_gpu_blocks", "chunk_tokens"})) {
+      continue;
+    }
     kvindex::GroupKind kind;
     if (!r.String(n[i], at, "kind", &g.kind)) {
       r.Error(n[i], YamlReader::Join(at, "kind"), "is required (sliding_window or mamba)");
@@ -82,6 +84,11 @@ void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
                              g.kind, "'"));
     } else {
       g.kind = std::string(kvindex::GroupKindName(kind));
+      if (kind == kvindex::GroupKind::kMamba) {
+        r.Uint(n[i], at, "chunk_tokens", &g.chunk_tokens, 0, 1u << 24);
+      } else if (n[i]["chunk_tokens"].IsDefined()) {
+        r.Error(n[i]["chunk_tokens"], YamlReader::Join(at, "chunk_tokens"), "is for mamba only");
+      }
       if (kind != kvindex::GroupKind::kSlidingWindow) {
         // A window on a Mamba group means nothing; 0 keeps it out of comparisons.
       } else if (!n[i]["sliding_window"].IsDefined()) {

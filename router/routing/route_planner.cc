@@ -525,13 +525,15 @@ void RoutePlanner::SetCapacity(const Worker& worker, uint64_t tokens, uint32_t b
   }
 }
 
-void RoutePlanner::SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups) {
+void RoutePlanner::SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups,
+                             uint32_t block_tokens) {
   std::vector<kvindex::ImitatedGroupSpec> specs;
   for (const auto& g : groups) {
     kvindex::ImitatedGroupSpec spec;
     if (!kvindex::ParseGroupKind(g.kind, &spec.spec.kind)) continue;  // refused by the loader
     spec.spec.sliding_window = g.sliding_window;
     spec.capacity_blocks = g.num_gpu_blocks;
+    spec.chunk_blocks = g.chunk_tokens / std::max<uint32_t>(1, block_tokens);
     specs.push_back(spec);
   }
   groups_.Configure(HolderOf(worker), specs);

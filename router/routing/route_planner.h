@@ -135,7 +135,9 @@ class RoutePlanner {
   /// Sets a worker's capacity in the index (tokens -> blocks).
   void SetCapacity(const Worker& worker, uint64_t tokens, uint32_t block_tokens);
   /// Sets a hybrid worker's groups beside full attention for approximate mode (empty: none).
-  void SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups);
+  /// Chunk sizes are converted to blocks of `block_tokens` (routing.block_tokens).
+  void SetGroups(const Worker& worker, absl::Span<const config::KvGroupConfig> groups,
+                 uint32_t block_tokens);
   /// Forgets a removed worker.
   void RemoveWorker(const Worker& worker);
 

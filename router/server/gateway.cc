@@ -206,7 +206,7 @@ struct Gateway::Impl {
       if (w->config().kv_capacity_tokens > 0) {
         state.planner.SetCapacity(*w, w->config().kv_capacity_tokens, cfg->routing.block_tokens);
       }
-      state.planner.SetGroups(*w, w->config().kv_groups);
+      state.planner.SetGroups(*w, w->config().kv_groups, cfg->routing.block_tokens);
     }
     return std::make_shared<const Snapshot>(
         Snapshot{std::move(cfg), std::move(workers), std::move(policies), std::move(tls)});

@@ -315,12 +315,13 @@ TEST(ConfigLoader, WorkerKvGroups) {
   auto c = LoadConfigFromString(
       "workers:\n  - url: http://a:1\n    kv_groups:\n"
       "      - {kind: SWA, sliding_window: 128, num_gpu_blocks: 49152}\n"
-      "      - {kind: linear_attention, num_gpu_blocks: 432}\n  - url: http://b:1\n",
+      "      - {kind: linear_attention, num_gpu_blocks: 432, chunk_tokens: 8192}\n"
+      "  - url: http://b:1\n",
       "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->workers[0].kv_groups.size(), 2u);
   EXPECT_EQ(c->workers[0].kv_groups[0], (config::KvGroupConfig{"sliding_window", 128, 49152}));
-  EXPECT_EQ(c->workers[0].kv_groups[1], (config::KvGroupConfig{"mamba", 0, 432}));
+  EXPECT_EQ(c->workers[0].kv_groups[1], (config::KvGroupConfig{"mamba", 0, 432, 8192}));
   EXPECT_TRUE(c->workers[1].kv_groups.empty());
   auto bad = [](const std::string& groups) {
     auto r = LoadConfigFromString("workers:\n  - url: http://a:1\n    kv_groups: " + groups + "\n",
@@ -336,6 +337,8 @@ TEST(ConfigLoader, WorkerKvGroups) {
   EXPECT_THAT(bad("[{kind: mamba, num_gpu_blocks: 0}]"),
               HasSubstr("workers[0].kv_groups[0].num_gpu_blocks: must be between 1 and"));
   EXPECT_THAT(bad("[{kind: mamba, num_gpu_blocks: 5, window: 3}]"), HasSubstr("unknown key"));
+  EXPECT_THAT(bad("[{kind: swa, sliding_window: 4, num_gpu_blocks: 5, chunk_tokens: 64}]"),
+              HasSubstr("workers[0].kv_groups[0].chunk_tokens: is for mamba only"));
   EXPECT_THAT(bad("{kind: mamba}"), HasSubstr("workers[0].kv_groups: must be a list"));
 }
 

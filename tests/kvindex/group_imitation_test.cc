@@ -79,6 +79,23 @@ TEST(GroupImitation, MambaServesOnlyAtACheckpoint) {
   EXPECT_EQ(g.Cap(kWorker, Chain(2, 14, a, 10), kBs, 10), 0u);
 }
 
+TEST(GroupImitation, MambaCheckpointsEveryPrefillChunkFromTheHit) {
+  GroupImitation g;
+  ImitatedGroupSpec mamba{{GroupKind::kMamba, 0}, 100};
+  mamba.chunk_blocks = 4;
+  g.Configure(kWorker, {&mamba, 1});
+  const auto a = Chain(1, 10);
+  g.Learn(kWorker, a, kBs, 0);  // chunks end at blocks 4 and 8, the prompt at 10
+  // Another session sharing a's first 9 blocks starts from the state after the second chunk.
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 12, a, 9), kBs, 9), 8u);
+  EXPECT_EQ(g.Cap(kWorker, Chain(2, 12, a, 7), kBs, 7), 4u);
+  // A prompt learned from a hit of 10 checkpoints at 14 and 18 (its chunks start at the hit).
+  const auto b = Chain(3, 20, a, 10);
+  g.Learn(kWorker, b, kBs, 10);
+  EXPECT_EQ(g.Cap(kWorker, Chain(4, 30, b, 17), kBs, 17), 14u);
+  EXPECT_EQ(g.Cap(kWorker, Chain(4, 30, b, 13), kBs, 13), 10u);
+}
+
 TEST(GroupImitation, EveryGroupMustServeAndUnlearnTakesBackAnAttempt) {
   GroupImitation g;
   const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 100},

@@ -228,7 +228,8 @@ TEST_F(PlannerTest, HybridWorkerPredictsWhatItsSlidingWindowStillServes) {
 
   // The same worker as a hybrid model whose window pool (64 blocks) keeps only turn 1's end.
   planner_ = std::make_unique<RoutePlanner>(config_);
-  planner_->SetGroups(*raw_[0], {config::KvGroupConfig{"sliding_window", 257, 64}});
+  planner_->SetGroups(*raw_[0], {config::KvGroupConfig{"sliding_window", 257, 64}},
+                      config_.block_tokens);
   auto again = Route(Chat({{"user", head}}));
   Finish(*again);
   auto fork = PlanOnly(fork_body);
