@@ -11,12 +11,6 @@ bool SameSpec(const ImitatedGroupSpec& a, const ImitatedGroupSpec& b) {
          a.capacity_blocks == b.capacity_blocks && a.chunk_blocks == b.chunk_blocks;
 }
 
-// ceil((W-1)/B): the blocks a window reads before a hit (GroupHit's run).
-uint32_t WindowBlocks(uint32_t window, uint32_t block_size) {
-  const uint32_t bs = std::max<uint32_t>(1, block_size);
-  return window > 1 ? (window - 1 + bs - 1) / bs : 0;
-}
-
 }  // namespace
 
 void GroupImitation::Configure(Holder holder, absl::Span<const ImitatedGroupSpec> groups) {

@@ -44,6 +44,11 @@ bool ParseGroupKind(std::string_view name, GroupKind* kind) {
   return false;
 }
 
+uint32_t WindowBlocks(uint32_t sliding_window, uint32_t block_size) {
+  const uint32_t bs = std::max<uint32_t>(1, block_size);
+  return sliding_window > 1 ? (sliding_window - 1 + bs - 1) / bs : 0;
+}
+
 uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_blocks,
                   const std::function<bool(uint32_t)>& cached) {
   switch (spec.kind) {
@@ -54,8 +59,7 @@ uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_bloc
     }
     case GroupKind::kSlidingWindow: {
       // The token at the hit attends to the W-1 tokens before it: those blocks must be there.
-      const uint32_t bs = std::max<uint32_t>(1, block_size);
-      const uint32_t needed = spec.sliding_window > 1 ? (spec.sliding_window - 1 + bs - 1) / bs : 0;
+      const uint32_t needed = WindowBlocks(spec.sliding_window, block_size);
       uint32_t run = 0;
       for (uint32_t i = full_blocks; i-- > 0;) {
         if (!cached(i)) {

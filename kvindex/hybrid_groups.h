@@ -40,6 +40,10 @@ struct GroupSpec {
   uint32_t sliding_window = 0;  // Tokens; kSlidingWindow only.
 };
 
+/// ceil((W-1)/block_size): the cached blocks a sliding window of W tokens needs just before a hit
+/// (vLLM's sliding_window_contiguous_blocks).
+uint32_t WindowBlocks(uint32_t sliding_window, uint32_t block_size);
+
 /// The rule of one non-full group, given the leading `full_blocks` blocks of a chain of
 /// `block_size`-token blocks that full attention serves and `cached(i)`: whether the group holds
 /// block i. Returns the hit in blocks (<= full_blocks), as vLLM's single-type managers find it:

@@ -54,8 +54,6 @@ void ReadKvEvents(YamlReader& r, const YAML::Node& n, const std::string& path, K
   }
 }
 
-}  // namespace
-
 // workers[].kv_groups: a hybrid model's groups beside full attention (approximate mode).
 void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
                   std::vector<KvGroupConfig>* groups) {
@@ -106,6 +104,8 @@ void ReadKvGroups(YamlReader& r, const YAML::Node& n, const std::string& path,
     groups->push_back(std::move(g));
   }
 }
+
+}  // namespace
 
 void ReadWorker(YamlReader& r, const YAML::Node& node, const std::string& path, WorkerConfig* w,
                 std::set<std::string>* seen, absl::Span<const std::string_view> extra) {
