@@ -40,7 +40,7 @@ CONFIG_SRCS="router/config/loader.cc router/config/resolve.cc router/config/secr
 CONFIG_SRCS+=" router/config/auth_section.cc router/config/discovery_section.cc"
 CONFIG_SRCS+=" router/config/listener_section.cc router/config/routing_section.cc"
 CONFIG_SRCS+=" router/config/upstream_section.cc router/config/workers_section.cc"
-CONFIG_SRCS+=" router/config/cluster_section.cc"
+CONFIG_SRCS+=" router/config/cluster_section.cc kvindex/hybrid_groups.cc"
 CONFIG_SRCS+=" common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} ${PD_SRCS} ${POLICY_SRCS}"
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
