@@ -25,9 +25,11 @@ constexpr auto kWait = std::chrono::seconds(60);
 constexpr uint64_t kLarge = 64 << 20;
 constexpr uint64_t kSmall = 16 << 10;
 
-// Submits the large read, then the small one; checks the small one completed while the large
-// one had not, then that both carried the right bytes.
-void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remote, uint64_t seed) {
+// Submits the large read, then the small one; `*overtook`: the small one completed while the
+// large one had not. Checks that both carried the right bytes either way.
+void RaceOnce(TransferEngine& engine, SegmentId seg, uint64_t remote, uint64_t seed,
+              bool* overtook) {
+  *overtook = false;
   std::vector<uint8_t> large(kLarge), small(kSmall);
   ASSERT_TRUE(engine.RegisterMemory(large.data(), large.size()).ok());
   ASSERT_TRUE(engine.RegisterMemory(small.data(), small.size()).ok());
@@ -60,12 +62,7 @@ void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remot
   };
   // The small read starts once the large one is moving (connected, its first round sent), so
   // it cannot simply be queued alongside it.
-  for (;;) {
-    const BatchStatus moving = large_status();
-    ASSERT_FALSE(moving.finished()) << "the large read ended before it could be overtaken";
-    if (moving.bytes_done > 0) break;
-    std::this_thread::yield();
-  }
+  while (large_status().bytes_done == 0) std::this_thread::yield();
   auto little = engine.AllocateBatch(1);
   ASSERT_TRUE(little.ok());
   const uint64_t small_off = kLarge - kSmall;  // The large read's last bytes, read again.
@@ -75,9 +72,7 @@ void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remot
   auto st = engine.Wait(*little, Clock::now() + kWait);
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(st->state, TaskState::kCompleted) << st->first_error;
-  const BatchStatus large_now = large_status();
-  EXPECT_FALSE(large_now.finished()) << "the small read waited until the large one was done ("
-                                     << large_now.bytes_done << " of " << kLarge << " bytes)";
+  *overtook = !large_status().finished();
   for (BatchId b : big) {
     st = engine.Wait(b, Clock::now() + kWait);
     ASSERT_TRUE(st.ok());
@@ -89,6 +84,20 @@ void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remot
   EXPECT_TRUE(engine.FreeBatch(*little).ok());
   EXPECT_TRUE(engine.UnregisterMemory(large.data()).ok());
   EXPECT_TRUE(engine.UnregisterMemory(small.data()).ok());
+}
+
+// A starved small read loses every race. A fair engine can lose one only when this thread is
+// descheduled (a loaded 2-core CI machine) for as long as the large read takes to finish,
+// between seeing it move and submitting, or between the small read's end and the check.
+void ExpectSmallNotStarved(TransferEngine& engine, SegmentId seg, uint64_t remote, uint64_t seed) {
+  constexpr int kTries = 3;
+  for (int i = 0; i < kTries; ++i) {
+    bool overtook = false;
+    ASSERT_NO_FATAL_FAILURE(RaceOnce(engine, seg, remote, seed, &overtook));
+    if (overtook) return;
+  }
+  ADD_FAILURE() << "the small read waited until the large one was done, " << kTries
+                << " times in a row";
 }
 
 class TcpFairnessTest : public ::testing::TestWithParam<uint32_t> {};  // slice_bytes
