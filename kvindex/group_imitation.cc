@@ -70,38 +70,43 @@ void GroupImitation::Touch(Group& g, BlockHash hash) {
   g.where.emplace(hash, g.lru.insert(g.lru.end(), hash));
 }
 
+void ForEachKeptBlock(const ImitatedGroupSpec& spec, uint32_t block_size, uint32_t n, uint32_t hit,
+                      absl::FunctionRef<void(uint32_t)> keep) {
+  hit = std::min(hit, n);
+  if (n == 0) return;
+  switch (spec.spec.kind) {
+    case GroupKind::kSlidingWindow: {
+      // The window before the hit is read; every new block is computed, then freed as the
+      // context moves past it (oldest first). Blocks before the window are not touched.
+      const uint32_t window = WindowBlocks(spec.spec.sliding_window, block_size);
+      for (uint32_t i = hit > window ? hit - window : 0; i < n; ++i) keep(i);
+      break;
+    }
+    case GroupKind::kMamba:
+      // The state it started from, the checkpoints at its prefill chunks' ends (from the hit),
+      // then the one at its last full block.
+      if (hit > 0) keep(hit - 1);
+      if (spec.chunk_blocks > 0) {
+        for (uint64_t end = uint64_t{hit} + spec.chunk_blocks; end < n; end += spec.chunk_blocks) {
+          keep(static_cast<uint32_t>(end - 1));
+        }
+      }
+      keep(n - 1);
+      break;
+    case GroupKind::kFullAttention:
+      for (uint32_t i = 0; i < n; ++i) keep(i);
+      break;
+  }
+}
+
 void GroupImitation::Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
                            uint32_t hit_blocks) {
   const uint32_t n = static_cast<uint32_t>(chain.size());
-  const uint32_t hit = std::min(hit_blocks, n);
   common::MutexLock lock(&mu_);
   auto h = holders_.find(holder);
   if (h == holders_.end() || n == 0) return;
   for (Group& g : h->second) {
-    switch (g.spec.spec.kind) {
-      case GroupKind::kSlidingWindow: {
-        // The window before the hit is read; every new block is computed, then freed as the
-        // context moves past it (oldest first). Blocks before the window are not touched.
-        const uint32_t window = WindowBlocks(g.spec.spec.sliding_window, block_size);
-        for (uint32_t i = hit > window ? hit - window : 0; i < n; ++i) Touch(g, chain[i]);
-        break;
-      }
-      case GroupKind::kMamba:
-        // The state it started from, the checkpoints at its prefill chunks' ends (from the
-        // hit), then the one at its last full block.
-        if (hit > 0) Touch(g, chain[hit - 1]);
-        if (g.spec.chunk_blocks > 0) {
-          for (uint64_t end = uint64_t{hit} + g.spec.chunk_blocks; end < n;
-               end += g.spec.chunk_blocks) {
-            Touch(g, chain[end - 1]);
-          }
-        }
-        Touch(g, chain[n - 1]);
-        break;
-      case GroupKind::kFullAttention:
-        for (uint32_t i = 0; i < n; ++i) Touch(g, chain[i]);
-        break;
-    }
+    ForEachKeptBlock(g.spec, block_size, n, hit_blocks, [&](uint32_t i) { Touch(g, chain[i]); });
   }
 }
 

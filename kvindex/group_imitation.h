@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
 #include "kvindex/hybrid_groups.h"
@@ -33,6 +34,12 @@ struct ImitatedGroupSpec {
   // Mamba: a prefill chunk of this many blocks ends on a checkpoint (0: only the prompt's end).
   uint32_t chunk_blocks = 0;
 };
+
+/// Calls `keep(i)`, in order, for each block i of an `n`-block prompt that group `spec` reads or
+/// keeps when the prompt runs with a hit of `hit` blocks (the file comment's rules): what Learn
+/// touches, and what precise mode expects a routed prompt's events to show in that group.
+void ForEachKeptBlock(const ImitatedGroupSpec& spec, uint32_t block_size, uint32_t n, uint32_t hit,
+                      absl::FunctionRef<void(uint32_t)> keep);
 
 /// Blocks of one imitated group, for admin pages.
 struct ImitatedGroupView {

@@ -158,22 +158,25 @@ bool HybridGroups::Hybrid(Holder holder) const {
 }
 
 uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-                           uint32_t full_blocks, bool gpu_only) const {
+                           uint32_t full_blocks, bool gpu_only,
+                           const std::function<bool(uint32_t, uint32_t)>& pending) const {
   common::ReaderMutexLock lock(&mu_);
   auto h = holders_.find(holder);
   uint32_t hit = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
   if (h == holders_.end() || h->second.empty()) return hit;
   const uint8_t mask = gpu_only ? uint8_t{1} << static_cast<int>(Tier::kGpu) : uint8_t{0xff};
   // The coordinator's fixed point over this holder's groups kept in the chain's block size.
-  absl::InlinedVector<const Group*, 4> groups;
+  absl::InlinedVector<std::pair<uint32_t, const Group*>, 4> groups;
   for (const auto& entry : h->second) {
-    if (entry.second.block_size == block_size) groups.push_back(&entry.second);
+    if (entry.second.block_size == block_size) groups.emplace_back(entry.first, &entry.second);
   }
   hit = CoordinatedHit(hit, groups.size(), [&](size_t i, uint32_t at) {
-    const Group& g = *groups[i];
-    return GroupHit(g.spec, block_size, at, [&](uint32_t b) {
-      auto it = g.tiers.find(chain[b]);
-      return it != g.tiers.end() && (it->second & mask) != 0;
+    const uint32_t index = groups[i].first;
+    const Group* g = groups[i].second;
+    return GroupHit(g->spec, block_size, at, [&](uint32_t b) {
+      auto it = g->tiers.find(chain[b]);
+      if (it != g->tiers.end() && (it->second & mask) != 0) return true;
+      return pending != nullptr && pending(index, b);
     });
   });
   return hit;

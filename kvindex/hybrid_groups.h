@@ -94,8 +94,11 @@ class HybridGroups {
   /// vLLM's coordinator computes it for one full group and others (one pass; each group may
   /// only lower it). `gpu_only`: count only GPU-tier blocks of the groups, else any tier. A
   /// group kept in another block size serves nothing (kvgate hashes one size per worker).
+  /// `pending(group, block)`, when given, adds blocks a group is about to hold in GPU (precise
+  /// mode's guesses for a request whose events have not arrived yet).
   uint32_t Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-               uint32_t full_blocks, bool gpu_only) const;
+               uint32_t full_blocks, bool gpu_only,
+               const std::function<bool(uint32_t group, uint32_t block)>& pending = nullptr) const;
 
   /// The groups of `holder`, by group index.
   std::vector<GroupView> Groups(Holder holder) const;

@@ -43,6 +43,17 @@ std::optional<PreciseApi> PreciseApiOf(ApiEndpoint endpoint) {
   }
 }
 
+// The prefill chunk a worker's Mamba groups checkpoint at (workers[].kv_groups), 0 if unknown.
+uint32_t MambaChunkTokens(const config::WorkerConfig& worker) {
+  for (const auto& g : worker.kv_groups) {
+    kvindex::GroupKind kind;
+    if (kvindex::ParseGroupKind(g.kind, &kind) && kind == kvindex::GroupKind::kMamba) {
+      return g.chunk_tokens;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 RoutePlanner::RoutePlanner(const config::RoutingConfig& config, PreciseMode* precise)
@@ -196,9 +207,14 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
       for (auto& tier_blocks : m.blocks) tier_blocks = std::min(tier_blocks, m.any_tier_blocks);
       uint32_t gpu =
           std::min(max_hit, precise_->speculative().Extend(holders[r], chain, full_attention, now));
-      // A guess counts only beyond what the events already show: once full attention holds it,
-      // the other groups' events say what the engine kept (a hybrid hit can be shorter).
-      if (gpu <= full_attention) gpu = gpu_blocks;
+      if (gpu <= full_attention) {
+        gpu = gpu_blocks;  // No guess beyond the events: they say what every group kept.
+      } else if (hybrid) {
+        // A prompt still in flight: what its guesses say each group will keep (a fork inside
+        // it finds its sliding window or last Mamba checkpoint, not its full-attention prefix).
+        gpu = GuessedHybridHit(precise_->groups(), precise_->speculative(), holders[r], chain, bs,
+                               full_attention, gpu, now);
+      }
       const uint32_t any = std::max(gpu, m.any_tier_blocks);
       if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
         best_rank = static_cast<int>(r);
@@ -397,12 +413,22 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   }
   if (d.candidates[d.index].precise && plan.learn) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
-    const uint32_t bs = d.worker->config().kv_events->block_size;
+    const uint32_t bs = std::max<uint32_t>(1, d.worker->config().kv_events->block_size);
+    const kvindex::Holder holder =
+        PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0)));
+    // The GPU hit the engine starts from, in its blocks (cached_blocks counts routing blocks).
+    const uint64_t hit =
+        uint64_t{d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)]} *
+        config.block_tokens / bs;
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs) continue;
+      const auto groups =
+          PendingGroups(precise_->groups(), holder, static_cast<uint32_t>(chain.size()), bs,
+                        static_cast<uint32_t>(std::min<uint64_t>(hit, chain.size())),
+                        MambaChunkTokens(d.worker->config()) / bs);
       precise_->speculative().Insert(
-          PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0))), chain,
-          now + std::chrono::milliseconds(config.precise.speculative_ttl_ms));
+          holder, chain, now + std::chrono::milliseconds(config.precise.speculative_ttl_ms),
+          groups);
     }
   }
   return d;
