@@ -155,33 +155,17 @@ TEST(Engine, ChunkedPrefillSplitsLongPrompts) {
 // A random workload through a tiny pool (preemptions included), twice: identical results.
 std::vector<std::string> Replay(uint64_t seed) {
   Engine e(SmallProfile(12), "m", seed);
-  std::vector<EngineRequest> reqs;
-  uint64_t x = 12345;
-  auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
-  for (uint64_t i = 0; i < 30; ++i) {
-    const uint32_t share = static_cast<uint32_t>(next() >> 60) % 3;
-    reqs.push_back({i, Prompt(20 + static_cast<uint32_t>(next() >> 58), share * 1000),
-                    1 + static_cast<uint32_t>(next() >> 60), i * 0.02});
-  }
+  const std::vector<EngineRequest> reqs = RandomWorkload(30, 58, 60);
   std::vector<std::string> log;
   std::map<uint64_t, uint32_t> got;
-  size_t next_req = 0;
-  double now = 0;
-  while (next_req < reqs.size() || e.HasWork()) {
-    while (next_req < reqs.size() && reqs[next_req].arrival <= now) e.AddRequest(reqs[next_req++]);
-    if (!e.HasWork()) {
-      now = reqs[next_req].arrival;
-      continue;
-    }
-    StepResult r = e.Step(now);
-    now += r.duration;
+  RunWorkload(e, reqs, [&](double now, const StepResult& r) {
     for (const auto& o : r.outputs) {
       got[o.id] = o.completion_tokens;
       log.push_back(std::to_string(o.id) + ":" + std::to_string(o.new_tokens[0]) + "@" +
                     std::to_string(now) + (o.finished ? " done" : ""));
     }
     for (const auto& ev : r.events) log.push_back("ev" + std::to_string(ev.block_hashes.size()));
-  }
+  });
   for (const auto& r : reqs) EXPECT_EQ(got[r.id], r.max_tokens);
   EXPECT_GT(e.counters().preemptions, 0u);
   return log;

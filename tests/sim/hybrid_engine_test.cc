@@ -501,26 +501,10 @@ TEST(HybridEngine, PdPrefillHoldsEveryGroupAndDecodeKeepsTheWindow) {
 // --- Robustness: a random workload through tiny pools, with preemptions ---
 
 std::vector<std::string> Replay(Engine& e, Mirror& mirror) {
-  std::vector<EngineRequest> reqs;
-  uint64_t x = 12345;
-  auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
-  for (uint64_t i = 0; i < 40; ++i) {
-    const uint32_t share = static_cast<uint32_t>(next() >> 60) % 3;
-    reqs.push_back({i, Prompt(20 + static_cast<uint32_t>(next() >> 57), share * 1000),
-                    1 + static_cast<uint32_t>(next() >> 59), i * 0.02});
-  }
+  const std::vector<EngineRequest> reqs = RandomWorkload(40, 57, 59);
   std::vector<std::string> log;
   std::map<uint64_t, uint32_t> got;
-  size_t next_req = 0;
-  double now = 0;
-  while (next_req < reqs.size() || e.HasWork()) {
-    while (next_req < reqs.size() && reqs[next_req].arrival <= now) e.AddRequest(reqs[next_req++]);
-    if (!e.HasWork()) {
-      now = reqs[next_req].arrival;
-      continue;
-    }
-    StepResult r = e.Step(now);
-    now += r.duration;
+  RunWorkload(e, reqs, [&](double now, const StepResult& r) {
     mirror.Apply(r.events);
     for (const auto& o : r.outputs) {
       got[o.id] = o.completion_tokens;
@@ -531,7 +515,7 @@ std::vector<std::string> Replay(Engine& e, Mirror& mirror) {
       log.push_back("ev" + std::to_string(ev.group_idx.value_or(-1)) + "/" +
                     std::to_string(ev.block_hashes.size()));
     }
-  }
+  });
   for (const auto& r : reqs) EXPECT_EQ(got[r.id], r.max_tokens) << r.id;
   EXPECT_GT(e.counters().preemptions, 0u);
   return log;

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "common/strings.h"
+#include "sim/engine.h"
 #include "sim/server.h"
 
 namespace kvgate::sim {
@@ -19,6 +21,39 @@ inline std::vector<uint32_t> Prompt(uint32_t n, uint32_t first) {
   std::vector<uint32_t> t(n);
   for (uint32_t i = 0; i < n; ++i) t[i] = first + i;
   return t;
+}
+
+/// `n` requests of a fixed pseudo-random workload, one every 20 ms: prompts of 20 tokens plus a
+/// random length below 2^(64 - len_shift), starting with one of three shared prefixes, and up to
+/// 2^(64 - out_shift) output tokens. The robustness replays push it through tiny pools.
+inline std::vector<EngineRequest> RandomWorkload(uint64_t n, int len_shift, int out_shift) {
+  std::vector<EngineRequest> reqs;
+  uint64_t x = 12345;
+  auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t share = static_cast<uint32_t>(next() >> 60) % 3;
+    reqs.push_back({i, Prompt(20 + static_cast<uint32_t>(next() >> len_shift), share * 1000),
+                    1 + static_cast<uint32_t>(next() >> out_shift), static_cast<double>(i) * 0.02});
+  }
+  return reqs;
+}
+
+/// Steps `e` through `reqs` (each added at its arrival time) until every one is done, calling
+/// `on_step(now, result)` after each step with the time the step ended.
+inline void RunWorkload(Engine& e, const std::vector<EngineRequest>& reqs,
+                        absl::FunctionRef<void(double, const StepResult&)> on_step) {
+  size_t next_req = 0;
+  double now = 0;
+  while (next_req < reqs.size() || e.HasWork()) {
+    while (next_req < reqs.size() && reqs[next_req].arrival <= now) e.AddRequest(reqs[next_req++]);
+    if (!e.HasWork()) {
+      now = reqs[next_req].arrival;
+      continue;
+    }
+    StepResult r = e.Step(now);
+    now += r.duration;
+    on_step(now, r);
+  }
 }
 
 /// Two simulated workers on free ports, serving on a thread of their own, at time scale 0.02
