@@ -54,6 +54,13 @@ uint32_t MambaChunkTokens(const config::WorkerConfig& worker) {
   return 0;
 }
 
+// The chosen candidate's GPU hit in the engine's `block_size`-token blocks (cached_blocks
+// counts routing blocks; speculative guesses are engine blocks).
+uint64_t GpuHitInEngineBlocks(const Decision& d, uint32_t block_tokens, uint32_t block_size) {
+  return uint64_t{d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)]} *
+         block_tokens / std::max<uint32_t>(1, block_size);
+}
+
 }  // namespace
 
 RoutePlanner::RoutePlanner(const config::RoutingConfig& config, PreciseMode* precise)
@@ -416,16 +423,13 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     const uint32_t bs = std::max<uint32_t>(1, d.worker->config().kv_events->block_size);
     const kvindex::Holder holder =
         PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0)));
-    // The GPU hit the engine starts from, in its blocks (cached_blocks counts routing blocks).
-    const uint64_t hit =
-        uint64_t{d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)]} *
-        config.block_tokens / bs;
+    const uint64_t hit = GpuHitInEngineBlocks(d, config.block_tokens, bs);  // Where it starts.
+    const uint32_t mamba_chunk_blocks = MambaChunkTokens(d.worker->config()) / bs;
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs) continue;
-      const auto groups =
-          PendingGroups(precise_->groups(), holder, static_cast<uint32_t>(chain.size()), bs,
-                        static_cast<uint32_t>(std::min<uint64_t>(hit, chain.size())),
-                        MambaChunkTokens(d.worker->config()) / bs);
+      const auto groups = PendingGroups(
+          precise_->groups(), holder, static_cast<uint32_t>(chain.size()), bs,
+          static_cast<uint32_t>(std::min<uint64_t>(hit, chain.size())), mamba_chunk_blocks);
       precise_->speculative().Insert(
           holder, chain, now + std::chrono::milliseconds(config.precise.speculative_ttl_ms),
           groups);
@@ -453,10 +457,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     // Likewise the guess that the chosen rank is about to hold the prompt: the blocks it
     // matched at decision time stay (an earlier request's guesses, or its events').
     const uint32_t bs = std::max<uint32_t>(1, w.config().kv_events->block_size);
-    // cached_blocks count routing blocks; the guesses are engine blocks.
-    const size_t from =
-        uint64_t{d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)]} *
-        config.block_tokens / bs;
+    const size_t from = GpuHitInEngineBlocks(d, config.block_tokens, bs);
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs || from >= chain.size()) continue;
       precise_->speculative().Remove(
