@@ -126,25 +126,35 @@ void ClientConnection::Expire() {
   }
 }
 
+error_code ReadAvailable(ThreadContext& tc, ClientConnection& conn, size_t max_bytes) {
+  if (conn.deadline_expired || conn.reaped) return net::error::operation_aborted;
+  auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
+  error_code ec;
+  const net::mutable_buffer into(p, std::min(n, max_bytes));
+  const size_t got = conn.tls ? conn.tls->ReadSome(into, ec) : conn.socket.read_some(into, ec);
+  if (!ec) {
+    conn.in.Commit(got);
+    return ec;
+  }
+  if (ec != net::error::would_block && ec != net::error::try_again) return ec;
+  // Nothing there: hold no buffer while waiting.
+  if (conn.in.empty()) conn.in.Release(tc.buffers);
+  return net::error::would_block;
+}
+
 net::awaitable<error_code> ReadMore(ThreadContext& tc, ClientConnection& conn, size_t max_bytes) {
   for (;;) {
-    if (conn.deadline_expired || conn.reaped) co_return net::error::operation_aborted;
-    auto [p, n] = conn.in.Prepare(1, std::min(max_bytes, BufferPool::kBlockBytes), tc.buffers);
-    error_code ec;
-    const net::mutable_buffer into(p, std::min(n, max_bytes));
-    const size_t got = conn.tls ? conn.tls->ReadSome(into, ec) : conn.socket.read_some(into, ec);
-    if (!ec) {
-      conn.in.Commit(got);
-      co_return error_code{};
-    }
-    if (ec != net::error::would_block && ec != net::error::try_again) co_return ec;
-    // Nothing there: wait for readability holding no buffer. Safe against lost edge-triggered
-    // wake-ups, since the read just now drained the socket and nothing ran since.
-    if (conn.in.empty()) conn.in.Release(tc.buffers);
-    auto [wec] = co_await conn.socket.async_wait(
-        conn.tls ? conn.tls->wait_type() : tcp::socket::wait_read, kNoThrow);
+    const error_code ec = ReadAvailable(tc, conn, max_bytes);
+    if (ec != net::error::would_block) co_return ec;
+    // Safe against lost edge-triggered wake-ups, since the read just now drained the socket
+    // and nothing ran since.
+    auto [wec] = co_await conn.socket.async_wait(ReadinessWait(conn), kNoThrow);
     if (wec) co_return wec;
   }
+}
+
+tcp::socket::wait_type ReadinessWait(const ClientConnection& conn) {
+  return conn.tls ? conn.tls->wait_type() : tcp::socket::wait_read;
 }
 
 net::awaitable<error_code> WriteAll(ClientConnection& conn,

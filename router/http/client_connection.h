@@ -131,6 +131,14 @@ net::awaitable<bool> Handshake(ThreadContext& tc, ClientConnection& conn);
 /// Ends the connection: close_notify on TLS, then the socket closed.
 void CloseConnection(ClientConnection& conn);
 
+/// Reads what the socket holds now into `conn.in` (at most `max_bytes`), without waiting:
+/// would_block when nothing is there (the buffer, if empty, is given back), operation_aborted
+/// when the deadline expired or the connection was reaped, eof, or another error.
+error_code ReadAvailable(ThreadContext& tc, ClientConnection& conn, size_t max_bytes);
+/// What to wait for after ReadAvailable said would_block: readability, or over TLS whatever
+/// the session needs next.
+tcp::socket::wait_type ReadinessWait(const ClientConnection& conn);
+
 /// Reads at least one more byte into `conn.in` (waiting for readability when none is there;
 /// `max_bytes` bounds how much one call reads). Returns eof, an error, or operation_aborted
 /// when the deadline expired (`conn.deadline_expired`) or the connection was closed.

@@ -263,12 +263,33 @@ net::awaitable<bool> ServeOne(ThreadContext& tc, const RouteTable& routes, Clien
   co_return true;
 }
 
+// The connection is done: closed, its place in the table given back.
+void EndSession(ThreadContext& tc, ClientConnection& conn) {
+  tc.MarkBusy(conn);
+  CloseConnection(conn);
+  conn.in.Release(tc.buffers);
+  tc.ReleasePlace(conn);
+}
+
 }  // namespace
+
+void ParkSession(ThreadContext& tc, const RouteTable& routes, ClientConnectionPtr conn) {
+  ClientConnection& c = *conn;
+  c.socket.async_wait(
+      ReadinessWait(c), [&tc, &routes, conn = std::move(conn)](const error_code& ec) mutable {
+        if (ec) {  // idle timeout, drain, reaped for a new connection
+          EndSession(tc, *conn);
+          tc.connections.erase(conn);
+          return;
+        }
+        net::co_spawn(tc.ioc, RunSession(tc, routes, std::move(conn)), net::detached);
+      });
+}
 
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn) {
-  const bool handshaken = co_await Handshake(tc, *conn);  // at once on a plain connection
-  while (handshaken && !conn->reaped) {
+  bool open = !conn->tls_context || co_await Handshake(tc, *conn);
+  while (open && !conn->reaped) {
     if (conn->in.empty()) {
       // Between requests: wait for the next one's first byte, holding no buffer.
       if (tc.draining()) break;
@@ -280,16 +301,17 @@ net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
           DeadlineKind::kIdle,
           milliseconds(conn->reserve ? std::min(limits.idle_timeout_ms, limits.read_timeout_ms)
                                      : limits.idle_timeout_ms));
-      // EOF, reset, idle timeout, drain, reaped for a new connection
-      if (co_await ReadMore(tc, *conn, 16 * 1024)) break;
+      const error_code ec = ReadAvailable(tc, *conn, 16 * 1024);
+      if (ec == net::error::would_block) {
+        ParkSession(tc, routes, std::move(conn));
+        co_return;
+      }
+      if (ec) break;  // EOF, reset, idle timeout, reaped for a new connection
     }
-    if (!co_await ServeOne(tc, routes, *conn)) break;
+    open = co_await ServeOne(tc, routes, *conn);
   }
-  tc.MarkBusy(*conn);
-  CloseConnection(*conn);
-  conn->in.Release(tc.buffers);
+  EndSession(tc, *conn);
   tc.connections.erase(conn);
-  tc.ReleasePlace(*conn);
 }
 
 }  // namespace kvgate::router

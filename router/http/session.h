@@ -15,8 +15,15 @@ namespace kvgate::router {
 class ThreadContext;
 class RouteTable;
 
+/// Serves `conn` (a new connection: its TLS handshake first) while requests come back to back;
+/// when it idles, parks it (ParkSession) and ends, so an idle connection holds no coroutine.
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn);
+/// Waits for `conn`'s next bytes with a plain reactor wait (a small handler, no coroutine frame:
+/// issue 31 measured 2.3 KB an idle connection, three quarters of it the suspended session's
+/// frames), then resumes it with RunSession; closes it when the wait ends otherwise (idle
+/// timeout, drain, reaped). Call only right after ReadAvailable said would_block.
+void ParkSession(ThreadContext& tc, const RouteTable& routes, ClientConnectionPtr conn);
 
 /// Counts the request in the metrics and writes its access-log line.
 void RecordExchange(ThreadContext& tc, const Exchange& ex);

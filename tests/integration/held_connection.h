@@ -51,6 +51,26 @@ class HeldConnection {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
   }
 
+  /// One response with a Content-Length body (a keep-alive answer), within `wait_ms` a read;
+  /// empty when it did not come whole.
+  std::string ReadResponse(int wait_ms = 10'000) {
+    timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      const size_t head_end = out.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = out.find("content-length: ");
+        const size_t length = at < head_end ? std::stoul(out.substr(at + 16)) : std::string::npos;
+        if (length != std::string::npos && out.size() >= head_end + 4 + length) return out;
+      }
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return {};
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+
   /// Everything the gateway sends until it closes or `wait_ms` passes without a byte.
   std::string ReadUntilClose(int wait_ms = 10'000) {
     timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
