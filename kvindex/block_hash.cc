@@ -4,6 +4,9 @@
 #include <cstring>
 #include <string>
 
+// Inlined (header-only xxHash): a prompt's thousands of 64-byte blocks each paid a library call
+// and XXH3's length dispatch; inlined, the block size is a constant (issue 31).
+#define XXH_INLINE_ALL
 #include "xxhash.h"
 
 namespace kvgate::kvindex {

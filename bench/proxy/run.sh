@@ -4,7 +4,7 @@
 #   4k      a 4 KiB non-streamed chat POST answered with ~4 KiB of content
 #   sse     a streamed answer of 100 SSE events (~150 bytes each)
 #   agentic a 400 KB coding-agent chat POST (tool calls and escaped source listings)
-#   chat90k the same at 90 KB
+#   chat90k, agentic1m  the same at 90 KB and 1 MB (~287K tokens, the longest real session)
 #   msg90k, msg400k  the same turn as Claude Code sends it to /v1/messages (system blocks, 48 KB
 #           of tools, thinking, tool_use / tool_result blocks), 90 KB and 400 KB
 # Prints a markdown table, then kvgate's own router-overhead quantiles per request kind.
@@ -45,6 +45,7 @@ wrk_run() {
     sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
     agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 PROMPT=agentic" ;;
     chat90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 PROMPT=agentic" ;;
+    agentic1m) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=1048576 PROMPT=agentic" ;;
     msg90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 API=messages"; path=/v1/messages ;;
     msg400k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 API=messages"; path=/v1/messages ;;
   esac
@@ -56,26 +57,6 @@ wrk_run() {
   p99=$(awk '$1=="99%" {print $2}' "$tmp/wrk.txt")
   errs=$(awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$tmp/wrk.txt")
   echo "$rps $p50 $p99 ${errs:-}"
-}
-
-# Router-overhead quantiles from kvgate's histogram (linear interpolation inside buckets).
-overhead() {
-  curl -sk "$TSCHEME://127.0.0.1:$1/metrics" | /usr/bin/python3 -c '
-import sys, re
-b = []
-for line in sys.stdin:
-    m = re.match(r"kvgate_router_overhead_seconds_bucket\{le=\"([^\"]+)\"\} (\S+)", line)
-    if m: b.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), float(m.group(2))))
-total = b[-1][1] if b else 0
-def q(p):
-    target, prev_le, prev_c = p * total, 0.0, 0.0
-    for le, c in b:
-        if c >= target:
-            if le == float("inf"): return prev_le
-            return prev_le + (le - prev_le) * ((target - prev_c) / max(c - prev_c, 1e-9))
-        prev_le, prev_c = le, c
-    return 0
-print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
 }
 
 header="| threads | target |"; sep="| --- | --- |"

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# System calls per request of each proxy (issue 31), one proxy thread, wrk -t1 -c32, a 4 KiB
-# chat POST, against two upstream kinds:
+# System calls per request of each proxy (issue 31), one proxy thread, wrk -t1 -c32, for each
+# request kind (KINDS, as bench/proxy/run.sh names them: 4k, sse, chat90k, msg90k, msg400k,
+# agentic (400 KB chat), agentic1m (1 MB chat, ~287K tokens)), against two upstream kinds:
 #   static  nginx answering every POST with a 4 KiB chat.completion JSON and Content-Length, in
 #           one write: how vLLM answers a non-streamed request
 #   fake    kvgate-fake-upstream (chunked, 8 chunks of 512 bytes; two threads)
 # For each upstream and proxy, in interleaved rounds: req/s and p99 of a plain run, then a run
 # under `strace -c -f` of the proxy alone giving its system calls per request (total and the
-# four most frequent). The direct row has no proxy: its req/s shows the load generator and the
-# upstream are not the bottleneck.
+# four most frequent); for kvgate also its router overhead (p50, p99 of
+# kvgate_router_overhead_seconds over the plain run). The direct row has no proxy: its req/s
+# shows the load generator and the upstream are not the bottleneck. The static upstream cannot
+# stream, so `sse` runs against the fake one only.
 # Usage: bench/proxy/syscalls.sh [seconds-per-run]   (needs `make build`)
-# Env: ROUNDS=2, UPSTREAMS="static fake", TARGETS="direct haproxy nginx kvgate", POLICY=kvaware,
+# Env: ROUNDS=2, KINDS="4k", UPSTREAMS="static fake", TARGETS="direct haproxy nginx kvgate", POLICY=kvaware,
 #      KVGATE_BEFORE=path/to/another/kvgate (target kvgate-before: an A/B in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DUR=${1:-5}
 ROUNDS=${ROUNDS:-2}
+KINDS=${KINDS:-4k}
 UPSTREAMS=${UPSTREAMS:-"static fake"}
 TARGETS=${TARGETS:-"direct haproxy nginx kvgate"}
 POLICY=${POLICY:-kvaware}
@@ -44,6 +48,7 @@ http {
   keepalive_timeout 120s;
   client_body_temp_path $dir/body;
   client_body_buffer_size 64k;
+  client_max_body_size 32m;  # the 1 MB rows (nginx refuses more than 1 MiB by default)
   server {
     listen 127.0.0.1:$port;
     location / {
@@ -61,10 +66,22 @@ EOF
 }
 
 
-# wrk_run PORT SECONDS -> "requests req/s p99"
+# wrk_run PORT SECONDS KIND -> "requests req/s p99"
 wrk_run() {
-  STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096 wrk -t1 -c32 -d"$2s" --latency \
-    -s bench/proxy/post.lua "http://127.0.0.1:$1/v1/chat/completions" >"$tmp/wrk.txt" 2>&1
+  local env path=/v1/chat/completions
+  case $3 in
+    4k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
+    sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
+    chat90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=92160 PROMPT=agentic" ;;
+    agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=409600 PROMPT=agentic" ;;
+    agentic1m) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=1048576 PROMPT=agentic" ;;
+    msg90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=92160 API=messages"; path=/v1/messages ;;
+    msg400k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=409600 API=messages"; path=/v1/messages ;;
+    *) echo "unknown kind $3" >&2; exit 2 ;;
+  esac
+  # shellcheck disable=SC2086
+  env $env wrk -t1 -c32 -d"$2s" --latency \
+    -s bench/proxy/post.lua "http://127.0.0.1:$1$path" >"$tmp/wrk.txt" 2>&1
   awk '/requests in/ {n=$1} /Requests\/sec/ {r=$2} $1=="99%" {p=$2} END {print n, r, p}' "$tmp/wrk.txt"
   [ -n "${KEEP_WRK:-}" ] && cat "$tmp/wrk.txt" >&2 || true
 }
@@ -76,26 +93,32 @@ trace_pids() {
   echo "$p" $kids
 }
 
-echo "| round | upstream | target | req/s | p99 | syscalls / request | most frequent (per request) |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| round | upstream | request | target | req/s | p99 | router overhead p50 / p99 | syscalls / request | most frequent (per request) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for round in $(seq "$ROUNDS"); do
   for up in $UPSTREAMS; do
     if [ "$up" = fake ]; then start_fake_upstream; else start_static; fi
-    for name in $TARGETS; do
-      start_target "$name" 1
-      wrk_run "$TPORT" 1 >/dev/null  # warm: connections to the upstream open
-      read -r _ rps p99 < <(wrk_run "$TPORT" "$DUR")
-      per="" top=""
-      if [ -n "$TPID" ]; then
-        args=()
-        for p in $(trace_pids "$TPID"); do args+=(-p "$p"); done
-        strace -f -c -o "$tmp/strace.txt" "${args[@]}" 2>/dev/null &
-        spid=$!
-        sleep 0.5
-        read -r n _ _ < <(wrk_run "$TPORT" "$DUR")
-        kill -INT "$spid" 2>/dev/null || true
-        wait "$spid" 2>/dev/null || true
-        read -r per top < <(/usr/bin/python3 - "$tmp/strace.txt" "$n" <<'EOF'
+    for kind in $KINDS; do
+      [ "$up" = static ] && [ "$kind" = sse ] && continue
+      for name in $TARGETS; do
+        start_target "$name" 1
+        wrk_run "$TPORT" 1 "$kind" >/dev/null  # warm: connections to the upstream open
+        read -r _ rps p99 < <(wrk_run "$TPORT" "$DUR" "$kind")
+        per="" top="" over=""
+        if [ "${name#kvgate}" != "$name" ]; then
+          read -r o50 o99 _ < <(overhead "$TPORT")
+          over="$o50 / $o99 us"
+        fi
+        if [ -n "$TPID" ]; then
+          args=()
+          for p in $(trace_pids "$TPID"); do args+=(-p "$p"); done
+          strace -f -c -o "$tmp/strace.txt" "${args[@]}" 2>/dev/null &
+          spid=$!
+          sleep 0.5
+          read -r n _ _ < <(wrk_run "$TPORT" "$DUR" "$kind")
+          kill -INT "$spid" 2>/dev/null || true
+          wait "$spid" 2>/dev/null || true
+          read -r per top < <(/usr/bin/python3 - "$tmp/strace.txt" "$n" <<'EOF'
 import sys
 rows, n = [], float(sys.argv[2])
 for line in open(sys.argv[1]):
@@ -107,9 +130,10 @@ top = sorted(rows, reverse=True)[:4]
 print("%.2f" % (total / n), ", ".join("%s %.2f" % (s, c / n) for c, s in top))
 EOF
 )
-      fi
-      echo "| $round | $up | $name | $rps | $p99 | ${per:-} | ${top:-} |"
-      stop_target
+        fi
+        echo "| $round | $up | $kind | $name | $rps | $p99 | ${over:-} | ${per:-} | ${top:-} |"
+        stop_target
+      done
     done
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true

@@ -57,3 +57,23 @@ start_target() {  # start_target NAME THREADS -> sets TPORT, TPID, TSCHEME
 stop_target() {
   if [ -n "$TPID" ]; then kill "$TPID" 2>/dev/null || true; wait "$TPID" 2>/dev/null || true; fi
 }
+
+# Router-overhead quantiles from kvgate's histogram (linear interpolation inside buckets).
+overhead() {
+  curl -sk "$TSCHEME://127.0.0.1:$1/metrics" | /usr/bin/python3 -c '
+import sys, re
+b = []
+for line in sys.stdin:
+    m = re.match(r"kvgate_router_overhead_seconds_bucket\{le=\"([^\"]+)\"\} (\S+)", line)
+    if m: b.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), float(m.group(2))))
+total = b[-1][1] if b else 0
+def q(p):
+    target, prev_le, prev_c = p * total, 0.0, 0.0
+    for le, c in b:
+        if c >= target:
+            if le == float("inf"): return prev_le
+            return prev_le + (le - prev_le) * ((target - prev_c) / max(c - prev_c, 1e-9))
+        prev_le, prev_c = le, c
+    return 0
+print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
+}
