@@ -57,9 +57,14 @@ struct CanonicalRequest {
 enum class ApiKind : uint8_t { kChatCompletions, kCompletions, kMessages, kResponses, kOther };
 
 /// Limits applied while canonicalising; exceeding one is kInvalidArgument.
+class PrefixReuseCache;
+
 struct CanonicalizeOptions {
   size_t max_body_bytes = size_t{64} << 20;
   int max_nesting_depth = 64;  // For tool schemas and other free-form JSON.
+  /// Long chat-completions bodies: reuse what an earlier body with the same first messages
+  /// made of them (kvindex/prefix_reuse.h). Null: every body is parsed whole.
+  PrefixReuseCache* reuse = nullptr;
 };
 
 /// Framing bytes of the canonical chat stream. Content bytes in [0x00, kMaxFramingByte] are

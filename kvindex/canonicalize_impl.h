@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "kvindex/agent_conversation.h"
 #include "kvindex/canonicalize.h"
+#include "kvindex/prefix_reuse.h"
 #include "simdjson.h"
 
 namespace kvgate::kvindex {
@@ -110,6 +111,34 @@ class Canonicalizer::Impl {
   void set_json_mode(bool json_mode) { json_mode_ = json_mode; }
 
  private:
+  // While a long chat body's messages are walked: what its next turn may reuse
+  // (kvindex/prefix_reuse.h), in the body's coordinates although the walk may read the body
+  // without the messages it reuses.
+  struct Recorder {
+    ReusablePrefix* next;
+    const PrefixMatch* match;
+    const char* data;  // the text walked
+    bool ok = true;    // false: a separator was not where expected; nothing is published
+
+    size_t BodyOffset(size_t at) const {
+      return match->messages >= 0 && at >= match->cut_begin
+                 ? at + (match->cut_end - match->cut_begin)
+                 : at;
+    }
+    // At the messages array's first element: copies the reused messages' canonical bytes.
+    void Begin(od::document& doc, std::string* canonical);
+    // After each message: where it ended in the body and in the canonical messages.
+    void MessageEnd(od::document& doc, size_t canonical_end);
+  };
+
+  // The walk over `data` (`length` bytes; the body, or the body without reused messages).
+  absl::Status Walk(std::string_view body, const char* data, size_t length, size_t capacity,
+                    ApiKind api, bool build_prompt, Recorder* rec, CanonicalRequest* out);
+  // A long chat body: walks it recording its messages (after `match`'s, when it has any) and
+  // publishes them for the next turn.
+  absl::Status RunReusing(std::string_view body, const char* data, size_t length, size_t capacity,
+                          const PrefixMatch& match, CanonicalRequest* out);
+
   // Walks a value completely, so that malformed JSON in fields the gateway does not read is
   // still caught (simdjson on-demand skips unread values without validating them).
   absl::Status Validate(od::value v, int depth);
@@ -153,6 +182,7 @@ class Canonicalizer::Impl {
   CanonicalizeOptions options_;
   od::parser parser_;
   std::string padded_;
+  bool whole_ = false;     // set while a body is parsed again without prefix reuse
   std::string tools_;      // Canonical `tools` section.
   std::string functions_;  // Canonical `functions` section.
   std::string content_;    // A message's content parts.

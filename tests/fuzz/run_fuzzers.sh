@@ -18,7 +18,7 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 0
 fi
 
-KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
+KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/prefix_reuse.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
 KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_json.cc"
 KVINDEX_SRCS+=" common/strings.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
@@ -45,6 +45,7 @@ CONFIG_SRCS+=" common/cidr.cc common/logging.cc common/url.cc ${TOKENIZER_SRCS} 
 TARGETS=(
   "http1|tests/fuzz/http1_fuzzer.cc|${HTTP1_SRCS}|absl_strings"
   "canonicalize|tests/fuzz/canonicalize_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings"
+  "prefix_reuse|tests/fuzz/prefix_reuse_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "messages|tests/fuzz/messages_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "responses|tests/fuzz/responses_fuzzer.cc|${KVINDEX_SRCS}|simdjson fmt libxxhash absl_status absl_statusor absl_strings|20"
   "kv_event_decoder|tests/fuzz/kv_event_decoder_fuzzer.cc|${KVEVENTS_SRCS}|libxxhash absl_status absl_statusor absl_strings"

@@ -1,0 +1,139 @@
+#include "kvindex/prefix_reuse.h"
+
+#include <algorithm>
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+namespace kvgate::kvindex {
+namespace {
+
+// Two entries are the same conversation when their first messages are: the newer replaces it.
+constexpr size_t kSameConversationMessages = 3;
+
+bool SameConversation(const ReusablePrefix& a, const ReusablePrefix& b) {
+  const size_t n =
+      std::min({a.segment_hashes.size(), b.segment_hashes.size(), kSameConversationMessages});
+  return n > 0 && std::equal(a.segment_hashes.begin(), a.segment_hashes.begin() + n,
+                             b.segment_hashes.begin());
+}
+
+}  // namespace
+
+PrefixReuseCache::PrefixReuseCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+uint64_t PrefixReuseCache::KeyOf(std::string_view body) {
+  return XXH3_64bits(body.data(), std::min(body.size(), kKeyBytes));
+}
+
+uint64_t SegmentHash(std::string_view body, size_t begin, size_t end) {
+  return XXH3_64bits(body.data() + begin, end - begin);
+}
+
+namespace {
+
+// Whether a message object starts after the `,` at `comma`: cutting through the comma must
+// leave a messages array that is valid exactly when the body is (`[1,]` is not, `[]` is).
+bool ObjectFollows(std::string_view body, size_t comma) {
+  for (size_t i = comma + 1; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return c == '{';
+  }
+  return false;
+}
+
+}  // namespace
+
+int MatchedMessages(const ReusablePrefix& prefix, std::string_view body) {
+  int matched = -1;
+  size_t begin = 0;
+  for (size_t i = 0; i < prefix.separators.size(); ++i) {
+    const size_t end = prefix.separators[i];
+    // The separator itself must be in the body too, and another message must follow it.
+    if (end >= body.size() || SegmentHash(body, begin, end) != prefix.segment_hashes[i]) break;
+    if (body[end] == ',' && ObjectFollows(body, end)) matched = static_cast<int>(i);
+    begin = end;
+  }
+  return matched;
+}
+
+PrefixMatch PrefixReuseCache::Find(std::string_view body) {
+  PrefixMatch best;
+  if (body.size() < kMinBodyBytes) return best;
+  std::vector<Entry> candidates;
+  {
+    common::MutexLock lock(&mu_);
+    auto it = by_key_.find(KeyOf(body));
+    if (it == by_key_.end()) return best;
+    for (auto pos : it->second) {
+      candidates.push_back(*pos);
+      lru_.splice(lru_.begin(), lru_, pos);  // iterators stay valid
+    }
+  }
+  for (const Entry& c : candidates) {
+    const int j = MatchedMessages(*c, body);
+    if (j >= 0 && (best.messages < 0 || c->separators[j] > best.cut_end - 1)) {
+      best.prefix = c;
+      best.messages = j;
+      best.cut_begin = c->messages_begin;
+      best.cut_end = c->separators[j] + 1;  // through the `,` after message j
+    }
+  }
+  return best;
+}
+
+void PrefixReuseCache::Publish(std::shared_ptr<const ReusablePrefix> entry) {
+  common::MutexLock lock(&mu_);
+  auto& same_key = by_key_[entry->key];
+  for (auto it = same_key.begin(); it != same_key.end();) {
+    if (SameConversation(***it, *entry)) {
+      bytes_ -= (**it)->bytes();
+      lru_.erase(*it);
+      it = same_key.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (same_key.size() >= kPerKey) {  // the oldest published under this key gives way
+    bytes_ -= (*same_key.front())->bytes();
+    lru_.erase(same_key.front());
+    same_key.erase(same_key.begin());
+  }
+  bytes_ += entry->bytes();
+  lru_.push_front(std::move(entry));
+  same_key.push_back(lru_.begin());
+  EvictLocked();
+}
+
+void PrefixReuseCache::EvictLocked() {
+  while (bytes_ > max_bytes_ && !lru_.empty()) {
+    const Entry& victim = lru_.back();
+    auto key_it = by_key_.find(victim->key);
+    auto& list = key_it->second;
+    list.erase(std::find(list.begin(), list.end(), std::prev(lru_.end())));
+    if (list.empty()) by_key_.erase(key_it);
+    bytes_ -= victim->bytes();
+    lru_.pop_back();
+  }
+}
+
+PrefixReuseCache::Stats PrefixReuseCache::stats() const {
+  common::MutexLock lock(&mu_);
+  Stats s = stats_;
+  s.entries = lru_.size();
+  s.bytes = bytes_;
+  return s;
+}
+
+void PrefixReuseCache::CountMiss() {
+  common::MutexLock lock(&mu_);
+  ++stats_.misses;
+}
+
+void PrefixReuseCache::CountHit(size_t reused_bytes) {
+  common::MutexLock lock(&mu_);
+  ++stats_.hits;
+  stats_.reused_bytes += reused_bytes;
+}
+
+}  // namespace kvgate::kvindex

@@ -1,0 +1,101 @@
+// File: kvindex/prefix_reuse.h
+// Work proportional to what is new (issue 31): an agent re-sends its whole conversation every
+// turn, ~95% of it byte for byte. For a long chat-completions body the canonicaliser keeps what
+// it made of each message (its canonical bytes, where it ended in the body, a hash of its body
+// bytes); the session's next turn, whose body starts with the same bytes, is parsed with those
+// messages cut out (a smaller JSON document: the same fields, the new messages) and their
+// canonical bytes copied back. What the cut-out messages were is proven by their bytes: a hash
+// of every message's body bytes, from the body's first byte, must match. Nothing here trusts a
+// session id. Thread-safe: one cache for all gateway threads; entries are immutable.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
+
+namespace kvgate::kvindex {
+
+/// What one chat body's messages were: immutable once published.
+struct ReusablePrefix {
+  uint64_t key = 0;           // PrefixReuseCache::KeyOf(body)
+  size_t messages_begin = 0;  // offset of the first message (after `[` and whitespace)
+  // Per message i: the offset of the `,` or `]` after it, XXH3 of the body bytes from the
+  // previous separator (0 for message 0) up to this one, and where its canonical bytes end.
+  std::vector<uint32_t> separators;
+  std::vector<uint64_t> segment_hashes;
+  std::vector<uint32_t> canonical_ends;
+  std::string canonical;  // the messages' canonical bytes, in order (no tool sections)
+
+  size_t bytes() const {
+    return sizeof(*this) + canonical.capacity() +
+           separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t));
+  }
+};
+
+/// How a body can reuse an entry: its messages [0, messages] are the entry's.
+struct PrefixMatch {
+  std::shared_ptr<const ReusablePrefix> prefix;
+  int messages = -1;     // the last reused message; -1: none
+  size_t cut_begin = 0;  // the body's bytes [cut_begin, cut_end) are left out of the parse
+  size_t cut_end = 0;
+};
+
+class PrefixReuseCache {
+ public:
+  /// Bodies shorter than this are parsed whole (the saving would not pay for the copy).
+  static constexpr size_t kMinBodyBytes = 64 * 1024;
+  /// The key: XXH3 of the body's first bytes, which a session's turns share.
+  static constexpr size_t kKeyBytes = 16 * 1024;
+  /// Entries kept per key, most recent first (sessions whose bodies begin alike: the same
+  /// agent's tools and system prompt, sub-agents of one conversation).
+  static constexpr size_t kPerKey = 4;
+
+  /// `max_bytes`: what all entries may hold together; the least recently used go first.
+  explicit PrefixReuseCache(size_t max_bytes);
+
+  static uint64_t KeyOf(std::string_view body);
+
+  /// The entry whose messages cover the longest prefix of `body`, and where to cut.
+  PrefixMatch Find(std::string_view body);
+  /// Publishes `entry` (replacing one with the same first message hashes); evicts to the limit.
+  void Publish(std::shared_ptr<const ReusablePrefix> entry);
+
+  struct Stats {
+    uint64_t hits = 0;          // bodies parsed without some of their messages
+    uint64_t misses = 0;        // long bodies parsed whole
+    uint64_t reused_bytes = 0;  // body bytes not parsed thanks to the cache
+    size_t entries = 0;
+    size_t bytes = 0;
+  };
+  Stats stats() const;
+  void CountMiss();
+  void CountHit(size_t reused_bytes);
+
+ private:
+  using Entry = std::shared_ptr<const ReusablePrefix>;
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_bytes_;
+  mutable common::Mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<uint64_t, std::vector<std::list<Entry>::iterator>> by_key_
+      ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+/// How many of `prefix`'s messages `body` starts with, byte for byte, with another message
+/// after the last of them (so that the rest is still a messages array): that last index, or -1.
+int MatchedMessages(const ReusablePrefix& prefix, std::string_view body);
+
+/// Hash of the body bytes [begin, end) (one message's segment).
+uint64_t SegmentHash(std::string_view body, size_t begin, size_t end);
+
+}  // namespace kvgate::kvindex

@@ -1,0 +1,51 @@
+// libFuzzer target for prefix reuse (kvindex/prefix_reuse.h): a long chat body, then a next
+// turn made of its bytes and the fuzzer's, each canonicalised with the cache and by a full
+// pass; any difference (status or canonical bytes) aborts. The fuzzer's bytes are the
+// messages after a long system message (so that the cache is used), whatever they are.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "kvindex/canonicalize.h"
+#include "kvindex/prefix_reuse.h"
+
+namespace {
+
+using namespace kvgate::kvindex;
+
+void Compare(Canonicalizer& reusing, Canonicalizer& whole, const std::string& body) {
+  CanonicalRequest a, b;
+  const absl::Status sa = reusing.Parse(body, 0, ApiKind::kChatCompletions, true, &a);
+  const absl::Status sb = whole.Parse(body, 0, ApiKind::kChatCompletions, true, &b);
+  if (sa != sb) std::abort();
+  if (!sa.ok()) return;
+  if (a.model != b.model || a.prompt_error != b.prompt_error ||
+      a.prompts.size() != b.prompts.size()) {
+    std::abort();
+  }
+  for (size_t i = 0; i < a.prompts.size(); ++i) {
+    if (a.prompts[i].bytes != b.prompts[i].bytes) std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static PrefixReuseCache* cache = new PrefixReuseCache(size_t{16} << 20);
+  static Canonicalizer* reusing = new Canonicalizer(CanonicalizeOptions{.reuse = cache});
+  static Canonicalizer* whole = new Canonicalizer();
+  static const std::string head = R"({"model":"m","messages":[{"role":"system","content":")" +
+                                  std::string(PrefixReuseCache::kMinBodyBytes, 'a') + R"("})";
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  // Input: first-turn messages, then '|', then what the next turn appends.
+  const size_t bar = in.find('|');
+  const std::string_view first = in.substr(0, bar);
+  const std::string_view added = bar == std::string_view::npos ? "" : in.substr(bar + 1);
+  const std::string turn1 = head + "," + std::string(first) + "]}";
+  const std::string turn2 = head + "," + std::string(first) + "," + std::string(added) + "]}";
+  Compare(*reusing, *whole, turn1);
+  Compare(*reusing, *whole, turn2);
+  return 0;
+}

@@ -1,0 +1,227 @@
+// Issue 31: a long chat body whose first messages an earlier body had is parsed without them.
+// The property: with the cache, every body canonicalises exactly as a full pass does (the
+// same fields, the same canonical bytes, the same error), whatever the next turn does to the
+// previous one: append, edit a message, truncate, change the system prompt or the model, move
+// the tools, re-space the JSON, or break it. And the cache must really be used, and stay
+// within its bound.
+#include "kvindex/prefix_reuse.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kvindex/canonicalize.h"
+
+namespace kvgate::kvindex {
+namespace {
+
+struct Msg {
+  std::string json;  // one element of the messages array
+};
+
+class Bodies {
+ public:
+  explicit Bodies(uint32_t seed) : rng_(seed) {}
+
+  // Text with the escapes agents send: newlines, tabs, quotes, backslashes, unicode, and the
+  // escaped control bytes the canonical stream must frame.
+  std::string Text(size_t bytes) {
+    static const char* kPieces[] = {
+        "int main() {", "\\n",     "\\t",  "\\\"quoted\\\"", "\\\\", "\\u00e9", "é",     "\\u0001",
+        "\\b",          " return", "ok; ", "\\ud83d\\ude00", "\\/",  "x",       "\\r\\n"};
+    std::string out;
+    while (out.size() < bytes) out += kPieces[rng_() % std::size(kPieces)];
+    return out;
+  }
+
+  Msg Message(size_t bytes) {
+    const int kind = static_cast<int>(rng_() % 4);
+    const int id = next_id_++;
+    switch (kind) {
+      case 0:
+        return {"{\"role\":\"user\",\"content\":\"" + Text(bytes) + "\"}"};
+      case 1:
+        return {"{\"content\":\"" + Text(bytes) + "\", \"role\": \"assistant\"}"};
+      case 2:
+        return {"{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_" +
+                std::to_string(id) +
+                "\",\"type\":\"function\",\"function\":{\"name\":\"read_file\",\"arguments\":"
+                "\"{\\\"path\\\": \\\"src/f" +
+                std::to_string(id) + ".cc\\\"}\"}}]}"};
+      default:
+        return {"{\"role\":\"tool\",\"tool_call_id\":\"call_" + std::to_string(id) +
+                "\",\"content\":[{\"type\":\"text\",\"text\":\"" + Text(bytes) + "\"}]}"};
+    }
+  }
+
+  std::mt19937& rng() { return rng_; }
+
+ private:
+  std::mt19937 rng_;
+  int next_id_ = 0;
+};
+
+struct Turn {
+  std::string model = "m";
+  std::string system;
+  std::vector<Msg> messages;
+  bool tools_after = false;
+  bool pretty = false;
+
+  std::string Body() const {
+    const std::string sep = pretty ? ",\n  " : ",";
+    const std::string tools =
+        R"("tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}])";
+    std::string b = "{\"model\":\"" + model + "\"" + sep;
+    if (!tools_after) b += tools + sep;
+    b += "\"messages\":[" + std::string(pretty ? "\n    " : "");
+    b += "{\"role\":\"system\",\"content\":\"" + system + "\"}";
+    for (const Msg& m : messages) b += sep + m.json;
+    b += pretty ? "\n  ]" : "]";
+    if (tools_after) b += sep + tools;
+    b += sep + "\"stream\":true}";
+    return b;
+  }
+};
+
+void ExpectSame(Canonicalizer& reusing, Canonicalizer& whole, const std::string& body,
+                const std::string& what) {
+  CanonicalRequest a, b;
+  const absl::Status sa = reusing.Parse(body, 0, ApiKind::kChatCompletions, true, &a);
+  const absl::Status sb = whole.Parse(body, 0, ApiKind::kChatCompletions, true, &b);
+  ASSERT_EQ(sa, sb) << what;
+  if (!sa.ok()) return;
+  EXPECT_EQ(a.model, b.model) << what;
+  EXPECT_EQ(a.stream, b.stream) << what;
+  EXPECT_EQ(a.prompt_error, b.prompt_error) << what;
+  ASSERT_EQ(a.prompts.size(), b.prompts.size()) << what;
+  for (size_t i = 0; i < a.prompts.size(); ++i) {
+    ASSERT_TRUE(a.prompts[i].bytes == b.prompts[i].bytes)
+        << what << ": canonical prompts differ (" << a.prompts[i].bytes.size() << " vs "
+        << b.prompts[i].bytes.size() << " bytes)";
+  }
+}
+
+TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
+  PrefixReuseCache cache(size_t{256} << 20);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  Canonicalizer whole;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    Bodies gen(seed);
+    Turn t;
+    t.system = gen.Text(20000);
+    while (t.Body().size() < PrefixReuseCache::kMinBodyBytes + 4096) {
+      t.messages.push_back(gen.Message(3000));
+    }
+    ExpectSame(reusing, whole, t.Body(), "first turn");
+    for (int turn = 0; turn < 40; ++turn) {
+      const int op = static_cast<int>(gen.rng()() % 10);
+      std::string what = "seed " + std::to_string(seed) + " turn " + std::to_string(turn);
+      Turn next = t;
+      switch (op) {
+        case 0:  // edit a message in the middle
+          next.messages[gen.rng()() % next.messages.size()] = gen.Message(2000);
+          what += " edit";
+          break;
+        case 1:  // truncate
+          next.messages.resize(next.messages.size() - 1 - gen.rng()() % 3);
+          what += " truncate";
+          break;
+        case 2:  // the system prompt changes
+          next.system += "x";
+          what += " system";
+          break;
+        case 3:
+          next.model = next.model == "m" ? "other" : "m";
+          what += " model";
+          break;
+        case 4:
+          next.tools_after = !next.tools_after;
+          what += " tools moved";
+          break;
+        case 5:
+          next.pretty = !next.pretty;
+          what += " re-spaced";
+          break;
+        default:  // append (the common case)
+          for (int k = 1 + static_cast<int>(gen.rng()() % 3); k > 0; --k) {
+            next.messages.push_back(gen.Message(1 + gen.rng()() % 4000));
+          }
+          what += " append";
+      }
+      ExpectSame(reusing, whole, next.Body(), what);
+      // A broken next turn is refused as a full pass refuses it (not kept for later turns).
+      std::string broken = next.Body();
+      broken.insert(broken.size() - 40, "{\"role\":");
+      ExpectSame(reusing, whole, broken, what + " broken");
+      t = next;
+    }
+  }
+  const PrefixReuseCache::Stats s = cache.stats();
+  // Most turns append: most bodies must have reused something, and far more bytes than parsed.
+  EXPECT_GT(s.hits, 100u);
+  EXPECT_GT(s.reused_bytes, s.hits * 40000);
+}
+
+TEST(PrefixReuse, TheCacheStaysWithinItsBoundLeastRecentlyUsedFirst) {
+  constexpr size_t kBound = size_t{2} << 20;
+  PrefixReuseCache cache(kBound);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  std::vector<std::string> bodies;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    Bodies gen(seed);
+    Turn t;
+    t.system = gen.Text(100 + seed);  // a different key for every session
+    while (t.Body().size() < 200000) t.messages.push_back(gen.Message(4000));
+    bodies.push_back(t.Body());
+    CanonicalRequest out;
+    ASSERT_TRUE(reusing.Parse(bodies.back(), 0, ApiKind::kChatCompletions, true, &out).ok());
+    EXPECT_LE(cache.stats().bytes, kBound);
+  }
+  // ~140 KB of canonical bytes each: the bound holds about fifteen; the oldest were dropped.
+  const PrefixReuseCache::Stats s = cache.stats();
+  EXPECT_LT(s.entries, 30u);
+  EXPECT_GT(s.entries, 3u);
+  EXPECT_FALSE(cache.Find(bodies.front() + " ").prefix);  // evicted
+  const std::string& last = bodies.back();
+  // The newest is still there: its next turn (another message) reuses every earlier one.
+  std::string next = last.substr(0, last.rfind(']')) + R"(,{"role":"user","content":"go on"})" +
+                     last.substr(last.rfind(']'));
+  const PrefixMatch m = cache.Find(next);
+  ASSERT_TRUE(m.prefix);
+  EXPECT_EQ(m.messages + 1, static_cast<int>(m.prefix->separators.size()));
+}
+
+TEST(PrefixReuse, ABodyIsReusedOnlyWhereEveryByteBeforeIsTheSame) {
+  PrefixReuseCache cache(size_t{64} << 20);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  Bodies gen(7);
+  Turn t;
+  t.system = gen.Text(30000);
+  for (int i = 0; i < 30; ++i) t.messages.push_back(gen.Message(3000));
+  CanonicalRequest out;
+  ASSERT_TRUE(reusing.Parse(t.Body(), 0, ApiKind::kChatCompletions, true, &out).ok());
+  // One byte changed inside message 10: only messages before it may be reused.
+  Turn edited = t;
+  edited.messages[10].json.insert(20, "Z");
+  edited.messages.push_back(gen.Message(100));
+  const std::string body = edited.Body();
+  const PrefixMatch m = cache.Find(body);
+  ASSERT_TRUE(m.prefix);
+  EXPECT_EQ(m.messages, 10);  // the system message and messages 0..9
+  EXPECT_LE(m.cut_end, body.find(edited.messages[10].json));
+
+  // Found by the fuzzer: a trailing comma after the known messages. Cut through, `[1,]`
+  // would have become the valid `[]`; nothing is reused there, and the body stays refused.
+  Canonicalizer whole;
+  std::string trailing = t.Body();
+  trailing.insert(trailing.rfind(']'), ",");
+  CanonicalRequest a, b;
+  EXPECT_FALSE(reusing.Parse(trailing, 0, ApiKind::kChatCompletions, true, &a).ok());
+  EXPECT_EQ(reusing.Parse(trailing, 0, ApiKind::kChatCompletions, true, &a),
+            whole.Parse(trailing, 0, ApiKind::kChatCompletions, true, &b));
+}
+
+}  // namespace
+}  // namespace kvgate::kvindex
