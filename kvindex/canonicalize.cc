@@ -80,69 +80,22 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
   }
   // A long chat body whose first messages an earlier body had: parsed without them.
-  const bool reusable = build_prompt && api == ApiKind::kChatCompletions &&
-                        options_.reuse != nullptr && !whole_ &&
-                        body.size() >= PrefixReuseCache::kMinBodyBytes;
-  PrefixMatch match;
-  if (reusable) match = options_.reuse->Find(body);
-  // simdjson needs SIMDJSON_PADDING readable bytes past the end; copy unless the caller has them.
-  const char* data = body.data();
-  size_t length = body.size();
-  if (match.messages >= 0) {
-    length = body.size() - (match.cut_end - match.cut_begin);
-    padded_.resize(length + simdjson::SIMDJSON_PADDING);
-    std::memcpy(padded_.data(), body.data(), match.cut_begin);
-    std::memcpy(padded_.data() + match.cut_begin, body.data() + match.cut_end,
-                body.size() - match.cut_end);
-    std::memset(padded_.data() + length, 0, simdjson::SIMDJSON_PADDING);
-    data = padded_.data();
-    capacity = padded_.size();
-  } else if (capacity < body.size() + simdjson::SIMDJSON_PADDING) {
-    padded_.resize(body.size() + simdjson::SIMDJSON_PADDING);
-    std::memcpy(padded_.data(), body.data(), body.size());
-    std::memset(padded_.data() + body.size(), 0, simdjson::SIMDJSON_PADDING);
-    data = padded_.data();
-    capacity = padded_.size();
+  if (build_prompt && api == ApiKind::kChatCompletions && options_.reuse != nullptr && !whole_ &&
+      body.size() >= PrefixReuseCache::kMinBodyBytes) {
+    return RunReusing(body, capacity, out);
   }
-  if (match.messages >= 0) {
-    absl::Status status = RunReusing(body, data, length, capacity, match, out);
-    if (status.ok()) return status;
-    // Whatever went wrong is the whole body's to report, as a full pass reports it.
-    whole_ = true;
-    status = Run(body, 0, api, build_prompt, out);
-    whole_ = false;
-    return status;
-  }
-  if (reusable) {
-    options_.reuse->CountMiss();
-    return RunReusing(body, data, length, capacity, match, out);
-  }
-  return Walk(body, data, length, capacity, api, build_prompt, nullptr, out);
+  const char* data = Padded(body, &capacity);
+  return Walk(body, data, body.size(), capacity, api, build_prompt, nullptr, out);
 }
 
-absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, const char* data, size_t length,
-                                             size_t capacity, const PrefixMatch& match,
-                                             CanonicalRequest* out) {
-  ReusablePrefix next;
-  const ReusablePrefix* prev = match.prefix.get();
-  if (match.messages >= 0) {
-    const size_t reused = static_cast<size_t>(match.messages) + 1;
-    next.separators.assign(prev->separators.begin(), prev->separators.begin() + reused);
-    next.segment_hashes.assign(prev->segment_hashes.begin(), prev->segment_hashes.begin() + reused);
-    next.canonical_ends.assign(prev->canonical_ends.begin(), prev->canonical_ends.begin() + reused);
-  }
-  Recorder rec{&next, &match, data};
-  KVINDEX_STATUS_TRY(
-      Walk(body, data, length, capacity, ApiKind::kChatCompletions, true, &rec, out));
-  if (match.messages >= 0) options_.reuse->CountHit(match.cut_end - match.cut_begin);
-  if (!rec.ok) return absl::OkStatus();
-  for (size_t i = next.segment_hashes.size(); i < next.separators.size(); ++i) {
-    next.segment_hashes.push_back(
-        SegmentHash(body, i == 0 ? 0 : next.separators[i - 1], next.separators[i]));
-  }
-  next.key = PrefixReuseCache::KeyOf(body);
-  options_.reuse->Publish(std::make_shared<const ReusablePrefix>(std::move(next)));
-  return absl::OkStatus();
+const char* Canonicalizer::Impl::Padded(std::string_view body, size_t* capacity) {
+  // simdjson needs SIMDJSON_PADDING readable bytes past the end; copy unless the caller has them.
+  if (*capacity >= body.size() + simdjson::SIMDJSON_PADDING) return body.data();
+  padded_.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(padded_.data(), body.data(), body.size());
+  std::memset(padded_.data() + body.size(), 0, simdjson::SIMDJSON_PADDING);
+  *capacity = padded_.size();
+  return padded_.data();
 }
 
 absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, size_t length,
@@ -290,31 +243,6 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }
   return absl::OkStatus();
-}
-
-void Canonicalizer::Impl::Recorder::Begin(od::document& doc, std::string* canonical) {
-  if (match->messages >= 0) {
-    const ReusablePrefix& prev = *match->prefix;
-    canonical->append(prev.canonical, 0, prev.canonical_ends[match->messages]);
-    next->messages_begin = prev.messages_begin;
-    return;
-  }
-  const char* at = nullptr;
-  if (doc.current_location().get(at)) {
-    ok = false;
-    return;
-  }
-  next->messages_begin = static_cast<size_t>(at - data);
-}
-
-void Canonicalizer::Impl::Recorder::MessageEnd(od::document& doc, size_t canonical_end) {
-  const char* at = nullptr;
-  if (!ok || doc.current_location().get(at) || (*at != ',' && *at != ']')) {
-    ok = false;
-    return;
-  }
-  next->separators.push_back(static_cast<uint32_t>(BodyOffset(static_cast<size_t>(at - data))));
-  next->canonical_ends.push_back(static_cast<uint32_t>(canonical_end));
 }
 
 absl::Status Canonicalizer::Impl::Validate(od::value v, int depth) {

@@ -134,10 +134,13 @@ class Canonicalizer::Impl {
   // The walk over `data` (`length` bytes; the body, or the body without reused messages).
   absl::Status Walk(std::string_view body, const char* data, size_t length, size_t capacity,
                     ApiKind api, bool build_prompt, Recorder* rec, CanonicalRequest* out);
-  // A long chat body: walks it recording its messages (after `match`'s, when it has any) and
-  // publishes them for the next turn.
-  absl::Status RunReusing(std::string_view body, const char* data, size_t length, size_t capacity,
-                          const PrefixMatch& match, CanonicalRequest* out);
+  // `body` with simdjson's padding after it: itself when `*capacity` allows, else a copy.
+  const char* Padded(std::string_view body, size_t* capacity);
+  // A long chat body (canonicalize_reuse.cc): walked without the messages an earlier body had,
+  // when one had them; what its messages were is then published for the next turn.
+  absl::Status RunReusing(std::string_view body, size_t capacity, CanonicalRequest* out);
+  absl::Status WalkAndPublish(std::string_view body, const char* data, size_t length,
+                              size_t capacity, const PrefixMatch& match, CanonicalRequest* out);
 
   // Walks a value completely, so that malformed JSON in fields the gateway does not read is
   // still caught (simdjson on-demand skips unread values without validating them).
