@@ -266,6 +266,20 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
   families.push_back(Single("kvgate_index_errors_total",
                             "Prefix-index updates refused (e.g. more workers than index holders)",
                             MetricType::Counter, static_cast<double>(process.index_errors)));
+  families.push_back(Single(
+      "kvgate_prefix_reuse_hits_total",
+      "Long chat bodies parsed without the messages an earlier body of theirs had (issue 31)",
+      MetricType::Counter, static_cast<double>(process.prefix_reuse_hits)));
+  families.push_back(Single("kvgate_prefix_reuse_misses_total",
+                            "Long chat bodies parsed whole: no earlier body began with them",
+                            MetricType::Counter, static_cast<double>(process.prefix_reuse_misses)));
+  families.push_back(Single("kvgate_prefix_reuse_skipped_bytes_total",
+                            "Request body bytes not parsed thanks to prefix reuse",
+                            MetricType::Counter,
+                            static_cast<double>(process.prefix_reuse_skipped_bytes)));
+  families.push_back(Single(
+      "kvgate_prefix_reuse_cache_bytes", "Memory the prefix-reuse cache holds (at most 64 MiB)",
+      MetricType::Gauge, static_cast<double>(process.prefix_reuse_cache_bytes)));
   families.push_back(Single("kvgate_bug_total",
                             "Invariant violations caught by KVGATE_BUG (each is also logged)",
                             MetricType::Counter, static_cast<double>(common::BugCounter().load())));

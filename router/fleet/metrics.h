@@ -27,6 +27,11 @@ struct ProcessGauges {
   int64_t admission_running = 0;  // inference requests holding a place under the cap
   int64_t admission_queued = 0;
   uint64_t index_errors = 0;  // prefix-index updates refused
+  // Long chat bodies parsed without the messages an earlier body had (kvindex/prefix_reuse.h).
+  uint64_t prefix_reuse_hits = 0;
+  uint64_t prefix_reuse_misses = 0;
+  uint64_t prefix_reuse_skipped_bytes = 0;
+  uint64_t prefix_reuse_cache_bytes = 0;
 };
 
 class RouterMetrics {

@@ -7,13 +7,12 @@
 namespace kvgate::router {
 namespace {
 
-// What every gateway thread's canonicaliser keeps of long chat bodies for their sessions' next
-// turns (issue 31): 64 MiB in all, about 150 sessions of 400 KB; least recently used first.
+// 64 MiB in all: about 150 sessions of 400 KB; least recently used first.
 constexpr size_t kPrefixReuseBytes = size_t{64} << 20;
 
 kvindex::Canonicalizer& ThreadCanonicalizer() {
-  static kvindex::PrefixReuseCache reuse(kPrefixReuseBytes);
-  thread_local kvindex::Canonicalizer canonicalizer(kvindex::CanonicalizeOptions{.reuse = &reuse});
+  thread_local kvindex::Canonicalizer canonicalizer(
+      kvindex::CanonicalizeOptions{.reuse = &SharedPrefixReuse()});
   return canonicalizer;
 }
 
@@ -62,6 +61,11 @@ std::string SessionKey(const kvindex::CanonicalRequest& json, const std::vector<
 }
 
 }  // namespace
+
+kvindex::PrefixReuseCache& SharedPrefixReuse() {
+  static kvindex::PrefixReuseCache reuse(kPrefixReuseBytes);
+  return reuse;
+}
 
 ApiEndpoint EndpointOf(std::string_view path) {
   if (path == "/v1/chat/completions") return ApiEndpoint::kChatCompletions;

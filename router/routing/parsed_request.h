@@ -14,8 +14,13 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "kvindex/canonicalize.h"
+#include "kvindex/prefix_reuse.h"
 
 namespace kvgate::router {
+
+/// What every gateway thread's canonicaliser keeps of long chat bodies for their sessions' next
+/// turns (kvindex/prefix_reuse.h): one per process.
+kvindex::PrefixReuseCache& SharedPrefixReuse();
 
 /// The endpoints the gateway reads.
 enum class ApiEndpoint : uint8_t {

@@ -1,6 +1,7 @@
 #include "router/runtime/gateway_state.h"
 
 #include "common/process_metrics.h"
+#include "router/routing/parsed_request.h"
 
 namespace kvgate::router {
 
@@ -39,6 +40,11 @@ std::string GatewayState::MetricsText() {
   p.index_errors = planner.index_errors();
   p.admission_running = admission.running();
   p.admission_queued = static_cast<int64_t>(admission.queued());
+  const kvindex::PrefixReuseCache::Stats reuse = SharedPrefixReuse().stats();
+  p.prefix_reuse_hits = reuse.hits;
+  p.prefix_reuse_misses = reuse.misses;
+  p.prefix_reuse_skipped_bytes = reuse.reused_bytes;
+  p.prefix_reuse_cache_bytes = reuse.bytes;
   return metrics.Render(registry, snapshot()->workers, p) + common::ProcessMetricsText("kvgate");
 }
 

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "common/strings.h"
 #include "tests/integration/gateway_fixture.h"
@@ -86,6 +87,43 @@ TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
   std::set<std::string> used;
   for (const auto& [s, w] : home) used.insert(w);
   EXPECT_GE(used.size(), 3u);  // sessions spread
+}
+
+// Issue 31: a long chat session's later turns are parsed without the messages its earlier turns
+// had (kvindex/prefix_reuse.h); the property test there proves the result equals a full pass.
+// Here: the gateway uses it, counts it in /metrics, and serves every turn.
+TEST_F(KvAwareGatewayTest, LongChatSessionsAreParsedOnlyWhereTheyGrew) {
+  StartFleet(2, "kvaware");
+  const auto metric = [&](const std::string& name) {
+    const std::string text = gateway_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  const double hits = metric("kvgate_prefix_reuse_hits_total");
+  const double skipped = metric("kvgate_prefix_reuse_skipped_bytes_total");
+  ASSERT_GE(hits, 0);
+  constexpr int kSessions = 3, kTurns = 4;
+  std::vector<std::string> messages(kSessions);
+  for (int s = 0; s < kSessions; ++s) {
+    messages[s] = common::StrCat(R"({"role":"system","content":"session )", s, " ",
+                                 std::string(70000, static_cast<char>('a' + s)), R"("})");
+  }
+  for (int turn = 0; turn < kTurns; ++turn) {
+    for (int s = 0; s < kSessions; ++s) {
+      messages[s] += common::StrCat(R"(,{"role":"user","content":"turn )", turn,
+                                    R"( \n\"quoted\" )", std::string(3000, 'q'), R"("})");
+      const std::string body =
+          common::StrCat(R"({"model":"fake-model","messages":[)", messages[s], "]}");
+      const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      messages[s] += R"(,{"role":"assistant","content":"done"})";
+    }
+  }
+  // Every turn after the first found its session's earlier messages: 70 KB and more each.
+  EXPECT_GE(metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1));
+  EXPECT_GE(metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
+            kSessions * (kTurns - 1) * 70000.0);
+  EXPECT_GT(metric("kvgate_prefix_reuse_cache_bytes"), 0);
 }
 
 // Issue 33: a request that failed on every worker (500s) left each of them, in the index, holding
