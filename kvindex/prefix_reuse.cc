@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
-#define XXH_INLINE_ALL
+// The library's runtime-dispatched XXH3 (AVX2 where the CPU has it): proving a reused prefix
+// hashes the body's bytes, 0.74 instructions a byte with the SSE2 kernel.
+#include "xxh_x86dispatch.h"
 #include "xxhash.h"
 
 namespace kvgate::kvindex {
@@ -23,11 +25,11 @@ bool SameConversation(const ReusablePrefix& a, const ReusablePrefix& b) {
 PrefixReuseCache::PrefixReuseCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
 uint64_t PrefixReuseCache::KeyOf(std::string_view body) {
-  return XXH3_64bits(body.data(), std::min(body.size(), kKeyBytes));
+  return XXH3_64bits_dispatch(body.data(), std::min(body.size(), kKeyBytes));
 }
 
 uint64_t SegmentHash(std::string_view body, size_t begin, size_t end) {
-  return XXH3_64bits(body.data() + begin, end - begin);
+  return XXH3_64bits_dispatch(body.data() + begin, end - begin);
 }
 
 namespace {
