@@ -1,7 +1,11 @@
 // kvgate: the gateway binary. Wires the CLI, signals and the Gateway together.
+#include <malloc.h>
+
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -13,8 +17,27 @@
 #include "router/server/gateway.h"
 #include "spdlog/spdlog.h"
 
+namespace {
+
+// An agent's request body is 100 KB-1 MB, and each request allocates and frees a few buffers of
+// its size (the body, its canonical prompt). glibc gave every freed one back to the kernel
+// (madvise) and faulted the pages in again for the next request: 0.5-1 madvise a request and
+// about a third of the 400 KB rows' throughput (docs/benchmarks.md, issue 31). Each thread's heap
+// now keeps up to 32 MiB free, and buffers up to 32 MiB come from it. Operators who set glibc's
+// malloc tunables themselves keep theirs.
+void KeepLargeBuffersInTheHeap() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
+  constexpr int kBytes = 32 << 20;
+  mallopt(M_MMAP_THRESHOLD, kBytes);
+  mallopt(M_TRIM_THRESHOLD, kBytes);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace kvgate;
+  KeepLargeBuffersInTheHeap();
   common::InitLogging();
   auto options = router::ParseCli(argc, argv);
   if (!options.ok()) {
