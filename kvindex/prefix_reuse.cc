@@ -1,6 +1,7 @@
 #include "kvindex/prefix_reuse.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 // The library's runtime-dispatched XXH3 (AVX2 where the CPU has it): proving a reused prefix
 // hashes the body's bytes, 0.74 instructions a byte with the SSE2 kernel.
@@ -46,17 +47,28 @@ bool ObjectFollows(std::string_view body, size_t comma) {
 
 }  // namespace
 
-int MatchedMessages(const ReusablePrefix& prefix, std::string_view body) {
+namespace {
+
+// The last message of `prefix` that `body` repeats byte for byte, with a message after it.
+template <typename SegmentHashFn>
+int Matched(const ReusablePrefix& prefix, std::string_view body, SegmentHashFn&& hash) {
   int matched = -1;
   size_t begin = 0;
   for (size_t i = 0; i < prefix.separators.size(); ++i) {
     const size_t end = prefix.separators[i];
     // The separator itself must be in the body too, and another message must follow it.
-    if (end >= body.size() || SegmentHash(body, begin, end) != prefix.segment_hashes[i]) break;
+    if (end >= body.size() || hash(begin, end) != prefix.segment_hashes[i]) break;
     if (body[end] == ',' && ObjectFollows(body, end)) matched = static_cast<int>(i);
     begin = end;
   }
   return matched;
+}
+
+}  // namespace
+
+int MatchedMessages(const ReusablePrefix& prefix, std::string_view body) {
+  return Matched(prefix, body,
+                 [body](size_t begin, size_t end) { return SegmentHash(body, begin, end); });
 }
 
 PrefixMatch PrefixReuseCache::Find(std::string_view body) {
@@ -72,8 +84,16 @@ PrefixMatch PrefixReuseCache::Find(std::string_view body) {
       lru_.splice(lru_.begin(), lru_, pos);  // iterators stay valid
     }
   }
+  // The candidates of one key mostly share their first messages (an agent's tools and system
+  // prompt): each distinct segment of the body is hashed once for all of them.
+  std::unordered_map<uint64_t, uint64_t> hashed;
+  const auto hash = [&](size_t begin, size_t end) {
+    auto [it, inserted] = hashed.try_emplace(uint64_t{begin} << 32 | end, 0);
+    if (inserted) it->second = SegmentHash(body, begin, end);
+    return it->second;
+  };
   for (const Entry& c : candidates) {
-    const int j = MatchedMessages(*c, body);
+    const int j = Matched(*c, body, hash);
     if (j >= 0 && (best.messages < 0 || c->separators[j] > best.cut_end - 1)) {
       best.prefix = c;
       best.messages = j;

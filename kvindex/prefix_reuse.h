@@ -53,9 +53,10 @@ class PrefixReuseCache {
   static constexpr size_t kMinBodyBytes = 64 * 1024;
   /// The key: XXH3 of the body's first bytes, which a session's turns share.
   static constexpr size_t kKeyBytes = 16 * 1024;
-  /// Entries kept per key, most recent first (sessions whose bodies begin alike: the same
-  /// agent's tools and system prompt, sub-agents of one conversation).
-  static constexpr size_t kPerKey = 4;
+  /// Conversations kept per key. Sessions of one agent begin alike (its tools and system
+  /// prompt fill the first 16 KiB), so many share a key; they differ from the first user message
+  /// on, which is where their segment hashes part.
+  static constexpr size_t kPerKey = 64;
 
   /// `max_bytes`: what all entries may hold together; the least recently used go first.
   explicit PrefixReuseCache(size_t max_bytes);

@@ -193,6 +193,31 @@ TEST(PrefixReuse, TheCacheStaysWithinItsBoundLeastRecentlyUsedFirst) {
   EXPECT_EQ(m.messages + 1, static_cast<int>(m.prefix->separators.size()));
 }
 
+// Sessions of one agent share its tools and system prompt, so their bodies share a key: each
+// must still find its own earlier turns (with four conversations a key, these 40 sessions
+// evicted each other and none did).
+TEST(PrefixReuse, ManySessionsOfOneAgentEachFindTheirOwnEarlierTurns) {
+  PrefixReuseCache cache(size_t{256} << 20);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  Canonicalizer whole;
+  Bodies gen(11);
+  const std::string system = gen.Text(70000);
+  constexpr int kSessions = 40, kTurns = 3;
+  std::vector<Turn> sessions(kSessions);
+  for (Turn& t : sessions) t.system = system;
+  for (int turn = 0; turn < kTurns; ++turn) {
+    for (int s = 0; s < kSessions; ++s) {
+      sessions[s].messages.push_back(gen.Message(2000));
+      const std::string body = sessions[s].Body();
+      const std::string what = "session " + std::to_string(s) + " turn " + std::to_string(turn);
+      // From its second turn on, a session reuses all its earlier messages (the system message
+      // is 0), not only the system prompt that every session of the agent has.
+      if (turn > 0) EXPECT_EQ(cache.Find(body).messages, turn) << what;
+      ExpectSame(reusing, whole, body, what);
+    }
+  }
+}
+
 TEST(PrefixReuse, ABodyIsReusedOnlyWhereEveryByteBeforeIsTheSame) {
   PrefixReuseCache cache(size_t{64} << 20);
   Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
