@@ -66,11 +66,6 @@ int Matched(const ReusablePrefix& prefix, std::string_view body, SegmentHashFn&&
 
 }  // namespace
 
-int MatchedMessages(const ReusablePrefix& prefix, std::string_view body) {
-  return Matched(prefix, body,
-                 [body](size_t begin, size_t end) { return SegmentHash(body, begin, end); });
-}
-
 PrefixMatch PrefixReuseCache::Find(std::string_view body) {
   PrefixMatch best;
   if (body.size() < kMinBodyBytes) return best;

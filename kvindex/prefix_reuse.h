@@ -92,10 +92,6 @@ class PrefixReuseCache {
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-/// How many of `prefix`'s messages `body` starts with, byte for byte, with another message
-/// after the last of them (so that the rest is still a messages array): that last index, or -1.
-int MatchedMessages(const ReusablePrefix& prefix, std::string_view body);
-
 /// Hash of the body bytes [begin, end) (one message's segment).
 uint64_t SegmentHash(std::string_view body, size_t begin, size_t end);
 

@@ -39,18 +39,11 @@ start_fake_upstream
 
 # wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"
 wrk_run() {
-  local port=$1 threads=$2 kind=$3 env path=/v1/chat/completions
-  case $kind in
-    4k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
-    sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
-    agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 PROMPT=agentic" ;;
-    chat90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 PROMPT=agentic" ;;
-    agentic1m) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=1048576 PROMPT=agentic" ;;
-    msg90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=92160 API=messages"; path=/v1/messages ;;
-    msg400k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=0 BODY_BYTES=409600 API=messages"; path=/v1/messages ;;
-  esac
-  env $env wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency -s bench/proxy/post.lua \
-    "$TSCHEME://127.0.0.1:$port$path" >"$tmp/wrk.txt" 2>&1
+  local port=$1 threads=$2 kind=$3
+  request_kind "$kind" 0
+  # shellcheck disable=SC2086
+  env $KIND_ENV wrk -t"$threads" -c"$CONNS" -d"${DUR}s" --latency -s bench/proxy/post.lua \
+    "$TSCHEME://127.0.0.1:$port$KIND_PATH" >"$tmp/wrk.txt" 2>&1
   local rps p50 p99 errs
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")
   p50=$(awk '$1=="50%" {print $2}' "$tmp/wrk.txt")

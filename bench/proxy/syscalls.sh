@@ -68,20 +68,10 @@ EOF
 
 # wrk_run PORT SECONDS KIND -> "requests req/s p99"
 wrk_run() {
-  local env path=/v1/chat/completions
-  case $3 in
-    4k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
-    sse) env="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
-    chat90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=92160 PROMPT=agentic" ;;
-    agentic) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=409600 PROMPT=agentic" ;;
-    agentic1m) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=1048576 PROMPT=agentic" ;;
-    msg90k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=92160 API=messages"; path=/v1/messages ;;
-    msg400k) env="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=409600 API=messages"; path=/v1/messages ;;
-    *) echo "unknown kind $3" >&2; exit 2 ;;
-  esac
+  request_kind "$3" 512
   # shellcheck disable=SC2086
-  env $env wrk -t1 -c32 -d"$2s" --latency \
-    -s bench/proxy/post.lua "http://127.0.0.1:$1$path" >"$tmp/wrk.txt" 2>&1
+  env $KIND_ENV wrk -t1 -c32 -d"$2s" --latency \
+    -s bench/proxy/post.lua "http://127.0.0.1:$1$KIND_PATH" >"$tmp/wrk.txt" 2>&1
   awk '/requests in/ {n=$1} /Requests\/sec/ {r=$2} $1=="99%" {p=$2} END {print n, r, p}' "$tmp/wrk.txt"
   [ -n "${KEEP_WRK:-}" ] && cat "$tmp/wrk.txt" >&2 || true
 }

@@ -77,3 +77,20 @@ def q(p):
     return 0
 print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
 }
+
+# request_kind KIND REPLY_CHUNK_BYTES -> KIND_ENV (post.lua's environment) and KIND_PATH: the
+# request kinds of run.sh and syscalls.sh; a non-streamed reply is 8 chunks of REPLY_CHUNK_BYTES.
+request_kind() {
+  local c=$2
+  KIND_PATH=/v1/chat/completions
+  case $1 in
+    4k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
+    sse) KIND_ENV="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
+    chat90k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=92160 PROMPT=agentic" ;;
+    agentic) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=409600 PROMPT=agentic" ;;
+    agentic1m) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=1048576 PROMPT=agentic" ;;
+    msg90k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=92160 API=messages"; KIND_PATH=/v1/messages ;;
+    msg400k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=409600 API=messages"; KIND_PATH=/v1/messages ;;
+    *) echo "unknown request kind $1" >&2; exit 2 ;;
+  esac
+}
