@@ -61,7 +61,7 @@ uint64_t OtherPayloadHash(const agent::Part& p) {
 
 namespace agent {
 
-void AppendCanonical(const Conversation& conv, std::string* out) {
+void AppendCanonicalHeader(const Conversation& conv, std::string* out) {
   size_t size = conv.system.size() + 64;
   for (const Message& m : conv.messages) size += m.text.size() + 16;
   out->reserve(out->size() + size);
@@ -95,46 +95,51 @@ void AppendCanonical(const Conversation& conv, std::string* out) {
     out->push_back(canonical::kArrayEnd);
     out->push_back(canonical::kMessageEnd);
   }
-  const auto message = [&](const Message& m) {
-    out->push_back(canonical::kMessageBegin);
-    out->push_back('r');
-    AppendEscaped(m.role, out);
-    if (m.content == Message::Content::kString) {
-      Field(kTagText, m.text, out);
-    } else if (m.content == Message::Content::kParts) {
-      for (uint32_t i = m.parts_begin; i < m.parts_end; ++i) {
-        const Part& p = conv.parts[i];
-        if (p.kind == Part::Kind::kText) {
-          Field(kTagText, p.text, out);
-        } else if (p.kind == Part::Kind::kImage) {
-          out->push_back(canonical::kField);
-          out->push_back(kTagImage);
-          AppendHex(ImageHash(p), out);
-        } else {
-          Field(kTagOtherPart, p.text, out);
-          out->push_back(canonical::kField);
-          out->push_back(kTagPartHash);
-          AppendHex(OtherPayloadHash(p), out);
-        }
-      }
-    }
-    for (uint32_t i = m.calls_begin; i < m.calls_end; ++i) {
-      const Call& c = conv.calls[i];
-      Field(kTagToolCallId, c.id, out);
-      Field(kTagFunctionName, c.name, out);
-      Field(kTagArguments, c.arguments, out);
-    }
-    if (m.has_tool_call_id) Field(kTagToolResultId, m.tool_call_id, out);
-    out->push_back(canonical::kMessageEnd);
-  };
   if (!conv.system.empty()) {
     Message system;
     system.role = "system";
     system.content = Message::Content::kString;
     system.text = conv.system;
-    message(system);
+    AppendCanonicalMessage(conv, system, out);
   }
-  for (const Message& m : conv.messages) message(m);
+}
+
+void AppendCanonicalMessage(const Conversation& conv, const Message& m, std::string* out) {
+  out->push_back(canonical::kMessageBegin);
+  out->push_back('r');
+  AppendEscaped(m.role, out);
+  if (m.content == Message::Content::kString) {
+    Field(kTagText, m.text, out);
+  } else if (m.content == Message::Content::kParts) {
+    for (uint32_t i = m.parts_begin; i < m.parts_end; ++i) {
+      const Part& p = conv.parts[i];
+      if (p.kind == Part::Kind::kText) {
+        Field(kTagText, p.text, out);
+      } else if (p.kind == Part::Kind::kImage) {
+        out->push_back(canonical::kField);
+        out->push_back(kTagImage);
+        AppendHex(ImageHash(p), out);
+      } else {
+        Field(kTagOtherPart, p.text, out);
+        out->push_back(canonical::kField);
+        out->push_back(kTagPartHash);
+        AppendHex(OtherPayloadHash(p), out);
+      }
+    }
+  }
+  for (uint32_t i = m.calls_begin; i < m.calls_end; ++i) {
+    const Call& c = conv.calls[i];
+    Field(kTagToolCallId, c.id, out);
+    Field(kTagFunctionName, c.name, out);
+    Field(kTagArguments, c.arguments, out);
+  }
+  if (m.has_tool_call_id) Field(kTagToolResultId, m.tool_call_id, out);
+  out->push_back(canonical::kMessageEnd);
+}
+
+void AppendCanonical(const Conversation& conv, std::string* out) {
+  AppendCanonicalHeader(conv, out);
+  for (const Message& m : conv.messages) AppendCanonicalMessage(conv, m, out);
 }
 
 void AppendMessageJson(const Conversation& conv, const Message& m, std::string* out) {

@@ -126,6 +126,9 @@ struct Conversation {
 /// Appends the canonical chat stream of `conv`: byte for byte what the Canonicalizer builds for
 /// the chat body of AppendMessageJson / AppendToolsJson (tested property).
 void AppendCanonical(const Conversation& conv, std::string* out);
+/// Its two halves: the tools section and the system message, then each message.
+void AppendCanonicalHeader(const Conversation& conv, std::string* out);
+void AppendCanonicalMessage(const Conversation& conv, const Message& m, std::string* out);
 
 /// The chat-completions JSON object of `conv.messages[i]`.
 void AppendMessageJson(const Conversation& conv, const Message& m, std::string* out);

@@ -64,7 +64,7 @@ absl::Status Canonicalizer::Impl::Render(od::value v, std::string* out, bool def
   return absl::OkStatus();
 }
 
-absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool build,
+absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool build, Recorder* rec,
                                             CanonicalRequest* out) {
   conv_.Clear();
   const bool messages_api = api == ApiKind::kMessages;
@@ -134,13 +134,29 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
       } else if (messages_api) {
         od::array messages;
         KVINDEX_JSON_TRY(v.get_array().get(messages), key);
+        if (rec != nullptr) {
+          rec->Begin(nullptr);
+          const uint8_t state = rec->ResumeState();
+          inline_systems.seen_other = (state & ReusablePrefix::kSeenOther) != 0;
+          inline_systems.after_tool_use = (state & ReusablePrefix::kAfterToolUse) != 0;
+        }
         for (auto element : messages) {
           od::value m;
           KVINDEX_JSON_TRY(element.get(m), "messages[]");
           KVINDEX_STATUS_TRY(AnthropicMessage(m, inline_systems));
+          if (rec != nullptr) {
+            // Resumable where no inline system message waits to join the system prompt or the
+            // next message (which then depend on messages a resumed walk does not see).
+            const bool resumable = inline_systems.leading.empty() && inline_systems.held.empty();
+            rec->MessageEnd(
+                conv_.messages.size(),
+                (resumable ? ReusablePrefix::kResumable : 0) |
+                    (inline_systems.seen_other ? ReusablePrefix::kSeenOther : 0) |
+                    (inline_systems.after_tool_use ? ReusablePrefix::kAfterToolUse : 0));
+          }
         }
       } else {
-        KVINDEX_STATUS_TRY(ResponsesInput(v));
+        KVINDEX_STATUS_TRY(ResponsesInput(v, rec));
       }
     } else if (build && messages_api && key == "system") {
       KVINDEX_STATUS_TRY(AnthropicSystem(v, &system));

@@ -13,7 +13,7 @@ bool IsAssistant(const agent::Message& m) { return m.role == "assistant"; }
 
 }  // namespace
 
-absl::Status Canonicalizer::Impl::ResponsesInput(od::value v) {
+absl::Status Canonicalizer::Impl::ResponsesInput(od::value v, Recorder* rec) {
   od::json_type t = od::json_type::null;
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "input"));
   if (t == od::json_type::string) {
@@ -26,10 +26,17 @@ absl::Status Canonicalizer::Impl::ResponsesInput(od::value v) {
   }
   od::array items;
   KVINDEX_JSON_TRY(v.get_array().get(items), "input");
+  if (rec != nullptr) rec->Begin(nullptr);
   for (auto element : items) {
     od::value item;
     KVINDEX_JSON_TRY(element.get(item), "input[]");
     KVINDEX_STATUS_TRY(ResponsesItem(item));
+    if (rec != nullptr) {
+      // The next item may still change an assistant message (its calls, text or reasoning);
+      // after any other, every converted message is final.
+      const bool resumable = conv_.messages.empty() || !IsAssistant(conv_.messages.back());
+      rec->MessageEnd(conv_.messages.size(), resumable ? ReusablePrefix::kResumable : 0);
+    }
   }
   return absl::OkStatus();
 }

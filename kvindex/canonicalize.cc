@@ -79,10 +79,14 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
   }
-  // A long chat body whose first messages an earlier body had: parsed without them.
-  if (build_prompt && api == ApiKind::kChatCompletions && options_.reuse != nullptr && !whole_ &&
+  // A long body whose first messages an earlier body had: parsed without them. (Not for a
+  // chat body converted from an agent API: its tools are JSON text, not canonical.)
+  const bool conversation =
+      api == ApiKind::kChatCompletions ||
+      ((api == ApiKind::kMessages || api == ApiKind::kResponses) && !json_mode_);
+  if (build_prompt && conversation && options_.reuse != nullptr && !whole_ &&
       body.size() >= PrefixReuseCache::kMinBodyBytes) {
-    return RunReusing(body, capacity, out);
+    return RunReusing(body, capacity, api, out);
   }
   const char* data = Padded(body, &capacity);
   return Walk(body, data, body.size(), capacity, api, build_prompt, nullptr, out);
@@ -112,7 +116,8 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
   }
 
   if (api == ApiKind::kMessages || api == ApiKind::kResponses) {
-    KVINDEX_STATUS_TRY(AgentRoot(root, api, build_prompt, out));
+    if (rec != nullptr) rec->doc = &doc;
+    KVINDEX_STATUS_TRY(AgentRoot(root, api, build_prompt, rec, out));
     const char* after = nullptr;
     if (!doc.current_location().get(after)) {
       return absl::InvalidArgumentError(
@@ -121,7 +126,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     if (build_prompt && !json_mode_) {
       out->prompts.emplace_back();
       out->prompts.back().kind = PromptKind::kChat;
-      agent::AppendCanonical(conv_, &out->prompts.back().bytes);
+      AgentCanonical(rec, &out->prompts.back().bytes);
     }
     return absl::OkStatus();
   }
@@ -198,12 +203,17 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       header_written = prompt->bytes.size();
       tools_.clear();
       functions_.clear();
-      if (rec != nullptr) rec->Begin(doc, &prompt->bytes);
+      if (rec != nullptr) {
+        rec->doc = &doc;
+        rec->Begin(&prompt->bytes);
+      }
       for (auto element : messages) {
         od::value m;
         KVINDEX_JSON_TRY(element.get(m), "messages[]");
         KVINDEX_STATUS_TRY(Message(m, &prompt->bytes));
-        if (rec != nullptr) rec->MessageEnd(doc, prompt->bytes.size() - header_written);
+        if (rec != nullptr) {
+          rec->MessageEnd(prompt->bytes.size() - header_written, ReusablePrefix::kResumable);
+        }
       }
       if (rec != nullptr && rec->ok) {
         rec->next->canonical.assign(prompt->bytes, header_written);

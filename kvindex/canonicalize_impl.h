@@ -111,24 +111,31 @@ class Canonicalizer::Impl {
   void set_json_mode(bool json_mode) { json_mode_ = json_mode; }
 
  private:
-  // While a long chat body's messages are walked: what its next turn may reuse
+  // While a long body's messages are walked: what its next turn may reuse
   // (kvindex/prefix_reuse.h), in the body's coordinates although the walk may read the body
   // without the messages it reuses.
   struct Recorder {
     ReusablePrefix* next;
     const PrefixMatch* match;
-    const char* data;  // the text walked
-    bool ok = true;    // false: a separator was not where expected; nothing is published
+    const char* data;             // the text walked
+    od::document* doc = nullptr;  // the walk's document (where its iterator is)
+    bool ok = true;               // false: a separator was not where expected; nothing is published
 
     size_t BodyOffset(size_t at) const {
       return match->messages >= 0 && at >= match->cut_begin
                  ? at + (match->cut_end - match->cut_begin)
                  : at;
     }
-    // At the messages array's first element: copies the reused messages' canonical bytes.
-    void Begin(od::document& doc, std::string* canonical);
-    // After each message: where it ended in the body and in the canonical messages.
-    void MessageEnd(od::document& doc, size_t canonical_end);
+    // What the conversion carried past the last reused message (ReusablePrefix::State).
+    uint8_t ResumeState() const {
+      return match->messages >= 0 ? match->prefix->states[match->messages] : 0;
+    }
+    // At the messages array's first element; with `canonical`, copies the reused messages'
+    // canonical bytes there.
+    void Begin(std::string* canonical);
+    // After each message: where it ended in the body and in the canonical messages (for the
+    // agents' APIs, until AgentCanonical, how many converted messages there were), its state.
+    void MessageEnd(size_t canonical_end, uint8_t state);
   };
 
   // The walk over `data` (`length` bytes; the body, or the body without reused messages).
@@ -138,9 +145,14 @@ class Canonicalizer::Impl {
   const char* Padded(std::string_view body, size_t* capacity);
   // A long chat body (canonicalize_reuse.cc): walked without the messages an earlier body had,
   // when one had them; what its messages were is then published for the next turn.
-  absl::Status RunReusing(std::string_view body, size_t capacity, CanonicalRequest* out);
+  absl::Status RunReusing(std::string_view body, size_t capacity, ApiKind api,
+                          CanonicalRequest* out);
   absl::Status WalkAndPublish(std::string_view body, const char* data, size_t length,
-                              size_t capacity, const PrefixMatch& match, CanonicalRequest* out);
+                              size_t capacity, ApiKind api, const PrefixMatch& match,
+                              CanonicalRequest* out);
+  // An agent body's canonical stream from conv_, after the reused messages' canonical bytes
+  // when the walk resumed; with `rec`, the recorded messages' canonical ends are filled in.
+  void AgentCanonical(Recorder* rec, std::string* out);
 
   // Walks a value completely, so that malformed JSON in fields the gateway does not read is
   // still caught (simdjson on-demand skips unread values without validating them).
@@ -158,7 +170,8 @@ class Canonicalizer::Impl {
 
   // Agent APIs (agent_chat.cc). The root walk reads the top-level fields and, with `build`,
   // converts the conversation into conv_.
-  absl::Status AgentRoot(od::object root, ApiKind api, bool build, CanonicalRequest* out);
+  absl::Status AgentRoot(od::object root, ApiKind api, bool build, Recorder* rec,
+                         CanonicalRequest* out);
   absl::Status AnthropicSystem(od::value v, std::string_view* text);
   std::string_view SystemText(const std::vector<agent::Block>& blocks);
   void PushSystem(std::string_view text);
@@ -169,7 +182,7 @@ class Canonicalizer::Impl {
   absl::Status AnthropicImage(od::value source, agent::Part* out);
   absl::Status ToolsArray(od::value v, od::array* tools, bool* present);
   absl::Status AnthropicTools(od::value v);
-  absl::Status ResponsesInput(od::value v);
+  absl::Status ResponsesInput(od::value v, Recorder* rec);
   absl::Status ResponsesItem(od::value v);
   absl::Status ResponsesParts(od::array parts, std::string_view* first_text);
   absl::Status ResponsesTools(od::value v);

@@ -1,4 +1,4 @@
-// The canonicaliser's side of prefix reuse (kvindex/prefix_reuse.h): recording what a long chat
+// The canonicaliser's side of prefix reuse (kvindex/prefix_reuse.h): recording what a long
 // body's messages were while they are walked, and publishing it for the session's next turn.
 #include <cstring>
 
@@ -7,13 +7,13 @@
 
 namespace kvgate::kvindex {
 
-absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capacity,
+absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capacity, ApiKind api,
                                              CanonicalRequest* out) {
-  const PrefixMatch match = options_.reuse->Find(body);
+  const PrefixMatch match = options_.reuse->Find(body, static_cast<uint8_t>(api));
   if (match.messages < 0) {
     options_.reuse->CountMiss();
     const char* data = Padded(body, &capacity);
-    return WalkAndPublish(body, data, body.size(), capacity, match, out);
+    return WalkAndPublish(body, data, body.size(), capacity, api, match, out);
   }
   // The body without the reused messages: [0, cut_begin) and [cut_end, end).
   const size_t length = body.size() - (match.cut_end - match.cut_begin);
@@ -22,17 +22,18 @@ absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capac
   std::memcpy(padded_.data() + match.cut_begin, body.data() + match.cut_end,
               body.size() - match.cut_end);
   std::memset(padded_.data() + length, 0, simdjson::SIMDJSON_PADDING);
-  absl::Status status = WalkAndPublish(body, padded_.data(), length, padded_.size(), match, out);
+  absl::Status status =
+      WalkAndPublish(body, padded_.data(), length, padded_.size(), api, match, out);
   if (status.ok()) return status;
   // Whatever went wrong is the whole body's to report, as a full pass reports it.
   whole_ = true;
-  status = Run(body, 0, ApiKind::kChatCompletions, true, out);
+  status = Run(body, 0, api, true, out);
   whole_ = false;
   return status;
 }
 
 absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const char* data,
-                                                 size_t length, size_t capacity,
+                                                 size_t length, size_t capacity, ApiKind api,
                                                  const PrefixMatch& match, CanonicalRequest* out) {
   ReusablePrefix next;
   const ReusablePrefix* prev = match.prefix.get();
@@ -41,44 +42,74 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
     next.separators.assign(prev->separators.begin(), prev->separators.begin() + reused);
     next.segment_hashes.assign(prev->segment_hashes.begin(), prev->segment_hashes.begin() + reused);
     next.canonical_ends.assign(prev->canonical_ends.begin(), prev->canonical_ends.begin() + reused);
+    next.states.assign(prev->states.begin(), prev->states.begin() + reused);
   }
   Recorder rec{&next, &match, data};
-  KVINDEX_STATUS_TRY(
-      Walk(body, data, length, capacity, ApiKind::kChatCompletions, true, &rec, out));
+  KVINDEX_STATUS_TRY(Walk(body, data, length, capacity, api, true, &rec, out));
   if (match.messages >= 0) options_.reuse->CountHit(match.cut_end - match.cut_begin);
-  if (!rec.ok) return absl::OkStatus();
+  // (A Responses body whose input is a string has no messages to keep.)
+  if (!rec.ok || next.separators.empty()) return absl::OkStatus();
   for (size_t i = next.segment_hashes.size(); i < next.separators.size(); ++i) {
     next.segment_hashes.push_back(
         SegmentHash(body, i == 0 ? 0 : next.separators[i - 1], next.separators[i]));
   }
-  next.key = PrefixReuseCache::KeyOf(body);
+  next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
   options_.reuse->Publish(std::make_shared<const ReusablePrefix>(std::move(next)));
   return absl::OkStatus();
 }
 
-void Canonicalizer::Impl::Recorder::Begin(od::document& doc, std::string* canonical) {
+void Canonicalizer::Impl::Recorder::Begin(std::string* canonical) {
   if (match->messages >= 0) {
     const ReusablePrefix& prev = *match->prefix;
-    canonical->append(prev.canonical, 0, prev.canonical_ends[match->messages]);
+    if (canonical != nullptr)
+      canonical->append(prev.canonical, 0, prev.canonical_ends[match->messages]);
     next->messages_begin = prev.messages_begin;
     return;
   }
   const char* at = nullptr;
-  if (doc.current_location().get(at)) {
+  if (doc->current_location().get(at)) {
     ok = false;
     return;
   }
   next->messages_begin = static_cast<size_t>(at - data);
 }
 
-void Canonicalizer::Impl::Recorder::MessageEnd(od::document& doc, size_t canonical_end) {
+void Canonicalizer::Impl::Recorder::MessageEnd(size_t canonical_end, uint8_t state) {
   const char* at = nullptr;
-  if (!ok || doc.current_location().get(at) || (*at != ',' && *at != ']')) {
+  if (!ok || doc->current_location().get(at) || (*at != ',' && *at != ']')) {
     ok = false;
     return;
   }
   next->separators.push_back(static_cast<uint32_t>(BodyOffset(static_cast<size_t>(at - data))));
   next->canonical_ends.push_back(static_cast<uint32_t>(canonical_end));
+  next->states.push_back(state);
+}
+
+void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
+  agent::AppendCanonicalHeader(conv_, out);
+  if (rec == nullptr) {
+    for (const agent::Message& m : conv_.messages) agent::AppendCanonicalMessage(conv_, m, out);
+    return;
+  }
+  const size_t header = out->size();
+  size_t reused = 0;
+  if (rec->match->messages >= 0) {
+    const ReusablePrefix& prev = *rec->match->prefix;
+    reused = static_cast<size_t>(rec->match->messages) + 1;
+    out->append(prev.canonical, 0, prev.canonical_ends[reused - 1]);
+  }
+  // ends[j]: where the canonical bytes of the first j converted messages end.
+  std::vector<uint32_t> ends;
+  ends.reserve(conv_.messages.size() + 1);
+  ends.push_back(static_cast<uint32_t>(out->size() - header));
+  for (const agent::Message& m : conv_.messages) {
+    agent::AppendCanonicalMessage(conv_, m, out);
+    ends.push_back(static_cast<uint32_t>(out->size() - header));
+  }
+  if (!rec->ok) return;
+  std::vector<uint32_t>& recorded = rec->next->canonical_ends;  // message counts until now
+  for (size_t i = reused; i < recorded.size(); ++i) recorded[i] = ends[recorded[i]];
+  rec->next->canonical.assign(*out, header);
 }
 
 }  // namespace kvgate::kvindex

@@ -25,8 +25,8 @@ bool SameConversation(const ReusablePrefix& a, const ReusablePrefix& b) {
 
 PrefixReuseCache::PrefixReuseCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-uint64_t PrefixReuseCache::KeyOf(std::string_view body) {
-  return XXH3_64bits_dispatch(body.data(), std::min(body.size(), kKeyBytes));
+uint64_t PrefixReuseCache::KeyOf(std::string_view body, uint8_t api) {
+  return XXH3_64bits_withSeed_dispatch(body.data(), std::min(body.size(), kKeyBytes), api);
 }
 
 uint64_t SegmentHash(std::string_view body, size_t begin, size_t end) {
@@ -49,7 +49,8 @@ bool ObjectFollows(std::string_view body, size_t comma) {
 
 namespace {
 
-// The last message of `prefix` that `body` repeats byte for byte, with a message after it.
+// The last resumable message of `prefix` that `body` repeats byte for byte, with a message
+// after it.
 template <typename SegmentHashFn>
 int Matched(const ReusablePrefix& prefix, std::string_view body, SegmentHashFn&& hash) {
   int matched = -1;
@@ -58,7 +59,10 @@ int Matched(const ReusablePrefix& prefix, std::string_view body, SegmentHashFn&&
     const size_t end = prefix.separators[i];
     // The separator itself must be in the body too, and another message must follow it.
     if (end >= body.size() || hash(begin, end) != prefix.segment_hashes[i]) break;
-    if (body[end] == ',' && ObjectFollows(body, end)) matched = static_cast<int>(i);
+    if (body[end] == ',' && (prefix.states[i] & ReusablePrefix::kResumable) &&
+        ObjectFollows(body, end)) {
+      matched = static_cast<int>(i);
+    }
     begin = end;
   }
   return matched;
@@ -66,13 +70,13 @@ int Matched(const ReusablePrefix& prefix, std::string_view body, SegmentHashFn&&
 
 }  // namespace
 
-PrefixMatch PrefixReuseCache::Find(std::string_view body) {
+PrefixMatch PrefixReuseCache::Find(std::string_view body, uint8_t api) {
   PrefixMatch best;
   if (body.size() < kMinBodyBytes) return best;
   std::vector<Entry> candidates;
   {
     common::MutexLock lock(&mu_);
-    auto it = by_key_.find(KeyOf(body));
+    auto it = by_key_.find(KeyOf(body, api));
     if (it == by_key_.end()) return best;
     for (auto pos : it->second) {
       candidates.push_back(*pos);

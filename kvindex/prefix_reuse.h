@@ -1,12 +1,13 @@
 // File: kvindex/prefix_reuse.h
 // Work proportional to what is new (issue 31): an agent re-sends its whole conversation every
-// turn, ~95% of it byte for byte. For a long chat-completions body the canonicaliser keeps what
-// it made of each message (its canonical bytes, where it ended in the body, a hash of its body
-// bytes); the session's next turn, whose body starts with the same bytes, is parsed with those
-// messages cut out (a smaller JSON document: the same fields, the new messages) and their
-// canonical bytes copied back. What the cut-out messages were is proven by their bytes: a hash
-// of every message's body bytes, from the body's first byte, must match. Nothing here trusts a
-// session id. Thread-safe: one cache for all gateway threads; entries are immutable.
+// turn, ~95% of it byte for byte. For a long chat-completions, Messages or Responses body the
+// canonicaliser keeps what it made of each element of the conversation array (its canonical
+// bytes, where it ended in the body, a hash of its body bytes); the session's next turn, whose
+// body starts with the same bytes, is parsed with those elements cut out (a smaller JSON
+// document: the same fields, the new elements) and their canonical bytes copied back. What the
+// cut-out messages were is proven by their bytes: a hash of every message's body bytes, from the
+// body's first byte, must match. Nothing here trusts a session id. Thread-safe: one cache for all
+// gateway threads; entries are immutable.
 #pragma once
 
 #include <cstdint>
@@ -22,24 +23,36 @@
 
 namespace kvgate::kvindex {
 
-/// What one chat body's messages were: immutable once published.
+/// What one body's messages (the elements of its conversation array: chat and Messages
+/// `messages`, Responses `input`) were: immutable once published.
 struct ReusablePrefix {
-  uint64_t key = 0;           // PrefixReuseCache::KeyOf(body)
+  // Per message, what the conversion carries past it (the agents' APIs convert a message by
+  // what came before it: kvindex/agent_messages.cc, agent_responses.cc).
+  enum State : uint8_t {
+    kResumable = 1,     // every canonical message up to here is final: a walk may start after it
+    kSeenOther = 2,     // Messages: a user or assistant message came before (InlineSystems)
+    kAfterToolUse = 4,  // Messages: it was an assistant message with tool_use
+  };
+
+  uint64_t key = 0;           // PrefixReuseCache::KeyOf(body, api)
   size_t messages_begin = 0;  // offset of the first message (after `[` and whitespace)
   // Per message i: the offset of the `,` or `]` after it, XXH3 of the body bytes from the
-  // previous separator (0 for message 0) up to this one, and where its canonical bytes end.
+  // previous separator (0 for message 0) up to this one, where its canonical bytes end, and
+  // its State bits.
   std::vector<uint32_t> separators;
   std::vector<uint64_t> segment_hashes;
   std::vector<uint32_t> canonical_ends;
+  std::vector<uint8_t> states;
   std::string canonical;  // the messages' canonical bytes, in order (no tool sections)
 
   size_t bytes() const {
     return sizeof(*this) + canonical.capacity() +
-           separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t));
+           separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));
   }
 };
 
-/// How a body can reuse an entry: its messages [0, messages] are the entry's.
+/// How a body can reuse an entry: its messages [0, messages] are the entry's; the walk resumes
+/// after message `messages` in the state the entry recorded there.
 struct PrefixMatch {
   std::shared_ptr<const ReusablePrefix> prefix;
   int messages = -1;     // the last reused message; -1: none
@@ -51,7 +64,8 @@ class PrefixReuseCache {
  public:
   /// Bodies shorter than this are parsed whole (the saving would not pay for the copy).
   static constexpr size_t kMinBodyBytes = 64 * 1024;
-  /// The key: XXH3 of the body's first bytes, which a session's turns share.
+  /// The key: XXH3 of the body's first bytes, which a session's turns share, seeded with the
+  /// API (one body's bytes mean different messages to chat and to Messages).
   static constexpr size_t kKeyBytes = 16 * 1024;
   /// Conversations kept per key. Sessions of one agent begin alike (its tools and system
   /// prompt fill the first 16 KiB), so many share a key; they differ from the first user message
@@ -61,10 +75,12 @@ class PrefixReuseCache {
   /// `max_bytes`: what all entries may hold together; the least recently used go first.
   explicit PrefixReuseCache(size_t max_bytes);
 
-  static uint64_t KeyOf(std::string_view body);
+  /// `api`: the request's ApiKind (kvindex/canonicalize.h), as a number.
+  static uint64_t KeyOf(std::string_view body, uint8_t api);
 
-  /// The entry whose messages cover the longest prefix of `body`, and where to cut.
-  PrefixMatch Find(std::string_view body);
+  /// The entry whose messages cover the longest prefix of `body`, and where to cut: the cut
+  /// ends after a resumable message with another message after it.
+  PrefixMatch Find(std::string_view body, uint8_t api);
   /// Publishes `entry` (replacing one with the same first message hashes); evicts to the limit.
   void Publish(std::shared_ptr<const ReusablePrefix> entry);
 

@@ -126,6 +126,59 @@ TEST_F(KvAwareGatewayTest, LongChatSessionsAreParsedOnlyWhereTheyGrew) {
   EXPECT_GT(metric("kvgate_prefix_reuse_cache_bytes"), 0);
 }
 
+// The same for the agents' own APIs: Messages (Claude Code) and Responses (Codex) bodies, whose
+// system prompt is a field before the conversation (parsed every turn) and whose messages are
+// reused where their conversion is final.
+TEST_F(KvAwareGatewayTest, LongAgentSessionsAreParsedOnlyWhereTheyGrew) {
+  StartFleet(2, "kvaware");
+  const auto metric = [&](const std::string& name) {
+    const std::string text = gateway_->MetricsText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  struct Api {
+    std::string path, head, user, assistant;
+  };
+  const std::string big(70000, 'p');
+  const std::vector<Api> apis = {
+      {"/v1/messages",
+       R"({"model":"fake-model","max_tokens":16,"system":")" + big +
+           R"(","messages":[{"role":"user","content":"start"})",
+       R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"%s"}]})",
+       R"({"role":"assistant","content":[{"type":"text","text":"ok"},)"
+       R"({"type":"tool_use","id":"t","name":"Read","input":{"p":1}}]})"},
+      {"/v1/responses",
+       R"({"model":"fake-model","instructions":")" + big +
+           R"(","input":[{"role":"user","content":"start"})",
+       R"({"type":"function_call_output","call_id":"c%d","output":"%s"})",
+       R"({"type":"function_call","call_id":"c","name":"shell","arguments":"{}"})"},
+  };
+  constexpr int kSessions = 3, kTurns = 4;
+  for (const Api& api : apis) {
+    const double hits = metric("kvgate_prefix_reuse_hits_total");
+    const double skipped = metric("kvgate_prefix_reuse_skipped_bytes_total");
+    ASSERT_GE(hits, 0);
+    std::vector<std::string> conversation(kSessions, api.head);
+    for (int turn = 0; turn < kTurns; ++turn) {
+      for (int s = 0; s < kSessions; ++s) {
+        std::string user = api.user;
+        user.replace(user.find("%d"), 2, std::to_string(turn));
+        user.replace(user.find("%s"), 2, common::StrCat("session ", s, std::string(3000, 'q')));
+        conversation[s] += "," + user;
+        const HttpResponse r = Fetch(port_, "POST", api.path, conversation[s] + "]}");
+        ASSERT_EQ(r.status, 200) << api.path << ": " << r.body;
+        conversation[s] += "," + api.assistant;
+      }
+    }
+    // Every turn after the first found its session's earlier messages: 3 KB and more each.
+    EXPECT_GE(metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1))
+        << api.path;
+    EXPECT_GE(metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
+              kSessions * (kTurns - 1) * 3000.0)
+        << api.path;
+  }
+}
+
 // Issue 33: a request that failed on every worker (500s) left each of them, in the index, holding
 // the whole prompt, and the next requests were routed on that belief. Only a worker that served
 // the prompt (2xx) holds it; what a failed attempt taught is unlearned.

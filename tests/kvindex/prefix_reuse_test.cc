@@ -183,12 +183,12 @@ TEST(PrefixReuse, TheCacheStaysWithinItsBoundLeastRecentlyUsedFirst) {
   const PrefixReuseCache::Stats s = cache.stats();
   EXPECT_LT(s.entries, 30u);
   EXPECT_GT(s.entries, 3u);
-  EXPECT_FALSE(cache.Find(bodies.front() + " ").prefix);  // evicted
+  EXPECT_FALSE(cache.Find(bodies.front() + " ", 0).prefix);  // evicted
   const std::string& last = bodies.back();
   // The newest is still there: its next turn (another message) reuses every earlier one.
   std::string next = last.substr(0, last.rfind(']')) + R"(,{"role":"user","content":"go on"})" +
                      last.substr(last.rfind(']'));
-  const PrefixMatch m = cache.Find(next);
+  const PrefixMatch m = cache.Find(next, 0);
   ASSERT_TRUE(m.prefix);
   EXPECT_EQ(m.messages + 1, static_cast<int>(m.prefix->separators.size()));
 }
@@ -212,7 +212,9 @@ TEST(PrefixReuse, ManySessionsOfOneAgentEachFindTheirOwnEarlierTurns) {
       const std::string what = "session " + std::to_string(s) + " turn " + std::to_string(turn);
       // From its second turn on, a session reuses all its earlier messages (the system message
       // is 0), not only the system prompt that every session of the agent has.
-      if (turn > 0) EXPECT_EQ(cache.Find(body).messages, turn) << what;
+      if (turn > 0) {
+        EXPECT_EQ(cache.Find(body, 0).messages, turn) << what;
+      }
       ExpectSame(reusing, whole, body, what);
     }
   }
@@ -232,7 +234,7 @@ TEST(PrefixReuse, ABodyIsReusedOnlyWhereEveryByteBeforeIsTheSame) {
   edited.messages[10].json.insert(20, "Z");
   edited.messages.push_back(gen.Message(100));
   const std::string body = edited.Body();
-  const PrefixMatch m = cache.Find(body);
+  const PrefixMatch m = cache.Find(body, 0);
   ASSERT_TRUE(m.prefix);
   EXPECT_EQ(m.messages, 10);  // the system message and messages 0..9
   EXPECT_LE(m.cut_end, body.find(edited.messages[10].json));
