@@ -1,8 +1,11 @@
 #include "kvindex/block_hash.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
+
+#include "kvindex/block_memo.h"
 
 // Inlined (header-only xxHash): a prompt's thousands of 64-byte blocks each paid a library call
 // and XXH3's length dispatch; inlined, the block size is a constant (issue 31).
@@ -87,9 +90,24 @@ void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed, const Ha
   const uint64_t root = RootSeed(namespace_seed, prompt.kind);
   if (prompt.kind == PromptKind::kTokens) {
     HashTokenBlocks(prompt.tokens, root, options.token_block_tokens, out);
-  } else {
-    HashTextBlocks(prompt.bytes, root, options.text_block_bytes, out);
+    return;
   }
+  const uint32_t block = options.text_block_bytes;
+  // The blocks the previous turn had, when its prompt began with the same bytes: the chain
+  // resumes after them.
+  size_t known = 0;
+  uint64_t seed = root;
+  if (prompt.reused_blocks != nullptr && block > 0) {
+    const absl::Span<const BlockHash> previous = prompt.reused_blocks->Get(root, block);
+    known = std::min(previous.size(), std::min(prompt.reused_bytes, prompt.bytes.size()) / block);
+    if (known > 0) {
+      out->reserve(prompt.bytes.size() / block);
+      out->assign(previous.begin(), previous.begin() + known);
+      seed = previous[known - 1];
+    }
+  }
+  HashTextBlocks(std::string_view(prompt.bytes).substr(known * block), seed, block, out);
+  if (prompt.blocks_memo != nullptr) prompt.blocks_memo->Set(root, block, *out);
 }
 
 std::vector<BlockHash> HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed,

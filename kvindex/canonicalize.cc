@@ -126,6 +126,8 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     if (build_prompt && !json_mode_) {
       out->prompts.emplace_back();
       out->prompts.back().kind = PromptKind::kChat;
+      // About as long as the body (reused messages included): grow it once, not by doublings.
+      out->prompts.back().bytes.reserve(body.size());
       AgentCanonical(rec, &out->prompts.back().bytes);
     }
     return absl::OkStatus();
@@ -146,6 +148,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
   bool seen_messages = false;
   bool seen_prompt = false;
   size_t header_written = 0;  // Bytes of tool sections already at the front of the stream.
+  size_t messages_bytes = 0;  // The messages' canonical bytes, after the tool sections.
   for (auto field : root) {
     std::string_view key;
     KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
@@ -215,9 +218,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
           rec->MessageEnd(prompt->bytes.size() - header_written, ReusablePrefix::kResumable);
         }
       }
-      if (rec != nullptr && rec->ok) {
-        rec->next->canonical.assign(prompt->bytes, header_written);
-      }
+      messages_bytes = prompt->bytes.size() - header_written;
     } else if (completions && key == "prompt") {
       if (seen_prompt) {
         return absl::InvalidArgumentError("duplicate 'prompt'");
@@ -249,6 +250,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
         prompt->bytes.insert(0, tools_ + functions_);
       }
     }
+    if (rec != nullptr) rec->next->header_bytes = prompt->bytes.size() - messages_bytes;
   } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }

@@ -24,11 +24,20 @@ enum class PromptKind : uint8_t {
   kTokens = 2,  // Token ids; token-mode blocks.
 };
 
+class BlockMemo;  // kvindex/block_memo.h
+
 /// One canonical prompt. A value type; thread-compatible.
 struct CanonicalPrompt {
   PromptKind kind = PromptKind::kChat;
   std::string bytes;             // kChat and kText.
   std::vector<uint32_t> tokens;  // kTokens.
+
+  // Prefix reuse (kvindex/prefix_reuse.h), for HashPrompt: the previous turn's block hashes,
+  // valid for this prompt's first `reused_bytes` bytes, and where this prompt's are kept for the
+  // next turn. Null without prefix reuse.
+  std::shared_ptr<const BlockMemo> reused_blocks;
+  size_t reused_bytes = 0;
+  std::shared_ptr<BlockMemo> blocks_memo;
 };
 
 /// The canonical form of one request, with the top-level fields routing needs. A value type;

@@ -53,6 +53,16 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
     next.segment_hashes.push_back(
         SegmentHash(body, i == 0 ? 0 : next.separators[i - 1], next.separators[i]));
   }
+  CanonicalPrompt& prompt = out->prompts.back();
+  // The previous prompt's block hashes hold for this one as far as both are the same bytes:
+  // through the reused messages when the header before them is the same too.
+  if (match.messages >= 0 && prev->header_bytes == next.header_bytes &&
+      std::memcmp(prev->canonical.data(), prompt.bytes.data(), next.header_bytes) == 0) {
+    prompt.reused_blocks = prev->blocks;
+    prompt.reused_bytes = next.header_bytes + prev->canonical_ends[match.messages];
+  }
+  next.canonical = prompt.bytes;
+  prompt.blocks_memo = next.blocks;
   next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
   options_.reuse->Publish(std::make_shared<const ReusablePrefix>(std::move(next)));
   return absl::OkStatus();
@@ -61,8 +71,7 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
 void Canonicalizer::Impl::Recorder::Begin(std::string* canonical) {
   if (match->messages >= 0) {
     const ReusablePrefix& prev = *match->prefix;
-    if (canonical != nullptr)
-      canonical->append(prev.canonical, 0, prev.canonical_ends[match->messages]);
+    if (canonical != nullptr) canonical->append(prev.MessagesThrough(match->messages));
     next->messages_begin = prev.messages_begin;
     return;
   }
@@ -96,7 +105,7 @@ void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
   if (rec->match->messages >= 0) {
     const ReusablePrefix& prev = *rec->match->prefix;
     reused = static_cast<size_t>(rec->match->messages) + 1;
-    out->append(prev.canonical, 0, prev.canonical_ends[reused - 1]);
+    out->append(prev.MessagesThrough(static_cast<int>(reused) - 1));
   }
   // ends[j]: where the canonical bytes of the first j converted messages end.
   std::vector<uint32_t> ends;
@@ -109,7 +118,7 @@ void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
   if (!rec->ok) return;
   std::vector<uint32_t>& recorded = rec->next->canonical_ends;  // message counts until now
   for (size_t i = reused; i < recorded.size(); ++i) recorded[i] = ends[recorded[i]];
-  rec->next->canonical.assign(*out, header);
+  rec->next->header_bytes = header;
 }
 
 }  // namespace kvgate::kvindex

@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
+#include "kvindex/block_memo.h"
 
 namespace kvgate::kvindex {
 
@@ -43,11 +44,21 @@ struct ReusablePrefix {
   std::vector<uint64_t> segment_hashes;
   std::vector<uint32_t> canonical_ends;
   std::vector<uint8_t> states;
-  std::string canonical;  // the messages' canonical bytes, in order (no tool sections)
+  // The body's canonical prompt: `header_bytes` of tool sections and (agents' APIs) the system
+  // message, then the messages' canonical bytes (canonical_ends count from there).
+  std::string canonical;
+  size_t header_bytes = 0;
+  // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h).
+  std::shared_ptr<BlockMemo> blocks = std::make_shared<BlockMemo>();
 
+  // Counting the block hashes as one 8-byte hash per 64 bytes (the default block).
   size_t bytes() const {
-    return sizeof(*this) + canonical.capacity() +
+    return sizeof(*this) + canonical.capacity() + canonical.capacity() / 8 +
            separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));
+  }
+  /// The messages' canonical bytes up to the end of message `i`.
+  std::string_view MessagesThrough(int i) const {
+    return std::string_view(canonical).substr(header_bytes, canonical_ends[i]);
   }
 };
 

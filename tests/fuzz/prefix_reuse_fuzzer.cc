@@ -1,14 +1,15 @@
 // libFuzzer target for prefix reuse (kvindex/prefix_reuse.h): a long chat, Messages or
 // Responses body (the first input byte chooses), then a next turn made of its bytes and the
 // fuzzer's, each canonicalised with the cache and by a full pass; any difference (status or
-// canonical bytes) aborts. The fuzzer's bytes are the messages after a long system prompt (so
-// that the cache is used), whatever they are.
+// canonical bytes, block hashes) aborts. The fuzzer's bytes are the messages after a long system
+// prompt (so that the cache is used), whatever they are.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "kvindex/block_hash.h"
 #include "kvindex/canonicalize.h"
 #include "kvindex/prefix_reuse.h"
 
@@ -26,8 +27,11 @@ void Compare(Canonicalizer& reusing, Canonicalizer& whole, const std::string& bo
       a.prompts.size() != b.prompts.size()) {
     std::abort();
   }
+  const uint64_t ns = NamespaceSeed({a.model, "", a.cache_salt});
   for (size_t i = 0; i < a.prompts.size(); ++i) {
     if (a.prompts[i].bytes != b.prompts[i].bytes) std::abort();
+    // The reusing side's chain resumes from the previous turn's where it reused it.
+    if (HashPrompt(a.prompts[i], ns) != HashPrompt(b.prompts[i], ns)) std::abort();
   }
 }
 

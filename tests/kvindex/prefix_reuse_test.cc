@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "kvindex/canonicalize.h"
+#include "tests/kvindex/prefix_reuse_expect.h"
 
 namespace kvgate::kvindex {
 namespace {
@@ -86,27 +87,15 @@ struct Turn {
 };
 
 void ExpectSame(Canonicalizer& reusing, Canonicalizer& whole, const std::string& body,
-                const std::string& what) {
-  CanonicalRequest a, b;
-  const absl::Status sa = reusing.Parse(body, 0, ApiKind::kChatCompletions, true, &a);
-  const absl::Status sb = whole.Parse(body, 0, ApiKind::kChatCompletions, true, &b);
-  ASSERT_EQ(sa, sb) << what;
-  if (!sa.ok()) return;
-  EXPECT_EQ(a.model, b.model) << what;
-  EXPECT_EQ(a.stream, b.stream) << what;
-  EXPECT_EQ(a.prompt_error, b.prompt_error) << what;
-  ASSERT_EQ(a.prompts.size(), b.prompts.size()) << what;
-  for (size_t i = 0; i < a.prompts.size(); ++i) {
-    ASSERT_TRUE(a.prompts[i].bytes == b.prompts[i].bytes)
-        << what << ": canonical prompts differ (" << a.prompts[i].bytes.size() << " vs "
-        << b.prompts[i].bytes.size() << " bytes)";
-  }
+                const std::string& what, uint32_t block_bytes = 64, int* resumed = nullptr) {
+  ExpectSameAsFullPass(reusing, whole, body, ApiKind::kChatCompletions, what, block_bytes, resumed);
 }
 
 TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   PrefixReuseCache cache(size_t{256} << 20);
   Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
   Canonicalizer whole;
+  int resumed = 0;  // turns whose block hashes resumed from the previous turn's
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     Bodies gen(seed);
     Turn t;
@@ -150,7 +139,8 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
           }
           what += " append";
       }
-      ExpectSame(reusing, whole, next.Body(), what);
+      // Now and then another block size: the previous turn's hashes are then not reused.
+      ExpectSame(reusing, whole, next.Body(), what, turn % 7 == 6 ? 48 : 64, &resumed);
       // A broken next turn is refused as a full pass refuses it (not kept for later turns).
       std::string broken = next.Body();
       broken.insert(broken.size() - 40, "{\"role\":");
@@ -162,6 +152,7 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   // Most turns append: most bodies must have reused something, and far more bytes than parsed.
   EXPECT_GT(s.hits, 100u);
   EXPECT_GT(s.reused_bytes, s.hits * 40000);
+  EXPECT_GT(resumed, 80);
 }
 
 TEST(PrefixReuse, TheCacheStaysWithinItsBoundLeastRecentlyUsedFirst) {
