@@ -61,40 +61,47 @@ uint64_t OtherPayloadHash(const agent::Part& p) {
 
 namespace agent {
 
+void AppendCanonicalTools(const Conversation& conv, std::string* out) {
+  if (!conv.has_tools) return;
+  if (!conv.canonical_tools.empty()) {
+    out->append(conv.canonical_tools);
+    return;
+  }
+  // Canonical JSON of [{"type": "function", "function": {...}}, ...]: keys sorted.
+  out->push_back(canonical::kMessageBegin);
+  out->push_back('x');
+  out->push_back(canonical::kArrayBegin);
+  std::vector<const Member*> sorted;
+  for (const Tool& tool : conv.tools) {
+    sorted.clear();
+    for (const Member& m : tool.members) sorted.push_back(&m);
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Member* a, const Member* b) { return a->key < b->key; });
+    out->push_back(canonical::kObjectBegin);
+    out->append("function");
+    out->push_back(canonical::kStringEnd);
+    out->push_back(canonical::kObjectBegin);
+    for (const Member* m : sorted) {
+      AppendEscaped(m->key, out);
+      out->push_back(canonical::kStringEnd);
+      out->append(m->value);
+    }
+    out->push_back(canonical::kObjectEnd);
+    out->append("type");
+    out->push_back(canonical::kStringEnd);
+    out->append("sfunction");
+    out->push_back(canonical::kStringEnd);
+    out->push_back(canonical::kObjectEnd);
+  }
+  out->push_back(canonical::kArrayEnd);
+  out->push_back(canonical::kMessageEnd);
+}
+
 void AppendCanonicalHeader(const Conversation& conv, std::string* out) {
-  size_t size = conv.system.size() + 64;
+  size_t size = conv.system.size() + conv.canonical_tools.size() + 64;
   for (const Message& m : conv.messages) size += m.text.size() + 16;
   out->reserve(out->size() + size);
-  if (conv.has_tools) {
-    // Canonical JSON of [{"type": "function", "function": {...}}, ...]: keys sorted.
-    out->push_back(canonical::kMessageBegin);
-    out->push_back('x');
-    out->push_back(canonical::kArrayBegin);
-    std::vector<const Member*> sorted;
-    for (const Tool& tool : conv.tools) {
-      sorted.clear();
-      for (const Member& m : tool.members) sorted.push_back(&m);
-      std::stable_sort(sorted.begin(), sorted.end(),
-                       [](const Member* a, const Member* b) { return a->key < b->key; });
-      out->push_back(canonical::kObjectBegin);
-      out->append("function");
-      out->push_back(canonical::kStringEnd);
-      out->push_back(canonical::kObjectBegin);
-      for (const Member* m : sorted) {
-        AppendEscaped(m->key, out);
-        out->push_back(canonical::kStringEnd);
-        out->append(m->value);
-      }
-      out->push_back(canonical::kObjectEnd);
-      out->append("type");
-      out->push_back(canonical::kStringEnd);
-      out->append("sfunction");
-      out->push_back(canonical::kStringEnd);
-      out->push_back(canonical::kObjectEnd);
-    }
-    out->push_back(canonical::kArrayEnd);
-    out->push_back(canonical::kMessageEnd);
-  }
+  AppendCanonicalTools(conv, out);
   if (!conv.system.empty()) {
     Message system;
     system.role = "system";

@@ -89,6 +89,9 @@ struct Conversation {
   std::vector<Call> calls;
   std::vector<Tool> tools;
   bool has_tools = false;
+  // The tools section's canonical bytes when prefix reuse restored them (`tools` is then
+  // empty); "" when the section is rendered from `tools`.
+  std::string_view canonical_tools;
   std::string template_kwargs;  // JSON text of chat_template_kwargs, "" when absent
   std::string unsupported;      // what vLLM would refuse (the first reason), "" when none
   std::deque<std::string> owned;
@@ -117,6 +120,7 @@ struct Conversation {
     calls.clear();
     tools.clear();
     has_tools = false;
+    canonical_tools = {};
     template_kwargs.clear();
     unsupported.clear();
     owned.clear();
@@ -128,6 +132,8 @@ struct Conversation {
 void AppendCanonical(const Conversation& conv, std::string* out);
 /// Its two halves: the tools section and the system message, then each message.
 void AppendCanonicalHeader(const Conversation& conv, std::string* out);
+/// The tools section alone (none without tools).
+void AppendCanonicalTools(const Conversation& conv, std::string* out);
 void AppendCanonicalMessage(const Conversation& conv, const Message& m, std::string* out);
 
 /// The chat-completions JSON object of `conv.messages[i]`.

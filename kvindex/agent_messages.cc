@@ -71,7 +71,13 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
   const std::string_view main_key = messages_api ? "messages" : "input";
   bool seen_main = false;
   agent::InlineSystems inline_systems;
-  std::string_view system;  // Messages: the top-level system prompt
+  std::string_view system;                          // Messages: the top-level system prompt
+  if (rec != nullptr && rec->restore != nullptr) {  // the fields before the conversation were cut
+    rec->RestoreFields(out);
+    (messages_api ? system : conv_.system) = rec->restore->system;
+    conv_.has_tools = rec->restore->has_tools;
+    conv_.canonical_tools = rec->restore->tools;
+  }
   for (auto field : root) {
     std::string_view key;
     KVINDEX_JSON_TRY(field.unescaped_key().get(key), "object key");
@@ -128,6 +134,12 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
       }
       if (!messages_api && t != od::json_type::array && t != od::json_type::string) {
         return absl::InvalidArgumentError("'input' must be a string or an array of items");
+      }
+      if (rec != nullptr) {
+        std::string tools;
+        agent::AppendCanonicalTools(conv_, &tools);
+        rec->KeepFields(*out, messages_api ? system : conv_.system, conv_.has_tools,
+                        std::move(tools), {});
       }
       if (!build) {
         KVINDEX_STATUS_TRY(Validate(v, 1));
@@ -579,6 +591,7 @@ absl::Status Canonicalizer::Impl::ToolsArray(od::value v, od::array* tools, bool
   od::json_type t = od::json_type::null;
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "tools"));
   conv_.tools.clear();
+  conv_.canonical_tools = {};
   *present = t != od::json_type::null;
   if (*present && (t != od::json_type::array || v.get_array().get(*tools))) {
     return absl::InvalidArgumentError("'tools' must be an array");

@@ -114,9 +114,12 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     }
     return JsonError(ec, "document");
   }
+  if (rec != nullptr) {
+    rec->doc = &doc;
+    rec->FieldsBegin();
+  }
 
   if (api == ApiKind::kMessages || api == ApiKind::kResponses) {
-    if (rec != nullptr) rec->doc = &doc;
     KVINDEX_STATUS_TRY(AgentRoot(root, api, build_prompt, rec, out));
     const char* after = nullptr;
     if (!doc.current_location().get(after)) {
@@ -145,6 +148,11 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
   }
   tools_.clear();
   functions_.clear();
+  if (rec != nullptr && rec->restore != nullptr) {  // the fields before `messages` were cut
+    rec->RestoreFields(out);
+    tools_ = rec->restore->tools;
+    functions_ = rec->restore->functions;
+  }
   bool seen_messages = false;
   bool seen_prompt = false;
   size_t header_written = 0;  // Bytes of tool sections already at the front of the stream.
@@ -200,16 +208,14 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       if (v.get_array().get(messages)) {
         return absl::InvalidArgumentError("'messages' must be an array");
       }
+      if (rec != nullptr) rec->KeepFields(*out, {}, false, tools_, functions_);
       // Tool sections seen so far go first; later ones are inserted at the end.
       prompt->bytes.assign(tools_);
       prompt->bytes.append(functions_);
       header_written = prompt->bytes.size();
       tools_.clear();
       functions_.clear();
-      if (rec != nullptr) {
-        rec->doc = &doc;
-        rec->Begin(&prompt->bytes);
-      }
+      if (rec != nullptr) rec->Begin(&prompt->bytes);
       for (auto element : messages) {
         od::value m;
         KVINDEX_JSON_TRY(element.get(m), "messages[]");

@@ -119,13 +119,25 @@ class Canonicalizer::Impl {
     const PrefixMatch* match;
     const char* data;             // the text walked
     od::document* doc = nullptr;  // the walk's document (where its iterator is)
-    bool ok = true;               // false: a separator was not where expected; nothing is published
+    // The walk skipped the fields before the conversation too: what they made, restored from the
+    // reused entry, and the bytes of the `"messages":[` put in their place at cut_begin.
+    const ReusablePrefix::Fields* restore = nullptr;
+    size_t inserted = 0;
+    bool ok = true;  // false: a separator was not where expected; nothing is published
 
     size_t BodyOffset(size_t at) const {
-      return match->messages >= 0 && at >= match->cut_begin
-                 ? at + (match->cut_end - match->cut_begin)
+      return match->messages >= 0 && at >= match->cut_begin + inserted
+                 ? at - inserted + (match->cut_end - match->cut_begin)
                  : at;
     }
+    // At the root object: where its first field begins, unless the walk skipped the fields.
+    void FieldsBegin();
+    // At the conversation array: keeps what the fields before it made (`system`: the agents'
+    // system prompt; `tools`, `functions`: canonical sections), unless they were restored.
+    void KeepFields(const CanonicalRequest& out, std::string_view system, bool has_tools,
+                    std::string tools, std::string_view functions);
+    // At the walk's start, when it skipped the fields: the request's fields they made.
+    void RestoreFields(CanonicalRequest* out) const;
     // What the conversion carried past the last reused message (ReusablePrefix::State).
     uint8_t ResumeState() const {
       return match->messages >= 0 ? match->prefix->states[match->messages] : 0;

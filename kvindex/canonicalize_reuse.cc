@@ -6,20 +6,37 @@
 #include "kvindex/prefix_reuse.h"
 
 namespace kvgate::kvindex {
+namespace {
+
+// What a walk that skipped the fields before the conversation reads in their place.
+std::string_view ConversationKey(ApiKind api) {
+  return api == ApiKind::kResponses ? R"("input":[)" : R"("messages":[)";
+}
+
+}  // namespace
 
 absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capacity, ApiKind api,
                                              CanonicalRequest* out) {
-  const PrefixMatch match = options_.reuse->Find(body, static_cast<uint8_t>(api));
+  PrefixMatch match = options_.reuse->Find(body, static_cast<uint8_t>(api));
   if (match.messages < 0) {
     options_.reuse->CountMiss();
     const char* data = Padded(body, &capacity);
     return WalkAndPublish(body, data, body.size(), capacity, api, match, out);
   }
-  // The body without the reused messages: [0, cut_begin) and [cut_end, end).
-  const size_t length = body.size() - (match.cut_end - match.cut_begin);
+  // The body without the reused messages: [0, cut_begin) and [cut_end, end). When the entry
+  // kept what the fields before the conversation made, those go too, and the conversation's
+  // key takes their place: `{"messages":[<the new messages>], <the fields after>}`.
+  const std::string_view key = ConversationKey(api);
+  size_t inserted = 0;
+  if (match.prefix->has_fields) {
+    match.cut_begin = match.prefix->fields.begin;
+    inserted = key.size();
+  }
+  const size_t length = body.size() - (match.cut_end - match.cut_begin) + inserted;
   padded_.resize(length + simdjson::SIMDJSON_PADDING);
   std::memcpy(padded_.data(), body.data(), match.cut_begin);
-  std::memcpy(padded_.data() + match.cut_begin, body.data() + match.cut_end,
+  std::memcpy(padded_.data() + match.cut_begin, key.data(), inserted);
+  std::memcpy(padded_.data() + match.cut_begin + inserted, body.data() + match.cut_end,
               body.size() - match.cut_end);
   std::memset(padded_.data() + length, 0, simdjson::SIMDJSON_PADDING);
   absl::Status status =
@@ -45,6 +62,12 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
     next.states.assign(prev->states.begin(), prev->states.begin() + reused);
   }
   Recorder rec{&next, &match, data};
+  if (match.messages >= 0 && prev->has_fields) {
+    rec.restore = &prev->fields;
+    rec.inserted = ConversationKey(api).size();
+    next.fields = prev->fields;
+    next.has_fields = true;
+  }
   KVINDEX_STATUS_TRY(Walk(body, data, length, capacity, api, true, &rec, out));
   if (match.messages >= 0) options_.reuse->CountHit(match.cut_end - match.cut_begin);
   // (A Responses body whose input is a string has no messages to keep.)
@@ -81,6 +104,48 @@ void Canonicalizer::Impl::Recorder::Begin(std::string* canonical) {
     return;
   }
   next->messages_begin = static_cast<size_t>(at - data);
+}
+
+void Canonicalizer::Impl::Recorder::FieldsBegin() {
+  if (restore != nullptr) return;
+  const char* at = nullptr;
+  // The cut must start where a key does (after `{` and whitespace).
+  if (!doc->current_location().get(at) && *at == '"') {
+    next->fields.begin = static_cast<size_t>(at - data);
+    next->has_fields = true;
+  }
+}
+
+void Canonicalizer::Impl::Recorder::KeepFields(const CanonicalRequest& out, std::string_view system,
+                                               bool has_tools, std::string tools,
+                                               std::string_view functions) {
+  if (restore != nullptr || !next->has_fields) return;
+  ReusablePrefix::Fields& f = next->fields;
+  f.model = out.model;
+  f.cache_salt = out.cache_salt;
+  f.user = out.user;
+  f.metadata_user_id = out.metadata_user_id;
+  f.prompt_cache_key = out.prompt_cache_key;
+  f.previous_response_id = out.previous_response_id;
+  f.conversation = out.conversation;
+  f.stream = out.stream;
+  f.store = out.store;
+  f.system.assign(system);
+  f.has_tools = has_tools;
+  f.tools = std::move(tools);
+  f.functions.assign(functions);
+}
+
+void Canonicalizer::Impl::Recorder::RestoreFields(CanonicalRequest* out) const {
+  out->model = restore->model;
+  out->cache_salt = restore->cache_salt;
+  out->user = restore->user;
+  out->metadata_user_id = restore->metadata_user_id;
+  out->prompt_cache_key = restore->prompt_cache_key;
+  out->previous_response_id = restore->previous_response_id;
+  out->conversation = restore->conversation;
+  out->stream = restore->stream;
+  out->store = restore->store;
 }
 
 void Canonicalizer::Impl::Recorder::MessageEnd(size_t canonical_end, uint8_t state) {

@@ -35,8 +35,31 @@ struct ReusablePrefix {
     kAfterToolUse = 4,  // Messages: it was an assistant message with tool_use
   };
 
+  // What the fields before the conversation array made of the request. A match proves their
+  // bytes (segment 0 runs from the body's first byte), so the next turn's walk skips them too.
+  struct Fields {
+    size_t begin = 0;  // offset of the first field (after `{` and whitespace)
+    std::string model, cache_salt, user, metadata_user_id, prompt_cache_key, previous_response_id,
+        conversation;
+    bool stream = false;
+    bool store = true;
+    std::string system;      // agents' APIs: the top-level system prompt / instructions
+    bool has_tools = false;  // agents' APIs
+    std::string tools;       // canonical tools section (chat: `tools`; agents: the converted ones)
+    std::string functions;   // chat: canonical `functions` section
+
+    size_t bytes() const {
+      return model.capacity() + cache_salt.capacity() + user.capacity() +
+             metadata_user_id.capacity() + prompt_cache_key.capacity() +
+             previous_response_id.capacity() + conversation.capacity() + system.capacity() +
+             tools.capacity() + functions.capacity();
+    }
+  };
+
   uint64_t key = 0;           // PrefixReuseCache::KeyOf(body, api)
   size_t messages_begin = 0;  // offset of the first message (after `[` and whitespace)
+  bool has_fields = false;    // `fields` is filled in
+  Fields fields;
   // Per message i: the offset of the `,` or `]` after it, XXH3 of the body bytes from the
   // previous separator (0 for message 0) up to this one, where its canonical bytes end, and
   // its State bits.
@@ -53,7 +76,7 @@ struct ReusablePrefix {
 
   // Counting the block hashes as one 8-byte hash per 64 bytes (the default block).
   size_t bytes() const {
-    return sizeof(*this) + canonical.capacity() + canonical.capacity() / 8 +
+    return sizeof(*this) + canonical.capacity() + canonical.capacity() / 8 + fields.bytes() +
            separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));
   }
   /// The messages' canonical bytes up to the end of message `i`.

@@ -110,6 +110,7 @@ struct AgentTurn {
   std::string system;
   std::vector<std::string> items;
   bool system_first = true;  // the system prompt before or after the conversation
+  bool tools_first = false;  // the tools, stream and metadata before or after the conversation
 
   std::string Body() const {
     const bool messages = api == ApiKind::kMessages;
@@ -121,11 +122,14 @@ struct AgentTurn {
                  : R"("tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}])";
     std::string b = R"({"model":")" + model + R"(",)";
     if (system_first) b += sys + ",";
+    const std::string fields = R"("stream":true,"metadata":{"user_id":"u"})";
+    if (tools_first) b += tools + "," + fields + ",";  // (what Claude Code sends)
     b += messages ? R"("messages":[)" : R"("input":[)";
     for (size_t i = 0; i < items.size(); ++i) b += (i > 0 ? ",\n" : "") + items[i];
     b += "],";
     if (!system_first) b += sys + ",";
-    b += tools + R"(,"stream":true,"metadata":{"user_id":"u"}})";
+    if (!tools_first) b += tools + "," + fields + ",";
+    b += R"("max_tokens":100})";
     return b;
   }
 };
@@ -143,6 +147,7 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
     AgentTurn t;
     t.api = api;
     t.system = gen.Text(12000);
+    t.tools_first = seed % 2 == 0;
     while (t.Body().size() < PrefixReuseCache::kMinBodyBytes + 4096) {
       t.items.push_back(item(gen, 3000));
     }
@@ -166,6 +171,10 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
         case 3:
           next.system_first = !next.system_first;
           what += " system moved";
+          break;
+        case 5:
+          next.tools_first = !next.tools_first;
+          what += " tools moved";
           break;
         case 4:  // a new first message (a new session of the same agent)
           next.items.insert(next.items.begin(), item(gen, 500));
