@@ -8,6 +8,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -209,6 +210,44 @@ TEST(PrefixReuse, ManySessionsOfOneAgentEachFindTheirOwnEarlierTurns) {
       ExpectSame(reusing, whole, body, what);
     }
   }
+}
+
+// Gateway threads share the cache: entries published by one thread are reused by another, and a
+// prompt's block hashes are kept by one thread while others read them (run under TSan too).
+TEST(PrefixReuse, ConcurrentTurnsShareOneCacheAndEachEqualsAFullPass) {
+  PrefixReuseCache cache(size_t{64} << 20);
+  constexpr int kThreads = 4, kSessions = 6, kTurns = 6;
+  Bodies gen(23);
+  const std::string system = gen.Text(66000);
+  std::vector<std::vector<std::string>> bodies(kSessions);  // [session][turn]
+  for (int s = 0; s < kSessions; ++s) {
+    Turn t;
+    t.system = system;
+    for (int turn = 0; turn < kTurns; ++turn) {
+      t.messages.push_back(gen.Message(1500));
+      bodies[s].push_back(t.Body());
+    }
+  }
+  std::vector<std::thread> threads;
+  int resumed[kThreads] = {};
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+      Canonicalizer whole;
+      for (int turn = 0; turn < kTurns; ++turn) {
+        for (int s = 0; s < kSessions; ++s) {
+          ExpectSame(reusing, whole, bodies[(s + i) % kSessions][turn],
+                     "thread " + std::to_string(i) + " turn " + std::to_string(turn), 64,
+                     &resumed[i]);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GT(cache.stats().hits, 0u);
+  int total = 0;
+  for (int r : resumed) total += r;
+  EXPECT_GT(total, 0);
 }
 
 TEST(PrefixReuse, ABodyIsReusedOnlyWhereEveryByteBeforeIsTheSame) {
