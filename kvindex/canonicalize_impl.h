@@ -155,7 +155,7 @@ class Canonicalizer::Impl {
                     ApiKind api, bool build_prompt, Recorder* rec, CanonicalRequest* out);
   // `body` with simdjson's padding after it: itself when `*capacity` allows, else a copy.
   const char* Padded(std::string_view body, size_t* capacity);
-  // A long chat body (canonicalize_reuse.cc): walked without the messages an earlier body had,
+  // A long body (canonicalize_reuse.cc): walked without the messages an earlier body had,
   // when one had them; what its messages were is then published for the next turn.
   absl::Status RunReusing(std::string_view body, size_t capacity, ApiKind api,
                           CanonicalRequest* out);
