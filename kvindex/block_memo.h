@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -16,9 +17,13 @@ namespace kvgate::kvindex {
 
 class BlockMemo {
  public:
+  /// Keeps at most `max_hashes` hashes: what the cache counted for it.
+  explicit BlockMemo(size_t max_hashes) : max_hashes_(max_hashes) {}
+
   /// Keeps `hashes`: the prompt's chain from `root_seed`, in `block_bytes`-byte blocks. Only
-  /// the first call keeps anything.
+  /// the first call keeps anything, and nothing when there are more than `max_hashes`.
   void Set(uint64_t root_seed, uint32_t block_bytes, absl::Span<const BlockHash> hashes) {
+    if (hashes.size() > max_hashes_) return;
     if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
     root_seed_ = root_seed;
     block_bytes_ = block_bytes;
@@ -36,6 +41,7 @@ class BlockMemo {
   }
 
  private:
+  const size_t max_hashes_;
   std::atomic<bool> claimed_{false};
   std::atomic<bool> ready_{false};
   uint64_t root_seed_ = 0;

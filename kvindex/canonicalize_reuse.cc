@@ -85,6 +85,7 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
     prompt.reused_bytes = next.header_bytes + prev->canonical_ends[match.messages];
   }
   next.canonical = prompt.bytes;
+  next.blocks = std::make_shared<BlockMemo>(ReusablePrefix::MaxHashes(next.canonical.size()));
   prompt.blocks_memo = next.blocks;
   next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
   options_.reuse->Publish(std::make_shared<const ReusablePrefix>(std::move(next)));

@@ -71,10 +71,11 @@ struct ReusablePrefix {
   // message, then the messages' canonical bytes (canonical_ends count from there).
   std::string canonical;
   size_t header_bytes = 0;
-  // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h).
-  std::shared_ptr<BlockMemo> blocks = std::make_shared<BlockMemo>();
+  // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h): kept
+  // for blocks of 64 bytes (the default) or more, at most one 8-byte hash per 64 bytes.
+  std::shared_ptr<BlockMemo> blocks;
+  static size_t MaxHashes(size_t canonical_bytes) { return canonical_bytes / 64; }
 
-  // Counting the block hashes as one 8-byte hash per 64 bytes (the default block).
   size_t bytes() const {
     return sizeof(*this) + canonical.capacity() + canonical.capacity() / 8 + fields.bytes() +
            separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kvindex/block_memo.h"
 #include "kvindex/canonicalize.h"
 #include "tests/kvindex/prefix_reuse_expect.h"
 
@@ -210,6 +211,23 @@ TEST(PrefixReuse, ManySessionsOfOneAgentEachFindTheirOwnEarlierTurns) {
       ExpectSame(reusing, whole, body, what);
     }
   }
+}
+
+// A memo holds no more hashes than the cache counted for it, is written once, and answers only
+// for the root seed and block size it was written with.
+TEST(PrefixReuse, BlockMemoKeepsOneBoundedChain) {
+  const std::vector<BlockHash> chain = {1, 2, 3};
+  BlockMemo small(2);
+  small.Set(7, 64, chain);
+  EXPECT_TRUE(small.Get(7, 64).empty());
+  BlockMemo memo(3);
+  EXPECT_TRUE(memo.Get(7, 64).empty());
+  memo.Set(7, 64, chain);
+  memo.Set(7, 64, std::vector<BlockHash>{9});
+  ASSERT_EQ(memo.Get(7, 64).size(), 3u);
+  EXPECT_EQ(memo.Get(7, 64)[2], 3u);
+  EXPECT_TRUE(memo.Get(8, 64).empty());
+  EXPECT_TRUE(memo.Get(7, 32).empty());
 }
 
 // Gateway threads share the cache: entries published by one thread are reused by another, and a
