@@ -123,17 +123,29 @@ void UsageScanner::Feed(std::string_view chunk) {
       }
     }
   }
+  // One pass over the chunk's quotes, each tried as the start of a key (the keys fill different
+  // values, so only each key's own order matters). Overlapping occurrences count
+  // (`"prompt_tokens"prompt_tokens"`), as in any window.
   const bool counts = chunk.find("_tokens\"") != std::string_view::npos;
-  for (int k = 0; k < kNumKeys; ++k) {
-    const Key key = static_cast<Key>(k);
-    if ((key != kId && !counts) || !Wanted(key)) continue;
-    const std::string_view name = kKeys[k];
-    // Overlapping occurrences count (`"prompt_tokens"prompt_tokens"`), as in any window.
-    for (size_t at = chunk.find(name); at != std::string_view::npos && Wanted(key);
-         at = chunk.find(name, at + 1)) {
-      Run(start(key), chunk, at + name.size());
+  if (!counts && !Wanted(kId)) {
+    KeepCarry(chunk);
+    return;
+  }
+  for (size_t at = chunk.find('"'); at != std::string_view::npos && at + 1 < chunk.size();
+       at = chunk.find('"', at + 1)) {
+    const char first = chunk[at + 1];
+    if (first != 'p' && first != 'c' && first != 'i') continue;  // no key starts otherwise
+    for (int k = 0; k < kNumKeys; ++k) {
+      const Key key = static_cast<Key>(k);
+      const std::string_view name = kKeys[k];
+      if (name[1] != first || (key != kId && !counts) || !Wanted(key)) continue;
+      if (chunk.compare(at, name.size(), name) == 0) Run(start(key), chunk, at + name.size());
     }
   }
+  KeepCarry(chunk);
+}
+
+void UsageScanner::KeepCarry(std::string_view chunk) {
   // The last kCarry bytes of everything fed so far.
   if (chunk.size() >= kCarry) {
     std::memcpy(carry_, chunk.data() + chunk.size() - kCarry, kCarry);

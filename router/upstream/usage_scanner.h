@@ -55,6 +55,8 @@ class UsageScanner {
   // Runs `s` over `chunk` from `pos`: a complete value is stored; one the chunk ends in
   // becomes the pending state.
   void Run(ValueState s, std::string_view chunk, size_t pos);
+  // Keeps the chunk's last bytes in carry_ (a key cut at the next chunk's start).
+  void KeepCarry(std::string_view chunk);
   bool Wanted(Key key) const { return key != kId || (capture_id_ && !id_done_); }
 
   // The last bytes fed, one fewer than the longest key: a key cut between chunks is found whole.
