@@ -535,8 +535,15 @@ Value Renderer::BinaryOp(const std::string& op, const Value& a, const Value& b, 
   if (op == "*" &&
       ((a.is_string() && b.kind() == K::kInt) || (a.kind() == K::kInt && b.is_string()))) {
     const std::string& s = a.is_string() ? a.str() : b.str();
+    const int64_t n = std::max<int64_t>(0, (a.is_string() ? b : a).as_int());
+    // Bounded like the output (found by the fuzzer: "" * 5555555545555555 looped for hours).
+    if (s.empty() || n == 0) return Value::String("");
+    if (static_cast<uint64_t>(n) > kMaxOutputBytes / s.size()) {
+      Fail(line, "string repetition too large");
+    }
     std::string out;
-    for (int64_t i = 0; i < (a.is_string() ? b : a).as_int(); ++i) out += s;
+    out.reserve(s.size() * static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out += s;
     return Value::String(std::move(out));
   }
   if (!an || !bn) type_error();

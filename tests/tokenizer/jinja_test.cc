@@ -110,6 +110,12 @@ TEST(JinjaTest, HostileTemplatesAreBounded) {
                   .status()
                   .message(),
               HasSubstr("nested too deeply"));
+  // Found by the fuzzer: string repetition by a huge count looped (an empty string) or would
+  // have allocated without bound.
+  EXPECT_EQ(Ok("{{ '' * 5555555545555555 }}|{{ 'ab' * 3 }}|{{ 2 * 'c' }}|{{ 'ab' * -2 }}|"),
+            "|ababab|cc||");
+  EXPECT_THAT(Render("{{ 'ab' * 5555555545555555 }}").status().message(),
+              HasSubstr("string repetition too large"));
 }
 
 TEST(JinjaTest, DetectsTemplatesThatIterateContent) {
