@@ -135,11 +135,10 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
       if (!messages_api && t != od::json_type::array && t != od::json_type::string) {
         return absl::InvalidArgumentError("'input' must be a string or an array of items");
       }
-      if (rec != nullptr) {
+      if (rec != nullptr && rec->KeepsFields()) {
         std::string tools;
         agent::AppendCanonicalTools(conv_, &tools);
-        rec->KeepFields(*out, messages_api ? system : conv_.system, conv_.has_tools,
-                        std::move(tools), {});
+        rec->KeepFields(*out, messages_api ? system : conv_.system, conv_.has_tools, tools, {});
       }
       if (!build) {
         KVINDEX_STATUS_TRY(Validate(v, 1));

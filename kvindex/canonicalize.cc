@@ -208,7 +208,8 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       if (v.get_array().get(messages)) {
         return absl::InvalidArgumentError("'messages' must be an array");
       }
-      if (rec != nullptr) rec->KeepFields(*out, {}, false, tools_, functions_);
+      if (rec != nullptr && rec->KeepsFields())
+        rec->KeepFields(*out, {}, false, tools_, functions_);
       // Tool sections seen so far go first; later ones are inserted at the end.
       prompt->bytes.assign(tools_);
       prompt->bytes.append(functions_);

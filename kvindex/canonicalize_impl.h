@@ -132,10 +132,13 @@ class Canonicalizer::Impl {
     }
     // At the root object: where its first field begins, unless the walk skipped the fields.
     void FieldsBegin();
-    // At the conversation array: keeps what the fields before it made (`system`: the agents'
-    // system prompt; `tools`, `functions`: canonical sections), unless they were restored.
+    // Whether the walk is to keep what the fields before the conversation made: they were
+    // walked (not restored), and the cut can start at the first of them.
+    bool KeepsFields() const { return restore == nullptr && next->has_fields; }
+    // At the conversation array, when KeepsFields(): keeps what those fields made (`system`:
+    // the agents' system prompt; `tools`, `functions`: canonical sections).
     void KeepFields(const CanonicalRequest& out, std::string_view system, bool has_tools,
-                    std::string tools, std::string_view functions);
+                    std::string_view tools, std::string_view functions);
     // At the walk's start, when it skipped the fields: the request's fields they made.
     void RestoreFields(CanonicalRequest* out) const;
     // What the conversion carried past the last reused message (ReusablePrefix::State).

@@ -13,6 +13,21 @@ std::string_view ConversationKey(ApiKind api) {
   return api == ApiKind::kResponses ? R"("input":[)" : R"("messages":[)";
 }
 
+// The request fields the top-level keys set (ReusablePrefix::Fields and CanonicalRequest name
+// them alike), from one to the other.
+template <typename From, typename To>
+void CopyRequestFields(const From& from, To& to) {
+  to.model = from.model;
+  to.cache_salt = from.cache_salt;
+  to.user = from.user;
+  to.metadata_user_id = from.metadata_user_id;
+  to.prompt_cache_key = from.prompt_cache_key;
+  to.previous_response_id = from.previous_response_id;
+  to.conversation = from.conversation;
+  to.stream = from.stream;
+  to.store = from.store;
+}
+
 }  // namespace
 
 absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capacity, ApiKind api,
@@ -118,35 +133,18 @@ void Canonicalizer::Impl::Recorder::FieldsBegin() {
 }
 
 void Canonicalizer::Impl::Recorder::KeepFields(const CanonicalRequest& out, std::string_view system,
-                                               bool has_tools, std::string tools,
+                                               bool has_tools, std::string_view tools,
                                                std::string_view functions) {
-  if (restore != nullptr || !next->has_fields) return;
   ReusablePrefix::Fields& f = next->fields;
-  f.model = out.model;
-  f.cache_salt = out.cache_salt;
-  f.user = out.user;
-  f.metadata_user_id = out.metadata_user_id;
-  f.prompt_cache_key = out.prompt_cache_key;
-  f.previous_response_id = out.previous_response_id;
-  f.conversation = out.conversation;
-  f.stream = out.stream;
-  f.store = out.store;
+  CopyRequestFields(out, f);
   f.system.assign(system);
   f.has_tools = has_tools;
-  f.tools = std::move(tools);
+  f.tools.assign(tools);
   f.functions.assign(functions);
 }
 
 void Canonicalizer::Impl::Recorder::RestoreFields(CanonicalRequest* out) const {
-  out->model = restore->model;
-  out->cache_salt = restore->cache_salt;
-  out->user = restore->user;
-  out->metadata_user_id = restore->metadata_user_id;
-  out->prompt_cache_key = restore->prompt_cache_key;
-  out->previous_response_id = restore->previous_response_id;
-  out->conversation = restore->conversation;
-  out->stream = restore->stream;
-  out->store = restore->store;
+  CopyRequestFields(*restore, *out);
 }
 
 void Canonicalizer::Impl::Recorder::MessageEnd(size_t canonical_end, uint8_t state) {
@@ -161,11 +159,11 @@ void Canonicalizer::Impl::Recorder::MessageEnd(size_t canonical_end, uint8_t sta
 }
 
 void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
-  agent::AppendCanonicalHeader(conv_, out);
   if (rec == nullptr) {
-    for (const agent::Message& m : conv_.messages) agent::AppendCanonicalMessage(conv_, m, out);
+    agent::AppendCanonical(conv_, out);
     return;
   }
+  agent::AppendCanonicalHeader(conv_, out);
   const size_t header = out->size();
   size_t reused = 0;
   if (rec->match->messages >= 0) {

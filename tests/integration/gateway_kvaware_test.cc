@@ -33,6 +33,12 @@ class KvAwareGatewayTest : public GatewayTest {
     StartGateway(c);
   }
 
+  // One series of the gateway's /metrics; -1 when absent.
+  double Metric(const std::string& series) {
+    const std::string text = gateway_->MetricsText();
+    const size_t at = text.find("\n" + series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 2));
+  }
   static std::string Body(int session, int turn) {
     std::string content = common::StrCat("session ", session, " ");
     content.append(4000, static_cast<char>('a' + session % 26));
@@ -94,13 +100,8 @@ TEST_F(KvAwareGatewayTest, LaterTurnsOfASessionStayOnItsWorker) {
 // Here: the gateway uses it, counts it in /metrics, and serves every turn.
 TEST_F(KvAwareGatewayTest, LongChatSessionsAreParsedOnlyWhereTheyGrew) {
   StartFleet(2, "kvaware");
-  const auto metric = [&](const std::string& name) {
-    const std::string text = gateway_->MetricsText();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
-  const double hits = metric("kvgate_prefix_reuse_hits_total");
-  const double skipped = metric("kvgate_prefix_reuse_skipped_bytes_total");
+  const double hits = Metric("kvgate_prefix_reuse_hits_total");
+  const double skipped = Metric("kvgate_prefix_reuse_skipped_bytes_total");
   ASSERT_GE(hits, 0);
   constexpr int kSessions = 3, kTurns = 4;
   std::vector<std::string> messages(kSessions);
@@ -120,22 +121,17 @@ TEST_F(KvAwareGatewayTest, LongChatSessionsAreParsedOnlyWhereTheyGrew) {
     }
   }
   // Every turn after the first found its session's earlier messages: 70 KB and more each.
-  EXPECT_GE(metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1));
-  EXPECT_GE(metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
+  EXPECT_GE(Metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1));
+  EXPECT_GE(Metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
             kSessions * (kTurns - 1) * 70000.0);
-  EXPECT_GT(metric("kvgate_prefix_reuse_cache_bytes"), 0);
+  EXPECT_GT(Metric("kvgate_prefix_reuse_cache_bytes"), 0);
 }
 
 // The same for the agents' own APIs: Messages (Claude Code) and Responses (Codex) bodies, whose
-// system prompt is a field before the conversation (parsed every turn) and whose messages are
-// reused where their conversion is final.
+// system prompt is a field before the conversation and whose messages are reused where their
+// conversion is final.
 TEST_F(KvAwareGatewayTest, LongAgentSessionsAreParsedOnlyWhereTheyGrew) {
   StartFleet(2, "kvaware");
-  const auto metric = [&](const std::string& name) {
-    const std::string text = gateway_->MetricsText();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
   struct Api {
     std::string path, head, user, assistant;
   };
@@ -155,8 +151,8 @@ TEST_F(KvAwareGatewayTest, LongAgentSessionsAreParsedOnlyWhereTheyGrew) {
   };
   constexpr int kSessions = 3, kTurns = 4;
   for (const Api& api : apis) {
-    const double hits = metric("kvgate_prefix_reuse_hits_total");
-    const double skipped = metric("kvgate_prefix_reuse_skipped_bytes_total");
+    const double hits = Metric("kvgate_prefix_reuse_hits_total");
+    const double skipped = Metric("kvgate_prefix_reuse_skipped_bytes_total");
     ASSERT_GE(hits, 0);
     std::vector<std::string> conversation(kSessions, api.head);
     for (int turn = 0; turn < kTurns; ++turn) {
@@ -171,9 +167,9 @@ TEST_F(KvAwareGatewayTest, LongAgentSessionsAreParsedOnlyWhereTheyGrew) {
       }
     }
     // Every turn after the first found its session's earlier messages: 3 KB and more each.
-    EXPECT_GE(metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1))
+    EXPECT_GE(Metric("kvgate_prefix_reuse_hits_total") - hits, kSessions * (kTurns - 1))
         << api.path;
-    EXPECT_GE(metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
+    EXPECT_GE(Metric("kvgate_prefix_reuse_skipped_bytes_total") - skipped,
               kSessions * (kTurns - 1) * 3000.0)
         << api.path;
   }
