@@ -90,6 +90,19 @@ absl::Status BpeModel::Finish() {
       if (it != vocab_.end()) byte_ids_[b] = it->second;
     }
   }
+  constexpr std::string_view kMark = "\xE2\x96\x81";  // '▁'
+  if (!options_.byte_level && !options_.ignore_merges && vocab_.contains(common::AbslView(kMark))) {
+    word_mark_.assign(kMark);
+    for (const auto& [token, id] : vocab_) {
+      for (size_t at = token.find(kMark, 1); at != std::string::npos;
+           at = token.find(kMark, at + 1)) {
+        size_t b = at - 1;
+        while (b > 0 && (static_cast<unsigned char>(token[b]) & 0xC0) == 0x80) --b;
+        size_t i = b;
+        if (const int32_t cp = DecodeUtf8(token, &i); cp != 0x2581) joins_mark_.insert(cp);
+      }
+    }
+  }
   if (options_.unk_token) {
     auto id = TokenToId(*options_.unk_token);
     if (!id) {
@@ -181,6 +194,35 @@ void BpeModel::Encode(std::string_view word, std::vector<uint32_t>* out) const {
       return;
     }
   }
+  if (word_mark_.empty()) {
+    EncodeCached(word, out);
+    return;
+  }
+  for (size_t from = 0; from < word.size();) {
+    const size_t cut = NextSafeCut(word, from);
+    EncodeCached(word.substr(from, cut - from), out);
+    from = cut;
+  }
+}
+
+size_t BpeModel::NextSafeCut(std::string_view word, size_t from) const {
+  for (size_t at = word.find(word_mark_, from + 1); at != std::string_view::npos;
+       at = word.find(word_mark_, at + 1)) {
+    size_t b = at - 1;
+    while (b > from && (static_cast<unsigned char>(word[b]) & 0xC0) == 0x80) --b;
+    size_t i = b;
+    const int32_t cp = DecodeUtf8(word, &i);
+    // The character must be its own token: a byte-fallback or unknown symbol is not one.
+    if (cp < 0 || cp == 0x2581 || i != at || joins_mark_.contains(cp) ||
+        !vocab_.contains(common::AbslView(word.substr(b, at - b)))) {
+      continue;
+    }
+    return at;
+  }
+  return word.size();
+}
+
+void BpeModel::EncodeCached(std::string_view word, std::vector<uint32_t>* out) const {
   if (word.size() > kMaxCachedWordBytes) {
     EncodeUncached(word, out);
     return;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 
 namespace kvgate::tokenizer::hf {
@@ -43,6 +44,11 @@ class BpeModel {
 
   /// Appends the ids of one pre-tokenized word.
   void Encode(std::string_view word, std::vector<uint32_t>* out) const;
+  /// The same ids by one BPE pass over the whole word, never cut at word marks and uncached:
+  /// what Encode must equal (the tests' reference).
+  void EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const {
+    EncodeUncached(word, out);
+  }
 
   /// The id of `token` (as the file spells it), if the vocabulary has it.
   std::optional<uint32_t> TokenToId(std::string_view token) const;
@@ -61,7 +67,10 @@ class BpeModel {
     uint32_t len;  // bytes of the word it covers; 0 once merged into its left neighbour
   };
 
+  void EncodeCached(std::string_view word, std::vector<uint32_t>* out) const;
   void EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const;
+  /// Where a long word can be cut before a word mark ('▁') without changing the result.
+  size_t NextSafeCut(std::string_view word, size_t from) const;
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
   const Merge* FindMerge(uint32_t a, uint32_t b) const {
     auto it = merges_.find(uint64_t{a} << 32 | b);
@@ -75,6 +84,12 @@ class BpeModel {
   std::vector<int64_t> byte_ids_;                     // byte -> id (byte-level or fallback)
   std::optional<uint32_t> unk_id_;
   uint32_t next_rank_ = 0;
+  // SentencePiece-style vocabularies (Gemma 3, Llama 2) turn spaces into '▁' before BPE, so a
+  // line is one word: one heap pass over kilobytes, uncached. A cut before a '▁' is exact when
+  // no token holds the character before it followed by '▁': no merge can then span the cut,
+  // and BPE on each side alone makes the same merges. Empty when the model has no '▁' token.
+  std::string word_mark_;
+  absl::flat_hash_set<int32_t> joins_mark_;  // characters some token has right before '▁'
 };
 
 }  // namespace kvgate::tokenizer::hf

@@ -61,7 +61,7 @@ void FindAdded(const AddedVocab& v, const Trie& trie, std::string_view text, F&&
   size_t start_offset = 0;
   if (!trie.empty()) {
     size_t pos = 0;
-    while (pos < text.size()) {
+    while ((pos = trie.NextCandidate(text, pos)) < text.size()) {
       int32_t token = -1;
       const size_t len = trie.LongestAt(text, pos, &token);
       if (len == 0) {

@@ -61,6 +61,10 @@ class Renderer {
         out_->append(n.text);
         return;
       case N::Kind::kOutput: {
+        if (IsSum(*n.expr)) {
+          Sum(*n.expr, *frame, out_);
+          return;
+        }
         const Value v = Eval(*n.expr, *frame);
         if (v.is_string()) {
           out_->append(v.str());
@@ -272,6 +276,8 @@ class Renderer {
   Value Item(const Value& obj, const Value& key, int line);
   Value Slice(const Value& obj, const Value& b, const Value& e, const Value& s, int line);
   Value BinaryOp(const std::string& op, const Value& a, const Value& b, int line);
+  static bool IsSum(const Expr& e) { return e.op == Expr::Op::kBinary && e.name == "+"; }
+  Value Sum(const Expr& e, const Frame& frame, std::string* out);
   bool CompareOp(const std::string& op, const Value& a, const Value& b, int line);
   Value Filter(const std::string& name, const Value& v, const Args& args, int line) {
     try {
@@ -420,6 +426,7 @@ Value Renderer::Eval(const Expr& e, const Frame& frame) {
       Fail(e.line, common::StrCat("bad operand type for unary -: '", TypeName(v), "'"));
     }
     case Op::kBinary:
+      if (IsSum(e) && IsSum(*e.kids[0])) return Sum(e, frame, nullptr);
       return BinaryOp(e.name, Eval(*e.kids[0], frame), Eval(*e.kids[1], frame), e.line);
     case Op::kCompare: {
       Value left = Eval(*e.kids[0], frame);
@@ -513,6 +520,41 @@ Value Renderer::Slice(const Value& obj, const Value& b, const Value& e, const Va
   std::string out;
   for (int64_t i : idx) hf::AppendUtf8(cps[i], &out);
   return Value::String(std::move(out));
+}
+
+// `a + b + c ...` (the parser's left spine of `+`), operands evaluated left to right. Strings
+// are joined once, or appended to `out` when the sum is output, instead of copied once per `+`:
+// Qwen 3's template adds each message's content to four short strings. Anything else is summed
+// pairwise as before. With `out` the sum is written there and Undefined returned.
+Value Renderer::Sum(const Expr& e, const Frame& frame, std::string* out) {
+  std::vector<const Expr*> spine;
+  const Expr* left = &e;
+  for (; IsSum(*left); left = left->kids[0].get()) spine.push_back(left->kids[1].get());
+  std::vector<Value> terms;
+  terms.reserve(spine.size() + 1);
+  terms.push_back(Eval(*left, frame));
+  for (size_t i = spine.size(); i-- > 0;) terms.push_back(Eval(*spine[i], frame));
+  bool strings = true;
+  size_t bytes = 0;
+  for (const Value& t : terms) {
+    strings &= t.is_string();
+    if (strings) bytes += t.str().size();
+  }
+  if (strings) {
+    std::string joined;
+    std::string* into = out;
+    if (into == nullptr) {
+      joined.reserve(bytes);
+      into = &joined;
+    }
+    for (const Value& t : terms) into->append(t.str());
+    return out != nullptr ? Value() : Value::String(std::move(joined));
+  }
+  Value sum = std::move(terms[0]);
+  for (size_t i = 1; i < terms.size(); ++i) sum = BinaryOp("+", sum, terms[i], e.line);
+  if (out == nullptr) return sum;
+  out->append(sum.is_string() ? sum.str() : ToStr(sum));
+  return Value();
 }
 
 Value Renderer::BinaryOp(const std::string& op, const Value& a, const Value& b, int line) {

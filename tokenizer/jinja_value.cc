@@ -190,13 +190,20 @@ static void JsonString(std::string_view s, bool ensure_ascii, std::string* out) 
   out->push_back('"');
   size_t i = 0;
   while (i < s.size()) {
-    const size_t at = i;
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      out->push_back(static_cast<char>(c));
-      ++i;
+    // A run of bytes that need no escape is appended at once (a push_back a byte was a twentieth
+    // of a precise-mode turn: the template's tojson over the tools, every turn).
+    size_t run = i;
+    while (run < s.size()) {
+      const unsigned char c = static_cast<unsigned char>(s[run]);
+      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out->append(s.data() + i, run - i);
+      i = run;
       continue;
     }
+    const size_t at = i;
     const int32_t cp = hf::DecodeUtf8(s, &i);
     char buf[16];
     switch (cp) {

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_files.h"
+#include "tokenizer/hf_bpe.h"
 #include "tokenizer/hf_split.h"
 #include "tokenizer/hf_text.h"
 
@@ -240,6 +241,49 @@ TEST(FastSplitTest, MatchesOniguruma) {
       (*re)->ForEachMatch(s, [&](size_t i, size_t j) { b.emplace_back(i, j); });
       ASSERT_EQ(a, b) << "pattern " << p << " on \"" << s << "\"";
     }
+  }
+}
+
+// A SentencePiece-style model cuts a long word before '▁' only where no token holds the
+// character before it followed by '▁' ("b▁" here, merged first). Every random word's ids equal
+// one BPE pass over the whole word; the cut is what made Gemma 3's lines cacheable words.
+TEST(BpeWordMarkTest, CutWordsEqualOneWholePass) {
+  BpeModel::Options o;
+  o.byte_fallback = true;
+  BpeModel m(o);
+  const std::vector<std::string> vocab = {"a",   "b",   "c",      "▁",     "b▁",  "ab",
+                                          "▁a",  "▁ab", "▁▁",     "cc",    "b▁a", "▁c",
+                                          "▁▁a", "ab▁", "<0xC3>", "<0xA9>"};
+  for (size_t i = 0; i < vocab.size(); ++i) ASSERT_TRUE(m.AddToken(vocab[i], i).ok());
+  for (auto [l, r] : std::vector<std::pair<const char*, const char*>>{{"b", "▁"},
+                                                                      {"a", "b"},
+                                                                      {"▁", "a"},
+                                                                      {"▁", "▁"},
+                                                                      {"c", "c"},
+                                                                      {"b▁", "a"},
+                                                                      {"▁a", "b"},
+                                                                      {"▁", "c"},
+                                                                      {"▁▁", "a"},
+                                                                      {"ab", "▁"}}) {
+    ASSERT_TRUE(m.AddMerge(l, r).ok()) << l << " " << r;
+  }
+  ASSERT_TRUE(m.Finish().ok());
+  const std::vector<std::string> pool = {"a", "b", "c", "▁", "▁", "é"};  // é: byte fallback
+  uint64_t x = 7;
+  for (int round = 0; round < 4000; ++round) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int len = 20 + static_cast<int>((x >> 40) % 200);
+    std::string word;
+    for (int k = 0; k < len; ++k) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      word += pool[(x >> 33) % pool.size()];
+    }
+    std::vector<uint32_t> cut, whole;
+    m.Encode(word, &cut);
+    m.Encode(word, &cut);  // the second time from the word cache
+    m.EncodeWhole(word, &whole);
+    m.EncodeWhole(word, &whole);
+    ASSERT_EQ(cut, whole) << word;
   }
 }
 

@@ -67,11 +67,27 @@ TEST(JinjaTest, MacrosLoopsAndControls) {
   EXPECT_EQ(Ok("{% for k, v in {'a': 1}.items() %}{{ k }}={{ v }}{% endfor %}"), "a=1");
 }
 
+// A chain of `+` is summed in one pass (strings joined once); mixed chains keep Python's
+// left-to-right pairwise meaning, errors included.
+TEST(JinjaTest, ChainsOfPlusAreSummedLeftToRight) {
+  EXPECT_EQ(Ok("{{ 'a' + 'b' + 'c' + 'd' }}|{% set s = 'x' + 'y' + 'z' %}{{ s }}|{{ s|length }}"),
+            "abcd|xyz|3");
+  EXPECT_EQ(
+      Ok("{{ 1 + 2 + 3.5 }} {{ [1] + [2] + [3] }} {{ 'a' + ('b' + 'c') }} {{ (1 + 2) ~ 'x' }}"),
+      "6.5 [1, 2, 3] abc 3x");
+  EXPECT_EQ(Ok("{{ ('a' + 'b' + 'c')[1:] }} {{ '' + '' + '' }}|"), "bc |");
+  EXPECT_THAT(Render("{{ 'a' + 'b' + 1 }}").status().message(), HasSubstr("unsupported operand"));
+  EXPECT_THAT(Render("{{ 1 + 2 + 'a' }}").status().message(), HasSubstr("unsupported operand"));
+  EXPECT_THAT(Render("{{ 'a' + nothing + 'b' }}").status().message(), HasSubstr("undefined"));
+}
+
 TEST(JinjaTest, TojsonIsPythonJsonDumps) {
   EXPECT_EQ(Ok("{{ {'a': [1, 2.5, none, true], 'é': '\"\\n'}|tojson }}"),
             "{\"a\": [1, 2.5, null, true], \"é\": \"\\\"\\n\"}");
   EXPECT_EQ(Ok("{{ {'a': [1]}|tojson(indent=2) }}"), "{\n  \"a\": [\n    1\n  ]\n}");
   EXPECT_EQ(Ok("{{ 'é'|tojson(ensure_ascii=true) }}"), "\"\\u00e9\"");
+  EXPECT_EQ(Ok("{{ 'plain run \\\\ then\\ttab é \"q\" end'|tojson }}"),
+            "\"plain run \\\\ then\\ttab é \\\"q\\\" end\"");
 }
 
 TEST(JinjaTest, TemplateErrorsAreStatuses) {
