@@ -72,21 +72,23 @@ absl::StatusOr<Value> NormalizeMessage(const Value& m, size_t index, bool openai
   if (!role.is_string()) return Bad(where + ".role is not a string");
   const std::string& r = role.str();
   const Value content = m.Get("content");
-  jinja::Array texts;  // strings (string format) or {"type": "text", "text"} (openai format)
-  auto add_text = [&](const std::string& s) {
+  // Strings (string format) or {"type": "text", "text"} (openai format). A string Value is
+  // immutable and shares its payload: a message's text is not copied (a whole conversation was
+  // copied three times a turn).
+  jinja::Array texts;
+  auto add_text = [&](const Value& s) {
     if (openai) {
-      texts.push_back(
-          Value::MakeObject({{"type", Value::String("text")}, {"text", Value::String(s)}}));
+      texts.push_back(Value::MakeObject({{"type", Value::String("text")}, {"text", s}}));
     } else {
-      texts.push_back(Value::String(s));
+      texts.push_back(s);
     }
   };
   if (content.is_string()) {
-    add_text(content.str());
+    add_text(content);
   } else if (content.is_array()) {
     for (const Value& part : content.array()) {
       if (part.is_string()) {
-        add_text(part.str());
+        add_text(part);
         continue;
       }
       if (!part.is_object()) return Bad(where + ".content has a part that is not an object");
@@ -103,7 +105,7 @@ absl::StatusOr<Value> NormalizeMessage(const Value& m, size_t index, bool openai
       const Value text = part.Get(key);
       if (text.is_none() || text.is_undefined()) continue;  // vLLM skips empty text parts
       if (!text.is_string()) return Bad(where + ".content part text is not a string");
-      add_text(text.str());
+      add_text(text);
     }
   } else if (!content.is_none() && !content.is_undefined()) {
     return Bad(where + ".content is neither a string, a list nor null");
@@ -112,6 +114,8 @@ absl::StatusOr<Value> NormalizeMessage(const Value& m, size_t index, bool openai
   out.Set("role", role);
   if (openai) {
     out.Set("content", Value::MakeArray(std::move(texts)));
+  } else if (texts.size() == 1) {
+    out.Set("content", texts[0]);
   } else {
     std::string joined;
     for (size_t i = 0; i < texts.size(); ++i) {

@@ -8,17 +8,19 @@
 //       system prompt of trace_0277's sizes, then per turn an assistant tool call and a tool
 //       result, to 100K+ tokens): per-turn cost of the gateway's incremental chat tokenisation
 //       against a full render + tokenisation.
-//   kvgate-tokenizer-bench router DIR [ITERATIONS]
-//       Router overhead in precise mode for a ~400 KB chat request: ParseRequest + Plan (chat
-//       template + tokenizer + token chains) + an uncommitted Decide, p50/p99, for a session
-//       turn (the last ITERATIONS turns of a session that reaches ~400 KB, each on the history
-//       the previous turn cached), the same ~400 KB body again, and a cold ~400 KB body (no
+//   kvgate-tokenizer-bench router DIR [ITERATIONS] [BYTES]
+//       Router overhead in precise mode for a chat request of ~BYTES (default 400,000; an
+//       agent's 287K-token context is ~1,000,000): ParseRequest + Plan (chat template +
+//       tokenizer + token chains) + an uncommitted Decide, p50/p99, for a session turn (the
+//       last ITERATIONS turns of a session that reaches ~BYTES, each on the history the
+//       previous turn cached), the same body again, and a cold body of that size (no
 //       cached prefix).
 #include <simdjson.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -194,7 +196,7 @@ int SessionBench(const std::string& dir, int turns) {
   return 0;
 }
 
-int RouterBench(const std::string& dir, int iterations) {
+int RouterBench(const std::string& dir, int iterations, size_t target) {
   using namespace kvgate;
   auto made = tokenizer::MakeTokenizer(dir);
   if (!made.ok()) return 2;
@@ -219,14 +221,13 @@ int RouterBench(const std::string& dir, int iterations) {
   auto policies = *router::MakePolicySet(config, ids);
 
   // The session grows turn by turn (each turn on the history the previous one cached, as a
-  // live agentic session does); it starts where `iterations` more turns end at ~400 KB.
+  // live agentic session does); it starts where `iterations` more turns end at ~`target` bytes.
   Session s;
   int turn = 0;
   s.Turn(turn++);
   const size_t turn_bytes = s.Body().size();
   s.Turn(turn++);
   const size_t per_turn = s.Body().size() - turn_bytes;
-  const size_t target = 400'000;
   const size_t start = target > per_turn * iterations ? target - per_turn * iterations : 0;
   while (s.Body().size() < start) s.Turn(turn++);
   auto plan_once = [&](const std::string& body) {
@@ -282,9 +283,10 @@ int main(int argc, char** argv) {
   if (mode == "session" && argc >= 3)
     return SessionBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 100);
   if (mode == "router" && argc >= 3)
-    return RouterBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 40);
+    return RouterBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 40,
+                       argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 400'000);
   std::fprintf(stderr,
                "usage: kvgate-tokenizer-bench throughput DIR CORPUS.jsonl [REPS] | session DIR "
-               "[TURNS] | router DIR [ITERATIONS]\n");
+               "[TURNS] | router DIR [ITERATIONS] [BYTES]\n");
   return 2;
 }

