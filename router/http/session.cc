@@ -289,10 +289,19 @@ void ParkSession(ThreadContext& tc, const RouteTable& routes, ClientConnectionPt
 net::awaitable<void> RunSession(ThreadContext& tc, const RouteTable& routes,
                                 ClientConnectionPtr conn) {
   bool open = !conn->tls_context || co_await Handshake(tc, *conn);
-  while (open && !conn->reaped) {
+  for (bool served = false; open && !conn->reaped; served = true) {
     if (conn->in.empty()) {
       // Between requests: wait for the next one's first byte, holding no buffer.
       if (tc.draining()) break;
+      if (served) {
+        // The handlers already ready run before this connection reads its next request. Read
+        // at once, a client that sent it while the answer was written kept this connection
+        // looping while the others waited: gateway, worker and client took turns on one
+        // request at a time, each send waking a sleeper (0.7 context switches a request
+        // against HAProxy's 0.03).
+        co_await net::post(tc.ioc, net::use_awaitable);
+        if (conn->reaped || tc.draining()) break;
+      }
       tc.MarkIdle(*conn);
       // A connection on the probe reserve is there for one probe, which comes at once: it
       // may not sit on the reserve for the idle timeout.

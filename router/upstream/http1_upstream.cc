@@ -384,6 +384,9 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
                      "connect_error");
   }
   const auto sent_at = Clock::now();
+  // The other ready handlers run while the worker answers: its answer is then usually there
+  // when read, and sends to the workers go out together (see RunSession).
+  co_await net::post(tc.ioc, net::use_awaitable);
 
   std::string gathered;
   const HeadRead h = co_await ReadResponseHead(tc, ex, worker, *conn, reused, gathered);
