@@ -342,6 +342,8 @@ net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc,
   co_return result;
 }
 
+constexpr size_t kYieldBelowBodyBytes = 64 * 1024;
+
 // One try of Send on `conn` (null: a new connection). nullopt: `conn` was a pooled connection
 // the worker had closed.
 net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadContext& tc,
@@ -384,9 +386,13 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
                      "connect_error");
   }
   const auto sent_at = Clock::now();
-  // The other ready handlers run while the worker answers: its answer is then usually there
-  // when read, and sends to the workers go out together (see RunSession).
-  co_await net::post(tc.ioc, net::use_awaitable);
+  // For a small request the other ready handlers run while the worker answers: its answer is
+  // then usually there when read, and sends to the workers go out together (see RunSession;
+  // 4 KiB: +10-45% req/s). Not after a large body: the handlers run in between parse other
+  // large bodies, and 400 KB requests lost 5-15% req/s with it.
+  if (BodyOf(ex, attempt).size() <= kYieldBelowBodyBytes) {
+    co_await net::post(tc.ioc, net::use_awaitable);
+  }
 
   std::string gathered;
   const HeadRead h = co_await ReadResponseHead(tc, ex, worker, *conn, reused, gathered);
