@@ -79,15 +79,17 @@ int main(int argc, char** argv) {
     std::cerr << "kvgate: " << gateway.status().message() << "\n";
     return 1;
   }
-  if (auto s = (*gateway)->Start(); !s.ok()) {
-    std::cerr << "kvgate: " << s.message() << "\n";
-    return 1;
-  }
-  // Signals are handled on the main thread, away from the gateway's event loops.
+  // Signals are handled on the main thread, away from the gateway's event loops. Caught from
+  // before the listener opens: a SIGHUP sent as soon as the port answered killed the process
+  // (SIGHUP's default action) when it came before this set existed.
   router::net::io_context signals_ctx;
   router::net::signal_set signals(signals_ctx, SIGHUP, SIGTERM, SIGINT);
   signals.add(SIGUSR1);
   std::signal(SIGPIPE, SIG_IGN);
+  if (auto s = (*gateway)->Start(); !s.ok()) {
+    std::cerr << "kvgate: " << s.message() << "\n";
+    return 1;
+  }
   int exit_code = 0;
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
