@@ -47,7 +47,6 @@ class Trie {
     // The first token with this content keeps it (special tokens come first, as in the library).
     if (terminal_[node] < 0) terminal_[node] = token;
     const unsigned char c0 = static_cast<unsigned char>(s[0]);
-    if (s.size() > 1) pairs_.set(size_t{c0} << 8 | static_cast<unsigned char>(s[1]));
     if (!first_.test(c0)) first_bytes_.push_back(static_cast<char>(c0));
     first_.set(c0);
   }
@@ -78,15 +77,6 @@ class Trie {
   /// The longest token starting at `pos`: its length (0 when none) and index.
   size_t LongestAt(std::string_view text, size_t pos, int32_t* token) const {
     if (!first_.test(static_cast<unsigned char>(text[pos]))) return 0;
-    // Most '<' in code start no token: two bytes no token starts with end the walk before any
-    // lookup, unless a one-byte token matches.
-    if (pos + 1 < text.size() && !pairs_.test(size_t{static_cast<unsigned char>(text[pos])} << 8 |
-                                              static_cast<unsigned char>(text[pos + 1]))) {
-      auto it = edges_.find(static_cast<unsigned char>(text[pos]));
-      if (it == edges_.end() || terminal_[it->second] < 0) return 0;
-      *token = terminal_[it->second];
-      return 1;
-    }
     int32_t node = 0;
     size_t best = 0;
     for (size_t i = pos; i < text.size(); ++i) {
@@ -105,8 +95,7 @@ class Trie {
   absl::flat_hash_map<uint64_t, int32_t> edges_;
   std::vector<int32_t> terminal_{-1};
   std::bitset<256> first_;
-  std::bitset<65536> pairs_;  // the first two bytes of every token of two bytes or more
-  std::string first_bytes_;   // the distinct bytes of first_
+  std::string first_bytes_;  // the distinct bytes of first_
 };
 
 struct AddedVocab {

@@ -96,9 +96,7 @@ absl::Status BpeModel::Finish() {
     for (const auto& [token, id] : vocab_) {
       for (size_t at = token.find(kMark, 1); at != std::string::npos;
            at = token.find(kMark, at + 1)) {
-        size_t b = at - 1;
-        while (b > 0 && (static_cast<unsigned char>(token[b]) & 0xC0) == 0x80) --b;
-        size_t i = b;
+        size_t i = CharStartBefore(token, at);
         if (const int32_t cp = DecodeUtf8(token, &i); cp != 0x2581) joins_mark_.insert(cp);
       }
     }
@@ -208,8 +206,7 @@ void BpeModel::Encode(std::string_view word, std::vector<uint32_t>* out) const {
 size_t BpeModel::NextSafeCut(std::string_view word, size_t from) const {
   for (size_t at = word.find(word_mark_, from + 1); at != std::string_view::npos;
        at = word.find(word_mark_, at + 1)) {
-    size_t b = at - 1;
-    while (b > from && (static_cast<unsigned char>(word[b]) & 0xC0) == 0x80) --b;
+    const size_t b = CharStartBefore(word, at, from);
     size_t i = b;
     const int32_t cp = DecodeUtf8(word, &i);
     // The character must be its own token: a byte-fallback or unknown symbol is not one.

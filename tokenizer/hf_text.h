@@ -125,6 +125,13 @@ inline constexpr std::string_view kGpt2Pattern =
 inline size_t Utf8Len(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : lead < 0xF8 ? 4 : 1;
 }
+/// Where the character that ends just before `end` starts: back over continuation bytes, not
+/// past `floor`.
+inline size_t CharStartBefore(std::string_view s, size_t end, size_t floor = 0) {
+  size_t b = end - 1;
+  while (b > floor && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+  return b;
+}
 /// Decodes the code point at `s[*i]` and advances `*i`; -1 for invalid UTF-8.
 int32_t DecodeUtf8(std::string_view s, size_t* i);
 void AppendUtf8(uint32_t cp, std::string* out);

@@ -17,9 +17,7 @@ namespace {
 
 bool EndsWithWord(std::string_view s) {
   if (s.empty()) return false;
-  size_t b = s.size() - 1;
-  while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
-  size_t i = b;
+  size_t i = CharStartBefore(s, s.size());
   const int32_t cp = DecodeUtf8(s, &i);
   return cp >= 0 && IsWordChar(static_cast<uint32_t>(cp));
 }
@@ -44,8 +42,7 @@ size_t LeadingSpace(std::string_view s) {
 size_t TrailingSpaceStart(std::string_view s) {
   size_t e = s.size();
   while (e > 0) {
-    size_t b = e - 1;
-    while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+    const size_t b = CharStartBefore(s, e);
     size_t i = b;
     const int32_t cp = DecodeUtf8(s, &i);
     if (cp < 0 || !IsUnicodeWhitespace(static_cast<uint32_t>(cp))) break;

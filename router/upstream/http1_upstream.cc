@@ -388,8 +388,8 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
   const auto sent_at = Clock::now();
   // For a small request the other ready handlers run while the worker answers: its answer is
   // then usually there when read, and sends to the workers go out together (see RunSession;
-  // 4 KiB: +10-45% req/s). Not after a large body: the handlers run in between parse other
-  // large bodies, and 400 KB requests lost 5-15% req/s with it.
+  // 4 KiB: +9-46% req/s). Not after a large body: the handlers run in between parse other
+  // large bodies, and 400 KB requests lost 3-17% req/s with it.
   if (BodyOf(ex, attempt).size() <= kYieldBelowBodyBytes) {
     co_await net::post(tc.ioc, net::use_awaitable);
   }
