@@ -14,21 +14,35 @@ size_t UpstreamConnection::ReadSome(net::mutable_buffer buffer, error_code& ec) 
   return tls ? tls->ReadSome(buffer, ec) : socket.read_some(buffer, ec);
 }
 
-tcp::socket::wait_type UpstreamConnection::read_wait() const {
-  return tls ? tls->wait_type() : tcp::socket::wait_read;
+net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::WaitAndRead(
+    net::mutable_buffer buffer, bool* drained) {
+  *drained = false;
+  if (!tls) {
+    auto [ec, n] = co_await socket.async_read_some(buffer, kNoThrow);
+    *drained = !ec && n < buffer.size();
+    co_return std::make_tuple(ec, n);
+  }
+  for (;;) {
+    auto [wec] = co_await socket.async_wait(tls->wait_type(), kNoThrow);
+    if (wec) co_return std::make_tuple(wec, size_t{0});
+    error_code ec;
+    const size_t n = tls->ReadSome(buffer, ec);
+    if (ec != net::error::would_block && ec != net::error::try_again) {
+      co_return std::make_tuple(ec, n);
+    }
+  }
 }
 
 net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::ReadAsync(
     net::mutable_buffer buffer) {
-  for (;;) {
-    error_code ec;
-    const size_t n = ReadSome(buffer, ec);
-    if (ec != net::error::would_block && ec != net::error::try_again) {
-      co_return std::make_tuple(ec, n);
-    }
-    auto [wec] = co_await socket.async_wait(read_wait(), kNoThrow);
-    if (wec) co_return std::make_tuple(wec, size_t{0});
+  if (!tls) co_return co_await socket.async_read_some(buffer, kNoThrow);
+  error_code ec;
+  const size_t n = tls->ReadSome(buffer, ec);
+  if (ec != net::error::would_block && ec != net::error::try_again) {
+    co_return std::make_tuple(ec, n);
   }
+  bool drained;
+  co_return co_await WaitAndRead(buffer, &drained);
 }
 
 net::awaitable<error_code> UpstreamConnection::WriteAll(std::string_view head,

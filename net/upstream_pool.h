@@ -36,10 +36,17 @@ struct UpstreamConnection {
   explicit UpstreamConnection(net::io_context& ioc);
   ~UpstreamConnection();
 
-  /// Reads what has arrived (decrypted over TLS); `would_block` when nothing has: then wait
-  /// on `socket` for read_wait().
+  /// Reads what has arrived (decrypted over TLS); `would_block` when nothing has: then
+  /// WaitAndRead.
   size_t ReadSome(net::mutable_buffer buffer, error_code& ec);
-  tcp::socket::wait_type read_wait() const;
+  /// Waits for bytes and reads them into `buffer` (a caller's deadline cancels the socket). On
+  /// a plain connection the read itself waits in the reactor, which the socket's edge-triggered
+  /// registration already covers; a readiness wait (`async_wait`) costs an epoll_ctl each time
+  /// in Boost 1.81's reactor. `*drained`: the read came back short on a plain connection, so
+  /// nothing more has arrived; the next read can wait at once (a ReadSome first would only
+  /// hear would_block). The buffer must stay valid until the wait ends.
+  net::awaitable<std::tuple<error_code, size_t>> WaitAndRead(net::mutable_buffer buffer,
+                                                             bool* drained);
   /// Some bytes, waiting for them as long as it takes (a caller's timer closes the socket).
   net::awaitable<std::tuple<error_code, size_t>> ReadAsync(net::mutable_buffer buffer);
   /// Writes `head` then `body` (over TLS when the connection has it), waiting as needed.

@@ -1,8 +1,9 @@
 -- wrk script: POST a chat completion of BODY_BYTES bytes (env), optionally streamed (STREAM=1)
--- with CHUNKS events of CHUNK_BYTES each (x-fake-* headers understood by kvgate-fake-upstream;
--- the non-streamed reply is CHUNKS x CHUNK_BYTES of content). PROMPT=agentic builds the body
--- as a coding agent's turn: a system prompt, then user / assistant tool call / tool result
--- messages whose contents are source listings with newlines, quotes and tabs (JSON escapes).
+-- with CHUNKS events of CHUNK_BYTES each, DELAY_MS apart when set (x-fake-* headers understood
+-- by kvgate-fake-upstream; the non-streamed reply is CHUNKS x CHUNK_BYTES of content).
+-- PROMPT=agentic builds the body as a coding agent's turn: a system prompt, then user /
+-- assistant tool call / tool result messages whose contents are source listings with newlines,
+-- quotes and tabs (JSON escapes).
 -- API=messages builds the same turn as Claude Code sends it to /v1/messages: three system
 -- blocks (a per-session billing header), ~48 KB of tool definitions, metadata.user_id, thinking,
 -- user / assistant tool_use / user tool_result content blocks, cache_control on the last block.
@@ -100,5 +101,6 @@ end
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["x-fake-chunks"] = chunks
 wrk.headers["x-fake-chunk-bytes"] = chunk_bytes
+if os.getenv("DELAY_MS") then wrk.headers["x-fake-delay-ms"] = os.getenv("DELAY_MS") end
 -- The same prompt every time: an engine would report it all cached (a token per 4 bytes).
 wrk.headers["x-fake-cached-tokens"] = tostring(math.floor(#wrk.body / 4))

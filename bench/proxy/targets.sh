@@ -1,7 +1,8 @@
-# Shared by bench/proxy/run.sh and bench/proxy/syscalls.sh (sourced): start and stop one proxy
-# target in front of the upstream on port $UP. The caller sets tmp (a scratch folder), UP, BIN,
-# POLICY, the array pids (processes to kill at exit) and optionally KVGATE_ARGS and
-# KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run).
+# Shared by bench/proxy/run.sh, syscalls.sh, cpu.sh and cadence.sh (sourced): start and stop
+# one proxy target in front of the upstream on port $UP. The caller sets tmp (a scratch folder),
+# UP, BIN, POLICY, the array pids (processes to kill at exit) and optionally KVGATE_ARGS and
+# KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run). Targets:
+# direct, nginx, haproxy, haproxy-nodelay, kvgate, kvgate-before; NAME-tls for TLS.
 TSCHEME=http
 
 # The chunked fake worker (two threads, 8 chunks an answer) on a port it picks -> UP.
@@ -34,10 +35,12 @@ start_target() {  # start_target NAME THREADS -> sets TPORT, TPID, TSCHEME
         bench/proxy/nginx.conf.in >"$tmp/nginx/nginx.conf"
       nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.err" &
       TPID=$! ;;
-    haproxy)
+    haproxy | haproxy-nodelay)
+      local options=""
+      [ "$name" = haproxy-nodelay ] && options="  option http-no-delay"
       TPORT=$(free_port); mkdir -p "$tmp/haproxy"
       sed -e "s#@THREADS@#$t#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$TPORT#" \
-        -e "s#@SSL@#$hssl#" \
+        -e "s#@SSL@#$hssl#; s#@OPTIONS@#$options#" \
         bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
       haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
       TPID=$! ;;
@@ -86,6 +89,7 @@ request_kind() {
   case $1 in
     4k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=512 BODY_BYTES=4096" ;;
     sse) KIND_ENV="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096" ;;
+    ssepaced) KIND_ENV="STREAM=1 CHUNKS=100 CHUNK_BYTES=0 BODY_BYTES=4096 DELAY_MS=10" ;;
     chat90k) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=92160 PROMPT=agentic" ;;
     agentic) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=409600 PROMPT=agentic" ;;
     agentic1m) KIND_ENV="STREAM=0 CHUNKS=8 CHUNK_BYTES=$c BODY_BYTES=1048576 PROMPT=agentic" ;;

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <optional>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -181,7 +182,7 @@ struct HeadRead {
   bool stale = false;                   // a pooled connection the worker had closed
   std::optional<AttemptResult> failed;  // the attempt ended here
   http1::ResponseHead head;
-  std::string_view body_start;  // bytes after the head: in the thread's scratch or `gathered`
+  std::string_view body_start;  // bytes after the head: in the scratch, the wait or `gathered`
 };
 
 // Parses the final response head in `data` (informational 1xx heads are dropped). False while
@@ -209,24 +210,28 @@ bool ParseFinalHead(const Exchange& ex, const Worker& worker, std::string_view& 
 }
 
 // Reads the response head under the response deadline. It usually arrives whole in one read
-// into the thread's scratch and is parsed there; a head split over reads is gathered in
-// `gathered` first.
+// into the thread's scratch (or, when it had to be waited for, `wait`'s buffer) and is parsed
+// there; a head split over reads is gathered in `gathered` first.
 net::awaitable<HeadRead> ReadResponseHead(ThreadContext& tc, const Exchange& ex, Worker& worker,
-                                          UpstreamConnection& conn, bool reused,
+                                          UpstreamConnection& conn, bool reused, ResponseWait& wait,
                                           std::string& gathered) {
   const config::Config& cfg = *ex.snapshot->config;
   ClientConnection& client = ex.conn;
   client.SetDeadline(DeadlineKind::kUpstream, milliseconds(cfg.upstream.response_timeout_ms));
-  char* buf = tc.scratch();
+  const net::mutable_buffer scratch(tc.scratch(), ThreadContext::kScratchBytes);
   bool use_gathered = false;
   std::string_view data;
   bool got_any = false;
   HeadRead out;
   for (;;) {
     error_code ec;
-    const size_t n = conn.ReadSome(net::buffer(buf, ThreadContext::kScratchBytes), ec);
-    if (ec == net::error::would_block || ec == net::error::try_again) {
-      auto [aec] = co_await conn.socket.async_wait(conn.read_wait(), kNoThrow);
+    size_t n = 0;
+    const char* buf = tc.scratch();
+    if (!wait.drained) n = conn.ReadSome(scratch, ec);
+    if (wait.drained || ec == net::error::would_block || ec == net::error::try_again) {
+      const net::mutable_buffer into = wait.buffer();
+      std::tie(ec, n) = co_await conn.WaitAndRead(into, &wait.drained);
+      buf = static_cast<const char*>(into.data());
       if (client.client_gone) {
         out.failed =
             Failed(AttemptOutcome::kClientGone, "client disconnected while waiting for the worker");
@@ -235,13 +240,9 @@ net::awaitable<HeadRead> ReadResponseHead(ThreadContext& tc, const Exchange& ex,
         out.failed = Failed(AttemptOutcome::kTimeout,
                             common::StrCat(worker.name(), " did not answer within ",
                                            cfg.upstream.response_timeout_ms, " ms"));
-      } else if (aec) {
-        out.failed = Failed(AttemptOutcome::kRetry,
-                            common::StrCat("waiting for ", worker.name(), ": ", aec.message()),
-                            "upstream_reset");
       }
       if (out.failed) co_return out;
-      continue;
+      // The read's own errors (a pooled connection the worker closed: eof) are judged below.
     }
     if (ec) {
       if (reused && !got_any && IsRetryableRead(ec)) {
@@ -292,8 +293,8 @@ bool IsEventStream(const http1::ResponseHead& head) {
 // pool when the worker can take another request on it.
 net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc, Exchange& ex,
                                             Worker& worker, UpstreamConnectionPtr conn,
-                                            const HeadRead& h, Clock::time_point sent_at,
-                                            Reservation* reservation) {
+                                            const HeadRead& h, ResponseWait& wait,
+                                            Clock::time_point sent_at, Reservation* reservation) {
   const config::Config& cfg = *ex.snapshot->config;
   AttemptResult result;
   result.ttfb_seconds = std::chrono::duration<double>(Clock::now() - sent_at).count();
@@ -304,7 +305,7 @@ net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc,
   // token: that event times the prefill. A whole answer's body comes after its decode too.
   // (Read before the relay: the head's views may point into the scratch it reuses.)
   const bool event_stream = IsEventStream(h.head);
-  const RelayResult relay = co_await RelayResponse(tc, ex, *conn, h.head, h.body_start, usage,
+  const RelayResult relay = co_await RelayResponse(tc, ex, *conn, h.head, h.body_start, wait, usage,
                                                    PrefillRelease{&worker, reservation});
   if (relay.first_payload && event_stream) {
     result.ttft_seconds = std::chrono::duration<double>(*relay.first_payload - sent_at).count();
@@ -395,7 +396,8 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
   }
 
   std::string gathered;
-  const HeadRead h = co_await ReadResponseHead(tc, ex, worker, *conn, reused, gathered);
+  ResponseWait wait;  // outlives the relay: the head and the body's first bytes may be in it
+  const HeadRead h = co_await ReadResponseHead(tc, ex, worker, *conn, reused, wait, gathered);
   if (h.failed) co_return *h.failed;
   if (h.stale) {
     error_code ignored;
@@ -409,7 +411,7 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
     co_return Failed(AttemptOutcome::kRetry,
                      common::StrCat(worker.name(), " answered ", h.head.status), "status_5xx");
   }
-  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, sent_at,
+  co_return co_await RelayToClient(wire, tc, ex, worker, std::move(conn), h, wait, sent_at,
                                    attempt.reservation);
 }
 
@@ -504,18 +506,15 @@ net::awaitable<BodyRead> ReadWholeResponse(FetchRun& run, UpstreamConnection& co
   bool keep_alive = false;
   std::optional<http1::BodyFraming> framing;
   bool got_any = false;
+  bool drained = false;  // the last waited read came back short
   BodyRead out;
   for (;;) {
     error_code ec;
-    size_t n = conn.ReadSome(net::buffer(buf), ec);
-    if (ec == net::error::would_block || ec == net::error::try_again) {
-      auto [aec] = co_await conn.socket.async_wait(conn.read_wait(), kNoThrow);
+    size_t n = 0;
+    if (!drained) n = conn.ReadSome(net::buffer(buf), ec);
+    if (drained || ec == net::error::would_block || ec == net::error::try_again) {
+      std::tie(ec, n) = co_await conn.WaitAndRead(net::buffer(buf), &drained);
       if (run.Interrupted(result)) co_return out;
-      if (aec) {
-        result.reason = common::StrCat("waiting for ", worker.name(), ": ", aec.message());
-        co_return out;
-      }
-      continue;
     }
     if (ec == net::error::eof && framing && framing->OnEof() == http1::BodyFraming::Status::kDone) {
       break;

@@ -1,6 +1,7 @@
 #include "router/upstream/relay.h"
 
 #include <cstdio>
+#include <tuple>
 
 #include "absl/container/inlined_vector.h"
 #include "common/strings.h"
@@ -112,8 +113,8 @@ RelayMode RelayModeFor(const http1::ResponseHead& head, int client_version_minor
 net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
                                           UpstreamConnection& upstream,
                                           const http1::ResponseHead& head,
-                                          std::string_view body_start, UsageScanner& usage,
-                                          PrefillRelease release) {
+                                          std::string_view body_start, ResponseWait& wait,
+                                          UsageScanner& usage, PrefillRelease release) {
   RelayResult result;
   const config::Config& cfg = *ex.snapshot->config;
   const milliseconds write_timeout(cfg.limits.write_timeout_ms);
@@ -165,14 +166,18 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
   }
   CountBodyBytes(ex, sent);
 
-  char* buf = tc.scratch();
+  const net::mutable_buffer scratch(tc.scratch(), ThreadContext::kScratchBytes);
   while (!framing.done()) {
     error_code ec;
-    const size_t n = upstream.ReadSome(net::buffer(buf, ThreadContext::kScratchBytes), ec);
-    if (ec == net::error::would_block || ec == net::error::try_again) {
-      // Between two pieces: wait for the worker, holding no buffer.
+    size_t n = 0;
+    const char* buf = tc.scratch();
+    if (!wait.drained) n = upstream.ReadSome(scratch, ec);
+    if (wait.drained || ec == net::error::would_block || ec == net::error::try_again) {
+      // Between two pieces: the read waits for the worker.
       ex.conn.SetDeadline(DeadlineKind::kUpstream, idle_timeout);
-      auto [wec] = co_await upstream.socket.async_wait(upstream.read_wait(), kNoThrow);
+      const net::mutable_buffer into = wait.buffer();
+      std::tie(ec, n) = co_await upstream.WaitAndRead(into, &wait.drained);
+      buf = static_cast<const char*>(into.data());
       const bool expired = ex.conn.deadline_expired;
       ex.conn.ClearDeadline();
       if (ex.conn.client_gone) {
@@ -183,11 +188,6 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
         result.error = common::StrCat("no bytes from the worker for ", idle_timeout.count(), " ms");
         co_return result;
       }
-      if (wec) {
-        result.error = common::StrCat("waiting for the worker: ", wec.message());
-        co_return result;
-      }
-      continue;
     }
     out.Clear();
     if (ec == net::error::eof) {

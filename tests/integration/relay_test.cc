@@ -223,6 +223,23 @@ TEST_F(RelayTest, RandomSplitsDeliverExactlyTheFramedBody) {
   }
 }
 
+TEST_F(RelayTest, PiecesLargerThanAWaitsBufferAndHeadsSplitAcrossWaitsArriveWhole) {
+  // The relay reads what it waited for into a 4 KiB buffer of its own and the rest of a piece
+  // into the thread's scratch; a head cut between two waits is gathered.
+  std::mt19937 rng(11);
+  std::string body(100000, ' ');
+  for (char& c : body) c = static_cast<char>('a' + rng() % 26);
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n";
+  const std::vector<std::string> pieces = {head.substr(0, 20), head.substr(20) + body.substr(0, 10),
+                                           body.substr(10, 40000), body.substr(40010)};
+  Start([pieces](const std::string&) { return Script{pieces, 5ms}; });
+  for (int i = 0; i < 2; ++i) {  // the second reuses the worker connection
+    const HttpResponse r = Fetch(port_, "POST", "/v1/chat/completions", kBody);
+    EXPECT_EQ(r.status, 200) << "request " << i;
+    EXPECT_TRUE(r.body == body) << "request " << i << ": " << r.body.size() << " bytes";
+  }
+}
+
 TEST_F(RelayTest, MalformedChunkSizeBeforeAnyByteIsA502) {
   Start([&](const std::string&) {
     return Script{

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# CPU time and context switches a request of every process in the path — the proxy, the fake
+# worker, wrk — for one request kind (bench/proxy/targets.sh names them), one proxy thread.
+# On a 2-core machine the three share the cores, so a proxy that wakes its peers more often
+# (more, smaller writes) slows them, not only itself. Figures from /proc over the middle 4 s of
+# a 6 s wrk run: utime + stime, and voluntary + involuntary switches of every thread.
+# Usage: bench/proxy/cpu.sh [kind=ssepaced] [connections=400]   (needs `make build`)
+# Env: TARGETS="haproxy-nodelay kvgate", ROUNDS=3, BIN=build, POLICY=kvaware, KVGATE_BEFORE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+KIND=${1:-ssepaced}
+CONNS=${2:-400}
+TARGETS=${TARGETS:-"haproxy-nodelay kvgate"}
+ROUNDS=${ROUNDS:-3}
+POLICY=${POLICY:-kvaware}
+BIN=${BIN:-build}
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+# shellcheck source=bench/proxy/targets.sh
+source bench/proxy/targets.sh
+start_fake_upstream
+fake=${pids[0]}
+hz=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+switches() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'; }
+echo "| round | target | req/s | CPU µs a request: proxy / worker / wrk | context switches a request: proxy / worker / wrk |"
+echo "| --- | --- | --- | --- | --- |"
+for round in $(seq "$ROUNDS"); do
+  for name in $TARGETS; do
+    start_target "$name" 1
+    request_kind "$KIND" 512
+    # shellcheck disable=SC2086  # KIND_ENV is a list of assignments
+    env $KIND_ENV wrk -t1 -c"$CONNS" -d1s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >/dev/null
+    # shellcheck disable=SC2086
+    env $KIND_ENV wrk -t1 -c"$CONNS" -d6s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >"$tmp/wrk.txt" &
+    w=$!
+    sleep 1
+    proxy=${TPID:-$fake}
+    a=() b=()
+    for p in "$proxy" "$fake" "$w"; do a+=("$(ticks "$p") $(switches "$p")"); done
+    sleep 4
+    for p in "$proxy" "$fake" "$w"; do b+=("$(ticks "$p") $(switches "$p")"); done
+    wait "$w"
+    rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")
+    /usr/bin/python3 - "$round" "$name" "$rps" "$hz" "${a[@]}" "${b[@]}" <<'PY'
+import sys
+rnd, name, rps, hz = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+a = [tuple(map(float, x.split())) for x in sys.argv[5:8]]
+b = [tuple(map(float, x.split())) for x in sys.argv[8:11]]
+n = rps * 4
+cpu = " / ".join("%.1f" % ((y[0] - x[0]) / hz * 1e6 / n) for x, y in zip(a, b))
+cs = " / ".join("%.2f" % ((y[1] - x[1]) / n) for x, y in zip(a, b))
+print("| %s | %s | %.0f | %s | %s |" % (rnd, name, rps, cpu, cs))
+PY
+    stop_target
+  done
+done
