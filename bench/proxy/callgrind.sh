@@ -8,8 +8,9 @@
 # Usage: bench/proxy/callgrind.sh [N=2000] [S=20] [E=1000] [A=50]   (needs `make build`)
 # Env: POLICY=kvaware (or round_robin), BIN=build, KVGATE=$BIN/kvgate (another build of the
 # gateway to compare, e.g. an older commit's), PROXY=haproxy to count HAProxy instead (one
-# thread, bench/proxy/haproxy.cfg.in). Health checks and engine scrapes are off, so the
-# control thread adds nothing to the count.
+# thread, bench/proxy/haproxy.cfg.in), KEEP=DIR to keep the callgrind files (cg.4k, cg.sse,
+# cg.agentic) for callgrind_annotate. Health checks and engine scrapes are off, so the control
+# thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${1:-2000}
@@ -83,7 +84,7 @@ YAML
   if [ "${PROXY:-kvgate}" = haproxy ]; then
     mkdir -p "$tmp/haproxy"
     sed -e "s#@THREADS@#1#; s#@DIR@#$tmp/haproxy#g; s#@UPSTREAM_PORT@#$UP#; s#@PORT@#$port#" \
-      bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
+      -e "s#@OPTIONS@##" bench/proxy/haproxy.cfg.in >"$tmp/haproxy/haproxy.cfg"
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
       haproxy -f "$tmp/haproxy/haproxy.cfg" -db >"$tmp/haproxy.$kind.log" 2>&1 &
   else
@@ -101,6 +102,7 @@ YAML
   callgrind_control -d "$vpid" >/dev/null  # HAProxy is killed, not stopped: dump first
   kill -KILL "$vpid"
   wait "$vpid" 2>/dev/null || true
+  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$out"* "$KEEP"/
   awk '/^totals:/ {s += $2} END {print s}' "$out"*
 }
 
