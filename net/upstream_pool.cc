@@ -14,23 +14,28 @@ size_t UpstreamConnection::ReadSome(net::mutable_buffer buffer, error_code& ec) 
   return tls ? tls->ReadSome(buffer, ec) : socket.read_some(buffer, ec);
 }
 
-net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::WaitAndRead(
-    net::mutable_buffer buffer, bool* drained) {
-  *drained = false;
-  if (!tls) {
-    auto [ec, n] = co_await socket.async_read_some(buffer, kNoThrow);
-    *drained = !ec && n < buffer.size();
-    co_return std::make_tuple(ec, n);
-  }
+namespace {
+
+// TLS: readiness, then a read of what decrypts (a record may need more bytes first).
+net::awaitable<std::tuple<error_code, size_t>> TlsWaitAndRead(TlsSocket& tls, tcp::socket& socket,
+                                                              net::mutable_buffer buffer) {
   for (;;) {
-    auto [wec] = co_await socket.async_wait(tls->wait_type(), kNoThrow);
+    auto [wec] = co_await socket.async_wait(tls.wait_type(), kNoThrow);
     if (wec) co_return std::make_tuple(wec, size_t{0});
     error_code ec;
-    const size_t n = tls->ReadSome(buffer, ec);
+    const size_t n = tls.ReadSome(buffer, ec);
     if (ec != net::error::would_block && ec != net::error::try_again) {
       co_return std::make_tuple(ec, n);
     }
   }
+}
+
+}  // namespace
+
+net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::WaitAndRead(
+    net::mutable_buffer buffer) {
+  if (!tls) return socket.async_read_some(buffer, kNoThrow);
+  return TlsWaitAndRead(*tls, socket, buffer);
 }
 
 net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::ReadAsync(
@@ -41,8 +46,7 @@ net::awaitable<std::tuple<error_code, size_t>> UpstreamConnection::ReadAsync(
   if (ec != net::error::would_block && ec != net::error::try_again) {
     co_return std::make_tuple(ec, n);
   }
-  bool drained;
-  co_return co_await WaitAndRead(buffer, &drained);
+  co_return co_await TlsWaitAndRead(*tls, socket, buffer);
 }
 
 net::awaitable<error_code> UpstreamConnection::WriteAll(std::string_view head,

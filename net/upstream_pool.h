@@ -41,12 +41,16 @@ struct UpstreamConnection {
   size_t ReadSome(net::mutable_buffer buffer, error_code& ec);
   /// Waits for bytes and reads them into `buffer` (a caller's deadline cancels the socket). On
   /// a plain connection the read itself waits in the reactor, which the socket's edge-triggered
-  /// registration already covers; a readiness wait (`async_wait`) costs an epoll_ctl each time
-  /// in Boost 1.81's reactor. `*drained`: the read came back short on a plain connection, so
-  /// nothing more has arrived; the next read can wait at once (a ReadSome first would only
-  /// hear would_block). The buffer must stay valid until the wait ends.
-  net::awaitable<std::tuple<error_code, size_t>> WaitAndRead(net::mutable_buffer buffer,
-                                                             bool* drained);
+  /// registration already covers (no coroutine frame either); a readiness wait (`async_wait`)
+  /// costs an epoll_ctl each time in Boost 1.81's reactor. The buffer must stay valid until
+  /// the wait ends.
+  net::awaitable<std::tuple<error_code, size_t>> WaitAndRead(net::mutable_buffer buffer);
+  /// Whether a WaitAndRead that read `n` bytes into `size` drained the socket: a short read on
+  /// a plain connection, so nothing more has arrived, and the next read can wait at once (a
+  /// ReadSome first would only hear would_block).
+  bool Drained(const error_code& ec, size_t n, size_t size) const {
+    return !tls && !ec && n < size;
+  }
   /// Some bytes, waiting for them as long as it takes (a caller's timer closes the socket).
   net::awaitable<std::tuple<error_code, size_t>> ReadAsync(net::mutable_buffer buffer);
   /// Writes `head` then `body` (over TLS when the connection has it), waiting as needed.

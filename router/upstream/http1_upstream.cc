@@ -230,7 +230,8 @@ net::awaitable<HeadRead> ReadResponseHead(ThreadContext& tc, const Exchange& ex,
     if (!wait.drained) n = conn.ReadSome(scratch, ec);
     if (wait.drained || ec == net::error::would_block || ec == net::error::try_again) {
       const net::mutable_buffer into = wait.buffer();
-      std::tie(ec, n) = co_await conn.WaitAndRead(into, &wait.drained);
+      std::tie(ec, n) = co_await conn.WaitAndRead(into);
+      wait.drained = conn.Drained(ec, n, into.size());
       buf = static_cast<const char*>(into.data());
       if (client.client_gone) {
         out.failed =
@@ -513,7 +514,8 @@ net::awaitable<BodyRead> ReadWholeResponse(FetchRun& run, UpstreamConnection& co
     size_t n = 0;
     if (!drained) n = conn.ReadSome(net::buffer(buf), ec);
     if (drained || ec == net::error::would_block || ec == net::error::try_again) {
-      std::tie(ec, n) = co_await conn.WaitAndRead(net::buffer(buf), &drained);
+      std::tie(ec, n) = co_await conn.WaitAndRead(net::buffer(buf));
+      drained = conn.Drained(ec, n, sizeof(buf));
       if (run.Interrupted(result)) co_return out;
     }
     if (ec == net::error::eof && framing && framing->OnEof() == http1::BodyFraming::Status::kDone) {

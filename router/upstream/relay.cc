@@ -176,7 +176,8 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
       // Between two pieces: the read waits for the worker.
       ex.conn.SetDeadline(DeadlineKind::kUpstream, idle_timeout);
       const net::mutable_buffer into = wait.buffer();
-      std::tie(ec, n) = co_await upstream.WaitAndRead(into, &wait.drained);
+      std::tie(ec, n) = co_await upstream.WaitAndRead(into);
+      wait.drained = upstream.Drained(ec, n, into.size());
       buf = static_cast<const char*>(into.data());
       const bool expired = ex.conn.deadline_expired;
       ex.conn.ClearDeadline();

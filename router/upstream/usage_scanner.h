@@ -55,6 +55,10 @@ class UsageScanner {
   // Runs `s` over `chunk` from `pos`: a complete value is stored; one the chunk ends in
   // becomes the pending state.
   void Run(ValueState s, std::string_view chunk, size_t pos);
+  // Calls on_key(key, end) for each wanted key `text` holds at the quote `at` (`end` just past
+  // it); with `counts` false only the id.
+  template <typename OnKey>
+  void KeysAt(std::string_view text, size_t at, bool counts, OnKey&& on_key) const;
   // Keeps the chunk's last bytes in carry_ (a key cut at the next chunk's start).
   void KeepCarry(std::string_view chunk);
   bool Wanted(Key key) const { return key != kId || (capture_id_ && !id_done_); }

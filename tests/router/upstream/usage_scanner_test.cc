@@ -1,5 +1,6 @@
 #include "router/upstream/usage_scanner.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,35 @@ TEST(UsageScanner, ResponsesUsageAndId) {
     UsageScanner s(UsageScanner::Dialect::kResponses, true);
     s.Feed(odd);
     EXPECT_EQ(s.response_id(), "") << odd;
+  }
+}
+
+// Any split into pieces reads what one whole pass reads: every key of every dialect, each cut
+// anywhere (the key search around a cut and the one inside a piece are different loops).
+TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
+  const std::string body =
+      "data: {\"id\":\"resp_9\",\"usage\":{\"prompt_tokens\": 77,\"prompt_tokens_details\":"
+      "{\"cached_tokens\":48}}}\n\ndata: "
+      "{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\""
+      ":80,\"cache_creation_input_tokens\":8,\"input_tokens_details\":{\"cached_tokens\":48}}}"
+      "\"\"prompt_tokens\"prompt_tokens\":5\n\n";
+  std::mt19937 rng(31);
+  for (const auto dialect : {UsageScanner::Dialect::kOpenAi, UsageScanner::Dialect::kResponses,
+                             UsageScanner::Dialect::kAnthropic}) {
+    UsageScanner whole(dialect, /*capture_id=*/true);
+    whole.Feed(body);
+    ASSERT_EQ(whole.response_id(), "resp_9");
+    for (int round = 0; round < 300; ++round) {
+      UsageScanner pieces(dialect, /*capture_id=*/true);
+      for (size_t at = 0; at < body.size();) {
+        const size_t n = 1 + rng() % 40;
+        pieces.Feed(std::string_view(body).substr(at, n));
+        at += n;
+      }
+      EXPECT_EQ(pieces.cached_tokens(), whole.cached_tokens()) << round;
+      EXPECT_EQ(pieces.prompt_tokens(), whole.prompt_tokens()) << round;
+      EXPECT_EQ(pieces.response_id(), whole.response_id()) << round;
+    }
   }
 }
 
