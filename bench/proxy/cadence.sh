@@ -13,11 +13,6 @@ DELAY=${3:-10}
 TARGETS=${TARGETS:-"direct haproxy haproxy-nodelay nginx kvgate"}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
 # shellcheck source=bench/proxy/targets.sh
 source bench/proxy/targets.sh
 start_fake_upstream

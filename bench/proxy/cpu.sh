@@ -14,11 +14,6 @@ TARGETS=${TARGETS:-"haproxy-nodelay kvgate"}
 ROUNDS=${ROUNDS:-3}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
 # shellcheck source=bench/proxy/targets.sh
 source bench/proxy/targets.sh
 start_fake_upstream

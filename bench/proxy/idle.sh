@@ -14,16 +14,11 @@ TARGETS=${TARGETS:-"nginx haproxy kvgate"}
 ROUNDS=${ROUNDS:-2}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+# shellcheck source=bench/proxy/targets.sh
+source bench/proxy/targets.sh
 ulimit -n "$(ulimit -Hn)"  # HAProxy wants 8,014 descriptors for its maxconn 4000
 printf 'limits:\n  max_connections: %d\n  max_connections_per_client: 0\n' $((N + 100)) >"$tmp/kvgate.yaml"
 KVGATE_ARGS="--config $tmp/kvgate.yaml ${KVGATE_ARGS:-}"
-# shellcheck source=bench/proxy/targets.sh
-source bench/proxy/targets.sh
 start_fake_upstream
 
 echo "| round | target | idle connections | bytes each |"

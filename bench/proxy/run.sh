@@ -23,18 +23,13 @@ TARGETS=${TARGETS:-"direct nginx haproxy kvgate"}
 KINDS=${KINDS:-"4k sse agentic"}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"  # nginx workers (user nobody) write request bodies under it
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+# shellcheck source=bench/proxy/targets.sh
+source bench/proxy/targets.sh
 
 # The certificate for the -tls targets (haproxy wants chain and key in one file).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
 cat "$tmp/cert.pem" "$tmp/key.pem" >"$tmp/both.pem"
-# shellcheck source=bench/proxy/targets.sh
-source bench/proxy/targets.sh
 start_fake_upstream
 
 # wrk_run PORT THREADS KIND -> "req/s p50 p99 errors"

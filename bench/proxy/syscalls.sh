@@ -27,14 +27,9 @@ UPSTREAMS=${UPSTREAMS:-"static fake"}
 TARGETS=${TARGETS:-"direct haproxy nginx kvgate"}
 POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-
 # shellcheck source=bench/proxy/targets.sh
 source bench/proxy/targets.sh
+
 
 # The static upstream: one nginx worker, keep-alive without limit, a fixed 4 KiB answer.
 start_static() {

@@ -1,9 +1,15 @@
-# Shared by bench/proxy/run.sh, syscalls.sh, cpu.sh and cadence.sh (sourced): start and stop
-# one proxy target in front of the upstream on port $UP. The caller sets tmp (a scratch folder),
-# UP, BIN, POLICY, the array pids (processes to kill at exit) and optionally KVGATE_ARGS and
+# Shared by bench/proxy/run.sh, idle.sh, syscalls.sh, cpu.sh and cadence.sh (sourced): start
+# and stop one proxy target in front of the upstream on port $UP. Sourcing it creates the run's
+# scratch folder (tmp) and the array pids (processes killed at exit, with tmp removed). The
+# caller sets BIN, POLICY, UP (or calls start_fake_upstream) and optionally KVGATE_ARGS and
 # KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run). Targets:
 # direct, nginx, haproxy, haproxy-nodelay, kvgate, kvgate-before; NAME-tls for TLS.
 TSCHEME=http
+tmp=$(mktemp -d)
+chmod 755 "$tmp"  # nginx workers (user nobody) write request bodies under it
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
 
 # The chunked fake worker (two threads, 8 chunks an answer) on a port it picks -> UP.
 start_fake_upstream() {
