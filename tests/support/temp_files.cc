@@ -3,14 +3,50 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <vector>
 
 #include "gtest/gtest.h"
 
 namespace kvgate::testing {
+namespace {
+
+// Every directory this test process made. They stay while it runs (a child's log, a config the
+// gateway rereads) and are removed when it exits with every test passed, so that runs do not
+// fill /tmp (thousands of directories a `make test`); a failed run keeps them for its
+// post-mortem, and so does KVGATE_KEEP_TEMP=1. Only the process that made them removes them (a
+// forked child that exits must not).
+class MadeDirs {
+ public:
+  void Add(std::string dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(std::move(dir));
+  }
+  // Runs at static destruction, before gtest's UnitTest (constructed earlier, by main).
+  ~MadeDirs() {
+    if (::getpid() != owner_ || std::getenv("KVGATE_KEEP_TEMP") != nullptr) return;
+    if (::testing::UnitTest::GetInstance()->Failed()) return;
+    std::error_code ignored;
+    for (const std::string& dir : dirs_) std::filesystem::remove_all(dir, ignored);
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+MadeDirs& Made() {
+  static MadeDirs made;
+  return made;
+}
+
+}  // namespace
 
 std::string MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
@@ -19,6 +55,7 @@ std::string MakeTempDir(const std::string& prefix) {
     ADD_FAILURE() << "cannot make a temp dir " << templ;
     return "";
   }
+  Made().Add(templ);
   return templ;
 }
 

@@ -1,6 +1,8 @@
 // File: tests/support/temp_files.h
 // Temp directories and files for tests, under $TMPDIR (else /tmp). TempDir removes its tree on
-// destruction; the files WriteTempFile makes stay for a failing test's post-mortem.
+// destruction; every other directory made here (WriteTempFile's, MakeTempDir's) stays while the
+// test process runs and is removed when it exits with every test passed: a failed run keeps
+// them for its post-mortem, as does KVGATE_KEEP_TEMP=1.
 // Thread-compatible.
 #pragma once
 
