@@ -44,11 +44,12 @@ MasterClient::MasterClient(std::vector<std::string> masters, std::optional<EtcdE
       credential_(std::move(credential)) {}
 
 std::string MasterClient::leader() const {
-  common::MutexLock lock(&mu_);
-  return conn_ ? conn_->address() : std::string();
+  common::MutexLock lock(&calls_.mu);
+  return calls_.conn ? calls_.conn->address() : std::string();
 }
 
-absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point deadline) {
+absl::Status MasterClient::ResolveLocked(Lane& lane,
+                                         std::chrono::steady_clock::time_point deadline) {
   std::vector<std::string> candidates = masters_;
   if (etcd_) {
     auto leader = ReadLeader(*etcd_);
@@ -73,7 +74,7 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
     } else if (!hello.leader) {
       last = absl::UnavailableError(common::StrCat("store: master ", address, " is a standby"));
     } else {
-      conn_ = std::move(conn);
+      lane.conn = std::move(conn);
       return absl::OkStatus();
     }
   }
@@ -82,18 +83,19 @@ absl::Status MasterClient::ResolveLocked(std::chrono::steady_clock::time_point d
 
 absl::StatusOr<std::string> MasterClient::CallRaw(Op op, const std::string& body) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  common::MutexLock lock(&mu_);
+  Lane& lane = op == Op::kWaitKeys ? waits_ : calls_;
+  common::MutexLock lock(&lane.mu);
   absl::Status last;
   for (int attempt = 0;; ++attempt) {
-    if (!conn_) last = ResolveLocked(deadline);
+    if (!lane.conn) last = ResolveLocked(lane, deadline);
     if (absl::IsUnauthenticated(last)) return last;
-    if (conn_) {
+    if (lane.conn) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      auto r = conn_->Call(op, body, std::max(left, std::chrono::milliseconds(50)));
+      auto r = lane.conn->Call(op, body, std::max(left, std::chrono::milliseconds(50)));
       if (r.ok() || !absl::IsUnavailable(r.status())) return r;
       last = r.status();  // The leader went away or stepped down: find the new one.
-      conn_.reset();
+      lane.conn.reset();
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20 * (attempt + 1), 200)));

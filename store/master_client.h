@@ -3,7 +3,11 @@
 // master), "host:port,host:port" (the first that says it leads) or "etcd://..." (the address
 // the leader published, store/leader_election.h). A call that finds no leader, or a leader that
 // went away, re-resolves and retries until its deadline, so callers ride over a failover.
-// Thread-safe; calls are serialised on one connection.
+// Thread-safe. Calls are serialised on one connection, except WaitKeys (a put waiting for
+// another writer of the same key, up to its in_flight_wait), which has a connection of its own:
+// on the shared one it held every other call of the client behind it, so a lookup on a
+// serving engine's critical path waited out another worker's put (issue 30: 200 ms stalls of
+// every simulated engine in the store replays). The master serves waits on a pool of their own.
 #pragma once
 
 #include <chrono>
@@ -45,17 +49,22 @@ class MasterClient {
   MasterClient(std::vector<std::string> masters, std::optional<EtcdEndpoints> etcd,
                std::string client_name, std::chrono::milliseconds timeout,
                std::optional<transfer::Credential> credential);
+  // One connection and the calls serialised on it.
+  struct Lane {
+    mutable common::Mutex mu;
+    std::unique_ptr<RpcConnection> conn ABSL_GUARDED_BY(mu);
+  };
   absl::StatusOr<std::string> CallRaw(Op op, const std::string& body);
-  absl::Status ResolveLocked(std::chrono::steady_clock::time_point deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ResolveLocked(Lane& lane, std::chrono::steady_clock::time_point deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane.mu);
 
   const std::vector<std::string> masters_;
   const std::optional<EtcdEndpoints> etcd_;
   const std::string client_name_;
   const std::chrono::milliseconds timeout_;
   const std::optional<transfer::Credential> credential_;  // Empty: --auth none.
-  mutable common::Mutex mu_;
-  std::unique_ptr<RpcConnection> conn_ ABSL_GUARDED_BY(mu_);
+  Lane calls_;                                            // every call but WaitKeys
+  Lane waits_;                                            // WaitKeys
 };
 
 }  // namespace kvgate::store

@@ -188,6 +188,39 @@ TEST_P(StoreTest, DuplicateInFlightPutIsWrittenOnce) {
   }
 }
 
+TEST_P(StoreTest, APutWaitingForAnotherWriterHoldsUpNoOtherCallOfItsClient) {
+  // Another writer holds key 7 in flight and does not finish.
+  PutStartRequest start;
+  start.items.push_back({K(7), {4096}, std::nullopt, {}});
+  const PutStartItemResult first = svc_->master()->PutStart(start).items.at(0);
+  ASSERT_EQ(first.code, KeyCode::kOk);
+  StoreClientOptions o;
+  o.master = svc_->address();
+  o.transports = {GetParam()};
+  o.tcp.listen_address = "127.0.0.1";
+  o.in_flight_wait = std::chrono::seconds(5);
+  o.timeout = std::chrono::seconds(10);
+  auto c = StoreClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto buf = (*c)->AllocateBuffer(4096);
+  ASSERT_TRUE(buf.ok());
+  auto put = std::async(std::launch::async,
+                        [&] { return PutRange(**c, static_cast<uint8_t*>(*buf), 7, 1, 4096); });
+  WaitUntil([&] { return svc_->master()->Stats().put_dedups_in_flight == 1; });
+  // The put now waits for the other writer; the client's lookups go on meanwhile (on one
+  // connection they queued behind the wait until it ended).
+  for (int i = 0; i < 20; ++i) {
+    auto present = (*c)->BatchExists(std::vector<ObjectKey>{K(8)}, false);
+    ASSERT_TRUE(present.ok()) << present.status();
+    ASSERT_EQ(put.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << i;
+  }
+  // The other writer fails: the waiting put writes the key itself.
+  ASSERT_EQ(svc_->master()->PutEnd({{{K(7), first.put_id, false, 0}}}).codes.at(0), KeyCode::kOk);
+  const std::vector<PutResult> done = put.get();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].code, PutCode::kStored) << done[0].error;
+}
+
 TEST_P(StoreTest, ChainWithAStoredFirstHalfWritesOnlyTheSecond) {
   auto c = Client();
   constexpr uint64_t kSize = 16 << 10;
