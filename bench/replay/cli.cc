@@ -58,6 +58,11 @@ per-worker load (X-Kvgate-Worker).
                                than real time, its rate divided by its --time-scale (kvgate-sim's
                                default 1/7e-5 = 14286 tokens per simulated s at --time-scale
                                0.05: 285714). Default 0 = no floor
+  --floor-context-factor F     a prefilled token's extra cost per token of context before it,
+                               as a share of its own (kvgate-sim: prefill_per_token_ctx_s /
+                               prefill_per_token_s = 1.43e-5). The floor then counts the
+                               compulsory tokens as if they began the prompt (the least context
+                               they can have): c x (1 + F x c / 2) / rate. Default 0
   --request-timeout SECONDS    per-request timeout (default 600)
   --header NAME:VALUE          extra request header (repeatable)
   --connection-per-request     open a new connection for every request and close it after
@@ -118,6 +123,7 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       {"max-output-tokens", u64(&o.body.max_output_tokens)},
       {"fleet-capacity-tokens", u64(&o.fleet_capacity_tokens)},
       {"floor-prefill-rate", dbl(&o.floor_prefill_rate, false)},
+      {"floor-context-factor", dbl(&o.floor_context_factor, false)},
       {"request-timeout", dbl(&o.request_timeout_s, true)},
       {"share-prefix",
        [&](std::string_view flag, std::string_view v) -> absl::Status {

@@ -36,6 +36,14 @@ class CompulsoryTokens {
 BoundsRequest AgenticFloorRequest(const AgentRequest& request, std::string_view ns,
                                   uint64_t prefix_blocks, bool share_prefix);
 
+/// One request's floor: its `compulsory` tokens prefilled at `rate` tokens per second, each
+/// dearer by `context_factor` per token of context before it, counted as if they began the
+/// prompt (the least context they can have, so the floor stays a lower bound).
+inline double FloorSeconds(uint64_t compulsory, double rate, double context_factor) {
+  const double c = static_cast<double>(compulsory);
+  return c * (1 + context_factor * c / 2) / rate;
+}
+
 struct FloorSummary {
   bool computed = false;
   double prefill_tokens_per_s = 0;  // --floor-prefill-rate (wall clock).

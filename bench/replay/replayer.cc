@@ -263,7 +263,8 @@ class Session {
       if (blocks && attempt == 0) {
         // Counted as the request goes out: new connections may reorder requests sent at once.
         rec->compulsory_tokens = compulsory_.Add(*blocks);
-        rec->floor_s = static_cast<double>(rec->compulsory_tokens) / options_.floor_prefill_rate;
+        rec->floor_s = FloorSeconds(rec->compulsory_tokens, options_.floor_prefill_rate,
+                                    options_.floor_context_factor);
       }
       conn->stream.expires_after(timeout);
       auto [wec, wn] = co_await http::async_write(conn->stream, req, kNoThrow);

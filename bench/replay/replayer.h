@@ -48,6 +48,9 @@ struct ReplayOptions {
   uint64_t request_sample_size = 0;  // Keep a uniform sample of this many sent requests.
   // One worker's prefill rate, tokens per wall-clock second; > 0 computes the TTFT floor.
   double floor_prefill_rate = 0;
+  // A token's extra cost per token of context before it, as a share of its own cost (the
+  // simulator's prefill_per_token_ctx_s / prefill_per_token_s); 0 = flat rate.
+  double floor_context_factor = 0;
 };
 
 struct ReplayResult {

@@ -4,36 +4,89 @@
 #include <cmath>
 
 namespace kvgate::router {
+namespace {
+
+struct Line {
+  double intercept = 0, slope = 0;
+};
+
+// Least squares over `n` samples with weights `weight(i)`; nullopt-like {0, 0} when the samples
+// do not determine a line.
+template <typename Samples, typename Weight>
+Line WeightedLine(const Samples& s, size_t n, Weight weight) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double u = weight(i);
+    sw += u;
+    sx += u * s[i].work;
+    sy += u * s[i].seconds;
+    sxx += u * s[i].work * s[i].work;
+    sxy += u * s[i].work * s[i].seconds;
+  }
+  const double det = sw * sxx - sx * sx;
+  if (!(det > 0) || !std::isfinite(det)) return {};
+  Line l;
+  l.slope = (sw * sxy - sx * sy) / det;
+  l.intercept = (sy - l.slope * sx) / sw;
+  return l;
+}
+
+}  // namespace
 
 void PrefillModel::Observe(double work, double seconds) {
   if (!(seconds > 0) || !(work >= 0) || !std::isfinite(work) || !std::isfinite(seconds)) return;
-  // Unweighted: weighting by 1/seconds² (relative errors) fitted the short prefills better
-  // and everything else worse (median |error| 26% against 13% on the agentic replay).
-  n_ = kDecay * n_ + 1;
-  sw_ = kDecay * sw_ + work;
-  sww_ = kDecay * sww_ + work * work;
-  st_ = kDecay * st_ + seconds;
-  swt_ = kDecay * swt_ + work * seconds;
+  window_[next_] = {work, seconds};
+  next_ = (next_ + 1) % kWindow;
   ++samples_;
   Fit();
 }
 
 void PrefillModel::Fit() {
-  const double mean_w = sw_ / n_;
-  const double mean_t = st_ / n_;
-  const double var_w = std::max(0.0, sww_ / n_ - mean_w * mean_w);
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(samples_, kWindow));
+  double sum_w = 0, sum_t = 0, sum_ww = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sum_w += window_[i].work;
+    sum_t += window_[i].seconds;
+    sum_ww += window_[i].work * window_[i].work;
+  }
+  const double mean_w = sum_w / static_cast<double>(n);
+  const double var_w = std::max(0.0, sum_ww / static_cast<double>(n) - mean_w * mean_w);
   // Through the origin: the rate the samples show as a whole.
-  const double ratio_rate = mean_t > 0 && mean_w > 0 ? mean_w / mean_t : 0;
-  rate_ = ratio_rate;
-  overhead_ = 0;
-  if (samples_ < kMinSamples || mean_w <= 0 || var_w < kMinCv * kMinCv * mean_w * mean_w) return;
-  const double slope = (swt_ / n_ - mean_w * mean_t) / var_w;
-  const double intercept = mean_t - slope * mean_w;
+  const double ratio_rate = sum_t > 0 && sum_w > 0 ? sum_w / sum_t : 0;
+  const bool was_fitted = fitted_;
+  fitted_ = false;
+  if (n < kMinSamples || mean_w <= 0 || var_w < kMinCv * kMinCv * mean_w * mean_w) {
+    rate_ = ratio_rate;
+    overhead_ = 0;
+    return;
+  }
+  Line line;
+  if (was_fitted) {
+    line = {overhead_, 1 / rate_};
+  } else {
+    line = WeightedLine(window_, n, [](size_t) { return 1.0; });
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    // Weighted least squares with weight 1 / (seconds x |residual|) has the least sum of
+    // |residual| / seconds as its fixed point. The floor keeps exact samples finite.
+    const Line next = WeightedLine(window_, n, [&](size_t i) {
+      const double t = window_[i].seconds;
+      const double r = std::abs(t - line.intercept - line.slope * window_[i].work);
+      return 1 / (t * std::max(r, 1e-4 * t));
+    });
+    if (!(next.slope != 0 || next.intercept != 0)) break;
+    line = next;
+  }
   // A line that is not a cost (time falling with work, or negative at no work) is noise: keep
   // the ratio.
-  if (!(slope > 0) || intercept < 0) return;
-  rate_ = 1 / slope;
-  overhead_ = intercept;
+  if (!(line.slope > 0) || line.intercept < 0 || !std::isfinite(line.intercept)) {
+    rate_ = ratio_rate;
+    overhead_ = 0;
+    return;
+  }
+  rate_ = 1 / line.slope;
+  overhead_ = line.intercept;
+  fitted_ = true;
 }
 
 double PrefillModel::Seconds(double work, double fallback_rate) const {

@@ -163,7 +163,11 @@ void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) 
   r.released = false;
   routed_.fetch_add(1, std::memory_order_relaxed);
   in_flight_.fetch_add(1, std::memory_order_relaxed);
-  pending_prefill_.fetch_add(prefill_tokens, std::memory_order_relaxed);
+  if (pending_prefill_.fetch_add(prefill_tokens, std::memory_order_relaxed) <= 0 &&
+      prefill_tokens > 0) {
+    prefill_head_since_ns_.store(SteadyClock::now().time_since_epoch().count(),
+                                 std::memory_order_relaxed);
+  }
   active_decode_.fetch_add(1, std::memory_order_relaxed);
   active_blocks_.fetch_add(kv_blocks, std::memory_order_relaxed);
 }
@@ -171,7 +175,19 @@ void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) 
 void Worker::ReleasePrefill(Reservation& r) {
   if (r.released || r.prefill_released) return;
   r.prefill_released = true;
-  pending_prefill_.fetch_sub(r.prefill_tokens, std::memory_order_relaxed);
+  if (pending_prefill_.fetch_sub(r.prefill_tokens, std::memory_order_relaxed) > r.prefill_tokens &&
+      r.prefill_tokens > 0) {
+    // The next one in line starts now.
+    prefill_head_since_ns_.store(SteadyClock::now().time_since_epoch().count(),
+                                 std::memory_order_relaxed);
+  }
+}
+
+double Worker::PrefillBusySeconds(SteadyClock::time_point now) const {
+  if (pending_prefill_.load(std::memory_order_relaxed) <= 0) return 0;
+  const SteadyClock::time_point since{
+      SteadyClock::duration(prefill_head_since_ns_.load(std::memory_order_relaxed))};
+  return std::max(0.0, std::chrono::duration<double>(now - since).count());
 }
 
 void Worker::Release(Reservation& r) {

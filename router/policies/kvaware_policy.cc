@@ -32,7 +32,8 @@ TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
   const double store_rate =
       r.store_tokens_per_second > 0 ? r.store_tokens_per_second : config_.store_tokens_per_second;
   TtftParts p;
-  p.queue = static_cast<double>(c.load.pending_prefill_tokens) / rate;
+  p.queue =
+      std::max(0.0, static_cast<double>(c.load.pending_prefill_tokens) / rate - c.prefill_busy_s);
   p.prefill = PrefillWork(uncached, prompt - uncached, config_.prefill_context_factor) / rate;
   p.overhead = c.prefill_overhead_s;
   p.host_load = host / config_.host_tokens_per_second;

@@ -1,8 +1,8 @@
 // File: router/policies/kvaware_policy.h
 // kvgate's default: send each request where it will see its first token soonest, without
 // hot-spotting. For every candidate it predicts
-//   ttft = pending_prefill_tokens / rate                      (queue ahead, reserved by the
-//   gateway)
+//   ttft = pending_prefill_tokens / rate - prefill_busy_s     (queue ahead, reserved by the
+//   gateway, less what the engine did of its first prefill)
 //        + uncached_tokens / rate                             (this prompt's recompute)
 //        + host_extra / host_rate + store_extra / store_rate  (loading cached KV instead)
 //        + decode_interference_seconds × active_decode

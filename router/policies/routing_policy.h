@@ -69,7 +69,10 @@ struct Candidate {
   uint32_t cached_blocks[kvindex::kNumTiers] = {0, 0, 0};  // leading blocks held, per tier
   uint32_t cached_any_blocks = 0;  // leading blocks held in at least one tier
   LoadSnapshot load;               // the gateway's own reservations
-  EngineStats engine;              // last scrape of the worker's metrics
+  // Seconds the engine has been on the first of load.pending_prefill_tokens (of this replica's
+  // reservations): that part of the queue is done (Worker::PrefillBusySeconds).
+  double prefill_busy_s = 0;
+  EngineStats engine;       // last scrape of the worker's metrics
   double prefill_rate = 0;  // token-equivalents/s learned from observed TTFTs; 0 = not observed
   double prefill_overhead_s = 0;  // what every TTFT costs here beside the prefill (learned)
   double recent_work = 0;         // decayed prompt tokens routed here (kvaware's balance term)

@@ -361,7 +361,10 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     if (commit && deepest > 0 && deepest < plan.chain.size()) {
       RecordContinuation(plan.chain[deepest - 1], plan.chain[deepest]);
     }
-    for (size_t i = 0; i < workers.size(); ++i) d.candidates[i].load = workers[i]->load();
+    for (size_t i = 0; i < workers.size(); ++i) {
+      d.candidates[i].load = workers[i]->load();
+      d.candidates[i].prefill_busy_s = workers[i]->PrefillBusySeconds(now);
+    }
     // Explain sees the tie seed the next real decision will use.
     const uint64_t epoch = commit ? epoch_.fetch_add(1) : epoch_.load();
     r.tie_seed = policy_util::Mix(epoch ^ policy_util::Mix(chain_key)) ^
@@ -380,13 +383,16 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     d.predicted_store_tokens = std::clamp<int64_t>(
         (static_cast<int64_t>(chosen.cached_blocks[2]) - local) * config.block_tokens, 0,
         r.prompt_tokens - d.predicted_cached_tokens);
-    d.queue_tokens_at_dispatch = chosen.load.pending_prefill_tokens;
+    const double prefill_rate =
+        chosen.prefill_rate > 0 ? chosen.prefill_rate : config.kvaware.prefill_tokens_per_second;
+    // What is still ahead of it: the queue less what the engine did of its first prefill.
+    d.queue_tokens_at_dispatch = std::max<int64_t>(
+        0, chosen.load.pending_prefill_tokens -
+               std::llround(std::min(1e15, chosen.prefill_busy_s * prefill_rate)));
     if (commit) {
       // Loading from a store keeps the engine busy for a fraction of the recompute time: the
       // loaded tokens are reserved as that many prefill tokens, so that the queue the next
       // decisions see is the engine's time, not its token count.
-      const double prefill_rate =
-          chosen.prefill_rate > 0 ? chosen.prefill_rate : config.kvaware.prefill_tokens_per_second;
       const double load_share = std::min(1.0, prefill_rate / r.store_tokens_per_second);
       // The queue is reserved in token-equivalents (PrefillWork): a long context's tokens keep
       // the engine longer.

@@ -88,9 +88,9 @@ struct RouteOutcome {
   // Decide learned is unlearned.
   bool error_answer = false;
   int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
-  // Request written -> the first body byte of a streamed answer (vLLM and SGLang send it with
-  // the first token; the head comes before the prefill), or a P/D prefill's whole answer; -1
-  // when unknown (a whole answer's arrival includes its decode).
+  // Request fully read from the client -> the first body byte of a streamed answer (vLLM and
+  // SGLang send it with the first token; the head comes before the prefill), or a P/D
+  // prefill's whole answer; -1 when unknown (a whole answer's arrival includes its decode).
   double ttft_seconds = -1;
 };
 

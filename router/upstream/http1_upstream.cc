@@ -310,6 +310,10 @@ net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc,
                                                    PrefillRelease{&worker, reservation});
   if (relay.first_payload && event_stream) {
     result.ttft_seconds = std::chrono::duration<double>(*relay.first_payload - sent_at).count();
+    if (ex.read_done != Clock::time_point{}) {
+      result.ttft_since_read_seconds =
+          std::chrono::duration<double>(*relay.first_payload - ex.read_done).count();
+    }
   }
   result.cached_tokens = usage.cached_tokens();
   result.prompt_tokens = usage.prompt_tokens();

@@ -48,6 +48,9 @@ struct AttemptResult {
   double ttfb_seconds = -1;        // request written -> response head; -1 if none
   // Request written -> the first body byte of an event stream (see RouteOutcome); -1 if none.
   double ttft_seconds = -1;
+  // Request fully read from the client -> the same byte: what the client waited for its first
+  // token, kvgate's own routing and forwarding included; -1 if none.
+  double ttft_since_read_seconds = -1;
   int64_t cached_tokens = -1;  // from the relayed response's usage, -1 if absent
   int64_t prompt_tokens = -1;
   std::string response_id;  // POST /v1/responses: the response's id ("" when none came)

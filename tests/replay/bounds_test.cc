@@ -108,6 +108,13 @@ TEST(CompulsoryTokensTest, TwoConversationsShareThePrefixAsTheBoundsDo) {
   }
 }
 
+TEST(FloorTest, CompulsoryTokensPayForTheContextTheyCanLeastHave) {
+  EXPECT_DOUBLE_EQ(FloorSeconds(10000, 1000, 0), 10.0);  // a flat rate
+  // 300K tokens at 1.43e-5 a context token: each costs 1 + 1.43e-5 x 150K = 3.1x on average.
+  EXPECT_NEAR(FloorSeconds(300000, 14286, 1.43e-5), 300000 * (1 + 1.43e-5 * 150000) / 14286, 1e-9);
+  EXPECT_EQ(FloorSeconds(0, 14286, 1.43e-5), 0);
+}
+
 TEST(CompulsoryTokensTest, PrefixSemanticsAndTails) {
   CompulsoryTokens compulsory;
   EXPECT_EQ(compulsory.Add(R({1, 2}, 20)), 20u);

@@ -65,6 +65,26 @@ TEST(Worker, PassiveSuccessResetsStreak) {
   EXPECT_TRUE(w.IsAvailable(t0));
 }
 
+TEST(Worker, PrefillBusySecondsRestartsWhenTheQueueStartsOrItsHeadAnswers) {
+  Worker w = MakeWorker();
+  const auto later = [] { return SteadyClock::now() + std::chrono::seconds(10); };
+  EXPECT_EQ(w.PrefillBusySeconds(later()), 0);  // nothing pending
+  Reservation a, b, none;
+  const auto before_a = SteadyClock::now();
+  w.Reserve(a, 1000, 1);
+  const auto after_a = SteadyClock::now();
+  w.Reserve(b, 500, 1);  // queued behind a: does not restart the clock
+  const auto t = after_a + std::chrono::seconds(10);
+  EXPECT_GE(w.PrefillBusySeconds(t), 10.0);
+  EXPECT_LE(w.PrefillBusySeconds(t), std::chrono::duration<double>(t - before_a).count());
+  w.Reserve(none, 0, 0);  // prefills nothing: no effect
+  const auto before_release = SteadyClock::now();
+  w.ReleasePrefill(a);  // b is the head now
+  EXPECT_LE(w.PrefillBusySeconds(before_release + std::chrono::seconds(2)), 2.0);
+  w.ReleasePrefill(b);
+  EXPECT_EQ(w.PrefillBusySeconds(later()), 0);
+}
+
 TEST(Worker, ModelsFromConfigAndDiscovery) {
   Worker open = MakeWorker();
   EXPECT_TRUE(open.ServesModel("anything"));  // nothing known yet

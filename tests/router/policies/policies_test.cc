@@ -321,6 +321,17 @@ TEST_F(KvAwareTest, PredictGivesTheChosenCandidatesPredictionTermByTerm) {
   EXPECT_FALSE(RoundRobinPolicy().Predict(request_, candidates_, 0).has_value());
 }
 
+TEST_F(KvAwareTest, TheQueueCountsOnlyWhatTheEngineHasNotDone) {
+  // 2 s of queue, of which the engine has been on the first prefill for 0.5 s: 1.5 s remain;
+  // after 3 s the queue is (as far as the gateway can tell) about to answer: none left.
+  KvAwarePolicy p(cfg_);  // 10k tokens/s
+  candidates_[0].load.pending_prefill_tokens = 20000;
+  candidates_[0].prefill_busy_s = 0.5;
+  EXPECT_NEAR(p.PredictParts(request_, candidates_[0], 10000).queue, 1.5, 1e-9);
+  candidates_[0].prefill_busy_s = 3;
+  EXPECT_EQ(p.PredictParts(request_, candidates_[0], 10000).queue, 0);
+}
+
 TEST_F(KvAwareTest, SpillsWhenOwnerQueueCostsMoreThanRecompute) {
   KvAwarePolicy p(cfg_);
   candidates_[1].cached_blocks[0] = 1000;  // everything cached on worker 1
