@@ -192,6 +192,7 @@ PutStartResponse Master::PutStart(const PutStartRequest& req) {
     o.placements = std::move(placements);
     o.put_id = next_put_id_++;
     o.put_deadline = now + options_.put_timeout;
+    pending_puts_.push_back({o.put_deadline, item.key, o.put_id});
     o.parent = item.parent;
     o.token_ids = item.token_ids;
     for (const Placement& p : o.placements) ++nodes_[p.node].objects;
@@ -459,11 +460,14 @@ void Master::Tick() {
   for (const auto& [name, node] : nodes_)
     if (now - node.last_heartbeat > options_.node_timeout) dead.push_back(name);
   for (const std::string& name : dead) DropNode(name);
-  for (auto it = objects_.begin(); it != objects_.end();) {
-    auto cur = it++;
-    if (cur->second.state == State::kWriting && cur->second.put_deadline < now) {
+  while (!pending_puts_.empty() && pending_puts_.front().deadline < now) {
+    const PendingPut p = std::move(pending_puts_.front());
+    pending_puts_.pop_front();
+    auto it = objects_.find(p.key);
+    if (it != objects_.end() && it->second.state == State::kWriting &&
+        it->second.put_id == p.put_id) {
       ++counters_.puts_expired;
-      Erase(cur);
+      Erase(it);
     }
   }
   for (auto& [name, node] : nodes_) {
