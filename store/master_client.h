@@ -6,8 +6,8 @@
 // Thread-safe. Calls are serialised on one connection, except WaitKeys (a put waiting for
 // another writer of the same key, up to its in_flight_wait), which has a connection of its own:
 // on the shared one it held every other call of the client behind it, so a lookup on a
-// serving engine's critical path waited out another worker's put (issue 30: 200 ms stalls of
-// every simulated engine in the store replays). The master serves waits on a pool of their own.
+// serving engine's critical path waited out another writer's put. The master serves waits on a
+// pool of their own.
 #pragma once
 
 #include <chrono>
