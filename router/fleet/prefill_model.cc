@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace kvgate::router {
 namespace {
@@ -10,10 +11,10 @@ struct Line {
   double intercept = 0, slope = 0;
 };
 
-// Least squares over `n` samples with weights `weight(i)`; nullopt-like {0, 0} when the samples
-// do not determine a line.
+// Least squares over `n` samples with weights `weight(i)`; nullopt when the samples do not
+// determine a line.
 template <typename Samples, typename Weight>
-Line WeightedLine(const Samples& s, size_t n, Weight weight) {
+std::optional<Line> WeightedLine(const Samples& s, size_t n, Weight weight) {
   double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < n; ++i) {
     const double u = weight(i);
@@ -24,7 +25,7 @@ Line WeightedLine(const Samples& s, size_t n, Weight weight) {
     sxy += u * s[i].work * s[i].seconds;
   }
   const double det = sw * sxx - sx * sx;
-  if (!(det > 0) || !std::isfinite(det)) return {};
+  if (!(det > 0) || !std::isfinite(det)) return std::nullopt;
   Line l;
   l.slope = (sw * sxy - sx * sy) / det;
   l.intercept = (sy - l.slope * sx) / sw;
@@ -60,22 +61,19 @@ void PrefillModel::Fit() {
     overhead_ = 0;
     return;
   }
-  Line line;
-  if (was_fitted) {
-    line = {overhead_, 1 / rate_};
-  } else {
-    line = WeightedLine(window_, n, [](size_t) { return 1.0; });
-  }
+  // The spread checked above makes the unweighted line determined.
+  Line line = was_fitted ? Line{overhead_, 1 / rate_}
+                         : WeightedLine(window_, n, [](size_t) { return 1.0; }).value_or(Line{});
   for (int round = 0; round < kRounds; ++round) {
     // Weighted least squares with weight 1 / (seconds x |residual|) has the least sum of
     // |residual| / seconds as its fixed point. The floor keeps exact samples finite.
-    const Line next = WeightedLine(window_, n, [&](size_t i) {
+    const std::optional<Line> next = WeightedLine(window_, n, [&](size_t i) {
       const double t = window_[i].seconds;
       const double r = std::abs(t - line.intercept - line.slope * window_[i].work);
       return 1 / (t * std::max(r, 1e-4 * t));
     });
-    if (!(next.slope != 0 || next.intercept != 0)) break;
-    line = next;
+    if (!next) break;
+    line = *next;
   }
   // A line that is not a cost (time falling with work, or negative at no work) is noise: keep
   // the ratio.
