@@ -6,35 +6,44 @@
 
 #include "common/strings.h"
 #include "tokenizer/hf_text.h"
+#include "tokenizer/hf_word_cache.h"
 
 namespace kvgate::tokenizer::hf {
 namespace {
 
 std::atomic<uint64_t> next_instance{1};
 
-// Words up to this many bytes are cached per thread (most words of natural text are short;
-// a long word is expensive to hash and rarely repeats).
-constexpr size_t kMaxCachedWordBytes = 48;
-constexpr size_t kMaxCacheEntries = 1 << 15;
+// Up to four bytes and their count in one integer: the key of a one-character entry.
+uint64_t CharKey(std::string_view ch) {
+  uint64_t key = ch.size();
+  for (unsigned char c : ch) key = key << 8 | c;
+  return key;
+}
+
+// Words up to this many bytes are cached per thread, the Rust library's own limit (a long word
+// is expensive to hash and rarely repeats; an indented line of code cut at Gemma 3's word
+// marks is often 50-200 bytes, and does repeat).
+constexpr size_t kMaxCachedWordBytes = 256;
 // Up to this many symbols a quadratic scan for the best pair beats a heap.
 constexpr size_t kMaxScanSymbols = 48;
 
-struct WordCache {
+struct ModelCache {
   uint64_t instance = 0;
-  absl::flat_hash_map<std::string, std::vector<uint32_t>> words;
+  WordCache words;
 };
 
 WordCache& ThreadCache(uint64_t instance) {
-  // A few slots: a process with several models alternates between them.
-  thread_local WordCache caches[4];
+  // A few slots: a process with several models alternates between them. Each holds at most
+  // two generations (WordCache::Limits): ~6 MiB.
+  thread_local ModelCache caches[4];
   thread_local unsigned victim = 0;
-  for (WordCache& c : caches) {
-    if (c.instance == instance) return c;
+  for (ModelCache& c : caches) {
+    if (c.instance == instance) return c.words;
   }
-  WordCache& c = caches[victim++ % 4];
+  ModelCache& c = caches[victim++ % 4];
   c.instance = instance;
-  c.words.clear();
-  return c;
+  c.words.Clear();
+  return c.words;
 }
 
 }  // namespace
@@ -90,6 +99,14 @@ absl::Status BpeModel::Finish() {
       if (it != vocab_.end()) byte_ids_[b] = it->second;
     }
   }
+  if (!options_.byte_level) {
+    for (const auto& [token, id] : vocab_) {
+      if (!token.empty() && token.size() <= 4 &&
+          Utf8Len(static_cast<unsigned char>(token[0])) == token.size()) {
+        char_ids_.emplace(CharKey(token), id);
+      }
+    }
+  }
   constexpr std::string_view kMark = "\xE2\x96\x81";  // '▁'
   if (!options_.byte_level && !options_.ignore_merges && vocab_.contains(common::AbslView(kMark))) {
     word_mark_.assign(kMark);
@@ -121,6 +138,13 @@ std::optional<uint32_t> BpeModel::TokenToId(std::string_view token) const {
   }
   auto it = vocab_.find(key);
   if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint32_t> BpeModel::CharId(std::string_view ch) const {
+  if (ch.empty() || ch.size() > 4) return std::nullopt;
+  auto it = char_ids_.find(CharKey(ch));
+  if (it == char_ids_.end()) return std::nullopt;
   return it->second;
 }
 
@@ -161,10 +185,9 @@ void BpeModel::InitialSymbols(std::string_view word, std::vector<Symbol>* symbol
       i += Utf8Len(static_cast<unsigned char>(word[i]));
       if (i > word.size()) i = word.size();
       const std::string_view ch = word.substr(at, i - at);
-      auto it = vocab_.find(common::AbslView(ch));
-      if (it != vocab_.end()) {
+      if (const std::optional<uint32_t> id = CharId(ch)) {
         flush_unk();
-        add(it->second, static_cast<uint32_t>(ch.size()));
+        add(*id, static_cast<uint32_t>(ch.size()));
         continue;
       }
       if (options_.byte_fallback) {
@@ -211,7 +234,7 @@ size_t BpeModel::NextSafeCut(std::string_view word, size_t from) const {
     const int32_t cp = DecodeUtf8(word, &i);
     // The character must be its own token: a byte-fallback or unknown symbol is not one.
     if (cp < 0 || cp == 0x2581 || i != at || joins_mark_.contains(cp) ||
-        !vocab_.contains(common::AbslView(word.substr(b, at - b)))) {
+        !CharId(word.substr(b, at - b))) {
       continue;
     }
     return at;
@@ -225,85 +248,115 @@ void BpeModel::EncodeCached(std::string_view word, std::vector<uint32_t>* out) c
     return;
   }
   WordCache& cache = ThreadCache(instance_);
-  auto it = cache.words.find(common::AbslView(word));
-  if (it != cache.words.end()) {
-    for (uint32_t id : it->second) out->push_back(id);  // mostly 1-2 ids: no memmove call
-    return;
-  }
+  if (cache.Find(word, out)) return;
   const size_t before = out->size();
   EncodeUncached(word, out);
-  if (cache.words.size() >= kMaxCacheEntries) cache.words.clear();
-  cache.words.emplace(std::string(word), std::vector<uint32_t>(out->begin() + before, out->end()));
+  cache.Insert(word, absl::MakeConstSpan(out->data() + before, out->size() - before));
+}
+
+void BpeModel::EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const {
+  thread_local std::vector<Symbol> symbols;
+  InitialSymbols(word, &symbols);
+  MergeByHeap(symbols);
+  for (int32_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
+    out->push_back(symbols[i].id);
+  }
 }
 
 void BpeModel::EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const {
   thread_local std::vector<Symbol> symbols;
   InitialSymbols(word, &symbols);
+  if (symbols.size() <= kMaxScanSymbols) {
+    MergeByScan(symbols);
+  } else {
+    MergeByHeap(symbols);
+  }
+  for (int32_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
+    out->push_back(symbols[i].id);
+  }
+}
+
+void BpeModel::MergeByScan(std::vector<Symbol>& symbols) const {
+  // pair[i]: the merge of symbol i with its right neighbour, copied out of the table (a scan
+  // then reads one small array, not a hash lookup per pair). A merge changes only the merged
+  // symbol's two pairs: two lookups a step.
+  constexpr Merge kNone{UINT32_MAX, 0};
+  auto lookup = [this](uint32_t a, uint32_t b) {
+    const Merge* m = FindMerge(a, b);
+    return m == nullptr ? kNone : *m;
+  };
+  thread_local std::vector<Merge> pair;
   const size_t n = symbols.size();
-  if (n > 1 && n <= kMaxScanSymbols) {
-    // Repeatedly merge the lowest-ranked pair, the leftmost on ties.
-    for (;;) {
-      int32_t best = -1;
-      const Merge* best_merge = nullptr;
-      for (int32_t i = 0; i != -1 && symbols[i].next != -1; i = symbols[i].next) {
-        const Merge* m = FindMerge(symbols[i].id, symbols[symbols[i].next].id);
-        if (m != nullptr && (best_merge == nullptr || m->rank < best_merge->rank)) {
-          best = i;
-          best_merge = m;
-        }
-      }
-      if (best < 0) break;
-      Symbol& left = symbols[best];
-      Symbol& right = symbols[left.next];
-      left.id = best_merge->id;
-      left.len += right.len;
-      right.len = 0;
-      left.next = right.next;
-      if (right.next != -1) symbols[right.next].prev = best;
-    }
-  } else if (n > kMaxScanSymbols) {
-    // The library's algorithm: a min-heap of (rank, position) candidates; stale ones (a side
-    // already merged away, or the pair no longer producing this id) are skipped when popped.
-    struct Candidate {
-      uint32_t rank;
-      int32_t pos;
-      uint32_t id;
-      bool operator>(const Candidate& o) const {
-        return rank != o.rank ? rank > o.rank : pos > o.pos;
-      }
-    };
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
-    for (size_t i = 0; i + 1 < n; ++i) {
-      if (const Merge* m = FindMerge(symbols[i].id, symbols[i + 1].id)) {
-        heap.push({m->rank, static_cast<int32_t>(i), m->id});
+  if (n < 2) return;
+  pair.resize(n);
+  for (size_t i = 0; i + 1 < n; ++i) pair[i] = lookup(symbols[i].id, symbols[i + 1].id);
+  pair[n - 1] = kNone;
+  for (;;) {
+    // The lowest rank, the leftmost on ties.
+    int32_t best = -1;
+    uint32_t best_rank = UINT32_MAX;
+    for (int32_t i = 0; i != -1; i = symbols[i].next) {
+      if (pair[i].rank < best_rank) {
+        best = i;
+        best_rank = pair[i].rank;
       }
     }
-    while (!heap.empty()) {
-      const Candidate top = heap.top();
-      heap.pop();
-      Symbol& left = symbols[top.pos];
-      if (left.len == 0 || left.next == -1) continue;
-      Symbol& right = symbols[left.next];
-      const Merge* m = FindMerge(left.id, right.id);
-      if (m == nullptr || m->id != top.id) continue;
-      left.id = top.id;
-      left.len += right.len;
-      right.len = 0;
-      left.next = right.next;
-      if (right.next != -1) symbols[right.next].prev = top.pos;
-      if (left.prev != -1) {
-        if (const Merge* pm = FindMerge(symbols[left.prev].id, left.id)) {
-          heap.push({pm->rank, left.prev, pm->id});
-        }
+    if (best < 0) return;
+    Symbol& left = symbols[best];
+    Symbol& right = symbols[left.next];
+    left.id = pair[best].id;
+    left.len += right.len;
+    right.len = 0;
+    left.next = right.next;
+    if (right.next != -1) symbols[right.next].prev = best;
+    pair[best] = left.next == -1 ? kNone : lookup(left.id, symbols[left.next].id);
+    if (left.prev != -1) pair[left.prev] = lookup(symbols[left.prev].id, left.id);
+  }
+}
+
+void BpeModel::MergeByHeap(std::vector<Symbol>& symbols) const {
+  const size_t n = symbols.size();
+  if (n < 2) return;
+  // The library's algorithm: a min-heap of (rank, position) candidates; stale ones (a side
+  // already merged away, or the pair no longer producing this id) are skipped when popped.
+  struct Candidate {
+    uint32_t rank;
+    int32_t pos;
+    uint32_t id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (const Merge* m = FindMerge(symbols[i].id, symbols[i + 1].id)) {
+      heap.push({m->rank, static_cast<int32_t>(i), m->id});
+    }
+  }
+  while (!heap.empty()) {
+    const Candidate top = heap.top();
+    heap.pop();
+    Symbol& left = symbols[top.pos];
+    if (left.len == 0 || left.next == -1) continue;
+    Symbol& right = symbols[left.next];
+    const Merge* m = FindMerge(left.id, right.id);
+    if (m == nullptr || m->id != top.id) continue;
+    left.id = top.id;
+    left.len += right.len;
+    right.len = 0;
+    left.next = right.next;
+    if (right.next != -1) symbols[right.next].prev = top.pos;
+    if (left.prev != -1) {
+      if (const Merge* pm = FindMerge(symbols[left.prev].id, left.id)) {
+        heap.push({pm->rank, left.prev, pm->id});
       }
-      if (left.next != -1) {
-        if (const Merge* nm = FindMerge(left.id, symbols[left.next].id)) {
-          heap.push({nm->rank, top.pos, nm->id});
-        }
+    }
+    if (left.next != -1) {
+      if (const Merge* nm = FindMerge(left.id, symbols[left.next].id)) {
+        heap.push({nm->rank, top.pos, nm->id});
       }
     }
   }
-  for (int32_t i = n > 0 ? 0 : -1; i != -1; i = symbols[i].next) out->push_back(symbols[i].id);
 }
 
 }  // namespace kvgate::tokenizer::hf

@@ -46,9 +46,7 @@ class BpeModel {
   void Encode(std::string_view word, std::vector<uint32_t>* out) const;
   /// The same ids by one BPE pass over the whole word, never cut at word marks and uncached:
   /// what Encode must equal (the tests' reference).
-  void EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const {
-    EncodeUncached(word, out);
-  }
+  void EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const;
 
   /// The id of `token` (as the file spells it), if the vocabulary has it.
   std::optional<uint32_t> TokenToId(std::string_view token) const;
@@ -72,6 +70,13 @@ class BpeModel {
   /// Where a long word can be cut before a word mark ('▁') without changing the result.
   size_t NextSafeCut(std::string_view word, size_t from) const;
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
+  /// The two ways to apply the merges, with the same result: a scan for the best pair over
+  /// the pairs' remembered merges (short words), and the library's heap (long ones).
+  void MergeByScan(std::vector<Symbol>& symbols) const;
+  void MergeByHeap(std::vector<Symbol>& symbols) const;
+  /// The id of the vocabulary entry that is exactly `ch` (one character of a non-byte-level
+  /// model), by an integer key instead of a string hash.
+  std::optional<uint32_t> CharId(std::string_view ch) const;
   const Merge* FindMerge(uint32_t a, uint32_t b) const {
     auto it = merges_.find(uint64_t{a} << 32 | b);
     return it == merges_.end() ? nullptr : &it->second;
@@ -83,6 +88,8 @@ class BpeModel {
   absl::flat_hash_map<uint64_t, Merge> merges_;       // (left id << 32 | right id)
   std::vector<int64_t> byte_ids_;                     // byte -> id (byte-level or fallback)
   std::optional<uint32_t> unk_id_;
+  // Every one-character entry of a non-byte-level vocabulary, keyed by its bytes and length.
+  absl::flat_hash_map<uint64_t, uint32_t> char_ids_;
   uint32_t next_rank_ = 0;
   // SentencePiece-style vocabularies (Gemma 3, Llama 2) turn spaces into '▁' before BPE, so a
   // line is one word: one heap pass over kilobytes, uncached. A cut before a '▁' is exact when

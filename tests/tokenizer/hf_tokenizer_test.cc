@@ -287,5 +287,44 @@ TEST(BpeWordMarkTest, CutWordsEqualOneWholePass) {
   }
 }
 
+// Short words are merged by a scan over each pair's remembered merge, long ones by the library's
+// heap: on random words with repeated pairs ("aaaa": the leftmost first) and merges whose
+// results merge again, both give the same ids.
+TEST(BpeScanTest, ScanEqualsTheHeap) {
+  BpeModel::Options o;
+  BpeModel m(o);
+  const std::vector<std::string> vocab = {"a",  "b",   "c",   "aa",  "ab",   "ba",  "bc",
+                                          "ca", "aaa", "aab", "abc", "aaaa", "bca", "abca"};
+  for (size_t i = 0; i < vocab.size(); ++i) ASSERT_TRUE(m.AddToken(vocab[i], i).ok());
+  for (auto [l, r] : std::vector<std::pair<const char*, const char*>>{{"a", "a"},
+                                                                      {"b", "c"},
+                                                                      {"a", "b"},
+                                                                      {"aa", "a"},
+                                                                      {"c", "a"},
+                                                                      {"b", "a"},
+                                                                      {"aa", "b"},
+                                                                      {"ab", "c"},
+                                                                      {"aa", "aa"},
+                                                                      {"bc", "a"},
+                                                                      {"ab", "ca"}}) {
+    ASSERT_TRUE(m.AddMerge(l, r).ok()) << l << " " << r;
+  }
+  ASSERT_TRUE(m.Finish().ok());
+  uint64_t x = 11;
+  for (int round = 0; round < 4000; ++round) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int len = 2 + static_cast<int>((x >> 40) % 46);  // within the scan's reach
+    std::string word;
+    for (int k = 0; k < len; ++k) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      word += "aabc"[(x >> 33) % 4];
+    }
+    std::vector<uint32_t> scan, heap;
+    m.Encode(word, &scan);
+    m.EncodeWhole(word, &heap);
+    ASSERT_EQ(scan, heap) << word;
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer::hf
