@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "store/range_allocator.h"
+#include "store/sharded_map.h"
 #include "store/wire.h"
 
 namespace kvgate::store {
@@ -138,7 +139,7 @@ class Master {
     uint64_t objects = 0;
     HeartbeatResponse journal;  // Changes the node has not yet been told about.
   };
-  using ObjectMap = absl::flat_hash_map<ObjectKey, Object>;
+  using ObjectMap = ShardedMap<ObjectKey, Object>;
 
   bool Leased(const Object& o, Clock::time_point now) const { return o.lease_until > now; }
   void Lease(Object& o, Clock::time_point now, std::chrono::milliseconds ms)
