@@ -491,7 +491,7 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
       // less to the load (a loop that fitted 100+ ms overheads, issue 30).
       const double prefill =
           w.PrefillSeconds(queued + computed, config.kvaware.prefill_tokens_per_second);
-      store_rate_.Observe(loaded, outcome.ttft_seconds - prefill, configured);
+      store_rate_.Observe(loaded, outcome.ttft_seconds - prefill);
     } else {
       w.ObservePrefill(queued + computed,
                        outcome.ttft_seconds - loaded / store_rate_.TokensPerSecond(configured));

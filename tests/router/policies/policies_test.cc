@@ -11,7 +11,6 @@
 #include "router/policies/load_balancing_policies.h"
 #include "router/policies/policy_registry.h"
 #include "router/policies/weighted_policy.h"
-#include "router/routing/store_load_rate.h"
 
 namespace kvgate::router {
 namespace {
@@ -388,20 +387,6 @@ TEST_F(KvAwareTest, StoreMakesMovingASessionCheap) {
   EXPECT_EQ(Choose(p), 1u);
   for (auto& c : candidates_) c.cached_blocks[2] = 1000;  // the store holds the session too
   EXPECT_NE(Choose(p), 1u);  // 0.16 s to load elsewhere beats 0.8 s of queue
-}
-
-TEST(StoreLoadRate, LearnsFromTheTimeBeyondQueueAndRecompute) {
-  StoreLoadRate r;
-  EXPECT_EQ(r.TokensPerSecond(100000), 100000);  // configured until observed
-  r.Observe(512, 1.0, 100000);                   // too short a load to measure anything
-  EXPECT_EQ(r.samples(), 0u);
-  r.Observe(20000, 0.5, 100000);  // 25 us a token
-  EXPECT_NEAR(r.TokensPerSecond(100000), 40000, 1e-6);
-  r.Observe(20000, 1000, 100000);  // an outlier is capped at 10x the configured cost
-  EXPECT_NEAR(r.TokensPerSecond(100000), 1 / (0.9 * 25e-6 + 0.1 * 1e-4), 1e-3);
-  StoreLoadRate fast;
-  fast.Observe(20000, -0.1, 100000);  // a queue shorter than predicted: free, clamped
-  EXPECT_EQ(fast.TokensPerSecond(100000), 1e9);
 }
 
 TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {
