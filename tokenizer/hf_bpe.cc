@@ -280,7 +280,7 @@ void BpeModel::MergeByScan(std::vector<Symbol>& symbols) const {
   // pair[i]: the merge of symbol i with its right neighbour, copied out of the table (a scan
   // then reads one small array, not a hash lookup per pair). A merge changes only the merged
   // symbol's two pairs: two lookups a step.
-  constexpr Merge kNone{UINT32_MAX, 0};
+  static constexpr Merge kNone{UINT32_MAX, 0};
   auto lookup = [this](uint32_t a, uint32_t b) {
     const Merge* m = FindMerge(a, b);
     return m == nullptr ? kNone : *m;

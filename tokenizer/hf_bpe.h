@@ -44,8 +44,8 @@ class BpeModel {
 
   /// Appends the ids of one pre-tokenized word.
   void Encode(std::string_view word, std::vector<uint32_t>* out) const;
-  /// The same ids by one BPE pass over the whole word, never cut at word marks and uncached:
-  /// what Encode must equal (the tests' reference).
+  /// The same ids by one pass of the library's heap algorithm over the whole word, never cut
+  /// at word marks, never scanned, uncached: what Encode must equal (the tests' reference).
   void EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const;
 
   /// The id of `token` (as the file spells it), if the vocabulary has it.
