@@ -139,7 +139,12 @@ class Master {
     uint64_t objects = 0;
     HeartbeatResponse journal;  // Changes the node has not yet been told about.
   };
-  using ObjectMap = ShardedMap<ObjectKey, Object>;
+  // The shard from the key's block hash alone (already uniform), mixed: hashing the namespace
+  // string as well made a 20,000-key exists 12-14% slower than one map; this, 3-10%.
+  struct ObjectShard {
+    uint64_t operator()(const ObjectKey& k) const { return k.hash * 0x9E3779B97F4A7C15ULL; }
+  };
+  using ObjectMap = ShardedMap<ObjectKey, Object, 256, ObjectShard>;
 
   bool Leased(const Object& o, Clock::time_point now) const { return o.lease_until > now; }
   void Lease(Object& o, Clock::time_point now, std::chrono::milliseconds ms)

@@ -24,7 +24,9 @@
 
 namespace kvgate::store {
 
-template <typename K, typename V, size_t kShards = 256>
+/// `ShardHash` picks the shard (its bits 32-39 and up); a key that carries a well-mixed hash of
+/// its own can hand that over and spare a second hash of the whole key.
+template <typename K, typename V, size_t kShards = 256, typename ShardHash = absl::Hash<K>>
 class ShardedMap {
   using Shard = absl::flat_hash_map<K, V>;
 
@@ -125,9 +127,9 @@ class ShardedMap {
   }
 
  private:
-  // The hash's top bits pick the shard; absl's tables index by its low bits.
+  // The hash's upper bits pick the shard; absl's tables index by the low bits of their own.
   static size_t ShardOf(const K& key) {
-    return static_cast<size_t>(absl::Hash<K>{}(key) >> 32) % kShards;
+    return static_cast<size_t>(ShardHash{}(key) >> 32) % kShards;
   }
 
   std::array<Shard, kShards> shards_;
