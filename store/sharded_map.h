@@ -2,10 +2,10 @@
 // A hash map split into a fixed number of flat hash maps by the key's hash, so that growing
 // rehashes one shard, not everything. The master keeps every object of the store in one map
 // under its one mutex: a single absl::flat_hash_map rehashed all of them at each doubling
-// (moving ~190-byte objects), and at 229K objects that held the mutex for 261 ms, stalling
-// every client of the store at once; an agentic replay with the store (issue 30's protocol, a
-// qwen3-next-like fleet) hit three such stalls a minute. With kShards shards a doubling moves
-// 1/kShards of the objects.
+// (moving objects of ~190 bytes by their layout), and at 229K objects that held the mutex for 261
+// ms, stalling every client of the store at once; an agentic replay with the store (issue 30's
+// protocol, a qwen3-next-like fleet) hit three such stalls a minute. With kShards shards a doubling
+// moves 1/kShards of the objects.
 //
 // The subset of the absl map interface the master uses: find, try_emplace, operator[],
 // erase(iterator), begin/end and size. Iterators stay valid as absl's do (an insert may

@@ -255,18 +255,18 @@ void BpeModel::EncodeCached(std::string_view word, std::vector<uint32_t>* out) c
 }
 
 void BpeModel::EncodeWhole(std::string_view word, std::vector<uint32_t>* out) const {
-  thread_local std::vector<Symbol> symbols;
-  InitialSymbols(word, &symbols);
-  MergeByHeap(symbols);
-  for (int32_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
-    out->push_back(symbols[i].id);
-  }
+  EncodeWith(word, /*max_scan_symbols=*/0, out);
 }
 
 void BpeModel::EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const {
+  EncodeWith(word, kMaxScanSymbols, out);
+}
+
+void BpeModel::EncodeWith(std::string_view word, size_t max_scan_symbols,
+                          std::vector<uint32_t>* out) const {
   thread_local std::vector<Symbol> symbols;
   InitialSymbols(word, &symbols);
-  if (symbols.size() <= kMaxScanSymbols) {
+  if (symbols.size() <= max_scan_symbols) {
     MergeByScan(symbols);
   } else {
     MergeByHeap(symbols);

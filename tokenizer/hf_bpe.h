@@ -67,6 +67,8 @@ class BpeModel {
 
   void EncodeCached(std::string_view word, std::vector<uint32_t>* out) const;
   void EncodeUncached(std::string_view word, std::vector<uint32_t>* out) const;
+  /// Merges by scan up to `max_scan_symbols` symbols, by heap beyond.
+  void EncodeWith(std::string_view word, size_t max_scan_symbols, std::vector<uint32_t>* out) const;
   /// Where a long word can be cut before a word mark ('▁') without changing the result.
   size_t NextSafeCut(std::string_view word, size_t from) const;
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;

@@ -19,10 +19,11 @@ namespace kvgate::tokenizer::hf {
 /// everything when full loses a working set just over the limit on every pass.
 ///
 /// A generation is one arena of records (the word's length, its ids, its bytes) and a table
-/// from the word's 64-bit hash to its record: about 40 bytes a word, against ~90 for a map of
-/// strings to vectors. Two words with one hash share a slot: the later one replaces the
-/// earlier, and a lookup compares the bytes, so a collision costs a miss, never a wrong id.
-/// Not thread-safe: one per thread.
+/// from the word's 64-bit hash to its record: by layout, 8 bytes of header, 4 per id and the
+/// word's bytes (rounded to 4) in the arena plus a 16-byte slot, against a 64-byte slot and
+/// the string's and vector's heap blocks for a map of strings to vectors (not measured). Two words
+/// with one hash share a slot: the later one replaces the earlier, and a lookup compares the bytes,
+/// so a collision costs a miss, never a wrong id. Not thread-safe: one per thread.
 class WordCache {
  public:
   struct Limits {

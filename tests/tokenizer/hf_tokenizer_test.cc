@@ -244,6 +244,27 @@ TEST(FastSplitTest, MatchesOniguruma) {
   }
 }
 
+using MergeList = std::vector<std::pair<const char*, const char*>>;
+
+// A BPE model of `vocab` (ids in order) and `merges` (ranks in order), loaded and finished.
+void BuildModel(BpeModel& m, const std::vector<std::string>& vocab, const MergeList& merges) {
+  for (size_t i = 0; i < vocab.size(); ++i) ASSERT_TRUE(m.AddToken(vocab[i], i).ok());
+  for (auto [l, r] : merges) ASSERT_TRUE(m.AddMerge(l, r).ok()) << l << " " << r;
+  ASSERT_TRUE(m.Finish().ok());
+}
+
+// A word of `min_len` to `min_len + spread - 1` pieces drawn from `pool` (seeded: `x`).
+std::string RandomWord(uint64_t& x, int min_len, int spread, const std::vector<std::string>& pool) {
+  x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  const int len = min_len + static_cast<int>((x >> 40) % spread);
+  std::string word;
+  for (int k = 0; k < len; ++k) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    word += pool[(x >> 33) % pool.size()];
+  }
+  return word;
+}
+
 // A SentencePiece-style model cuts a long word before '▁' only where no token holds the
 // character before it followed by '▁' ("b▁" here, merged first). Every random word's ids equal
 // one BPE pass over the whole word; the cut is what made Gemma 3's lines cacheable words.
@@ -254,30 +275,21 @@ TEST(BpeWordMarkTest, CutWordsEqualOneWholePass) {
   const std::vector<std::string> vocab = {"a",   "b",   "c",      "▁",     "b▁",  "ab",
                                           "▁a",  "▁ab", "▁▁",     "cc",    "b▁a", "▁c",
                                           "▁▁a", "ab▁", "<0xC3>", "<0xA9>"};
-  for (size_t i = 0; i < vocab.size(); ++i) ASSERT_TRUE(m.AddToken(vocab[i], i).ok());
-  for (auto [l, r] : std::vector<std::pair<const char*, const char*>>{{"b", "▁"},
-                                                                      {"a", "b"},
-                                                                      {"▁", "a"},
-                                                                      {"▁", "▁"},
-                                                                      {"c", "c"},
-                                                                      {"b▁", "a"},
-                                                                      {"▁a", "b"},
-                                                                      {"▁", "c"},
-                                                                      {"▁▁", "a"},
-                                                                      {"ab", "▁"}}) {
-    ASSERT_TRUE(m.AddMerge(l, r).ok()) << l << " " << r;
-  }
-  ASSERT_TRUE(m.Finish().ok());
+  ASSERT_NO_FATAL_FAILURE(BuildModel(m, vocab,
+                                     {{"b", "▁"},
+                                      {"a", "b"},
+                                      {"▁", "a"},
+                                      {"▁", "▁"},
+                                      {"c", "c"},
+                                      {"b▁", "a"},
+                                      {"▁a", "b"},
+                                      {"▁", "c"},
+                                      {"▁▁", "a"},
+                                      {"ab", "▁"}}));
   const std::vector<std::string> pool = {"a", "b", "c", "▁", "▁", "é"};  // é: byte fallback
   uint64_t x = 7;
   for (int round = 0; round < 4000; ++round) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int len = 20 + static_cast<int>((x >> 40) % 200);
-    std::string word;
-    for (int k = 0; k < len; ++k) {
-      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      word += pool[(x >> 33) % pool.size()];
-    }
+    const std::string word = RandomWord(x, 20, 200, pool);
     std::vector<uint32_t> cut, whole;
     m.Encode(word, &cut);
     m.Encode(word, &cut);  // the second time from the word cache
@@ -295,30 +307,22 @@ TEST(BpeScanTest, ScanEqualsTheHeap) {
   BpeModel m(o);
   const std::vector<std::string> vocab = {"a",  "b",   "c",   "aa",  "ab",   "ba",  "bc",
                                           "ca", "aaa", "aab", "abc", "aaaa", "bca", "abca"};
-  for (size_t i = 0; i < vocab.size(); ++i) ASSERT_TRUE(m.AddToken(vocab[i], i).ok());
-  for (auto [l, r] : std::vector<std::pair<const char*, const char*>>{{"a", "a"},
-                                                                      {"b", "c"},
-                                                                      {"a", "b"},
-                                                                      {"aa", "a"},
-                                                                      {"c", "a"},
-                                                                      {"b", "a"},
-                                                                      {"aa", "b"},
-                                                                      {"ab", "c"},
-                                                                      {"aa", "aa"},
-                                                                      {"bc", "a"},
-                                                                      {"ab", "ca"}}) {
-    ASSERT_TRUE(m.AddMerge(l, r).ok()) << l << " " << r;
-  }
-  ASSERT_TRUE(m.Finish().ok());
+  ASSERT_NO_FATAL_FAILURE(BuildModel(m, vocab,
+                                     {{"a", "a"},
+                                      {"b", "c"},
+                                      {"a", "b"},
+                                      {"aa", "a"},
+                                      {"c", "a"},
+                                      {"b", "a"},
+                                      {"aa", "b"},
+                                      {"ab", "c"},
+                                      {"aa", "aa"},
+                                      {"bc", "a"},
+                                      {"ab", "ca"}}));
+  const std::vector<std::string> pool = {"a", "a", "b", "c"};
   uint64_t x = 11;
   for (int round = 0; round < 4000; ++round) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int len = 2 + static_cast<int>((x >> 40) % 46);  // within the scan's reach
-    std::string word;
-    for (int k = 0; k < len; ++k) {
-      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      word += "aabc"[(x >> 33) % 4];
-    }
+    const std::string word = RandomWord(x, 2, 46, pool);  // within the scan's reach
     std::vector<uint32_t> scan, heap;
     m.Encode(word, &scan);
     m.EncodeWhole(word, &heap);
