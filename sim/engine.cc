@@ -79,19 +79,19 @@ std::vector<KvEvent> Engine::TakeEvents() {
 }
 
 StepResult Engine::Step(double now) {
-  StepResult result;
-  result.start = now;
-  const uint32_t bs = profile_.block_size;
-  struct Scheduled {
-    Seq* seq;
-    uint32_t n;
-    uint32_t ctx_before;
-  };
-  std::vector<Scheduled> scheduled;
-  uint32_t budget = profile_.max_num_batched_tokens;
-  uint32_t loaded_blocks = 0;
-  uint64_t external_loaded_tokens = 0;
-  bool preempted = false;
+  StepProgress p = BeginStep(now);
+  while (!p.load.empty()) p = ResumeStep(external_->Load(p.load));
+  return std::move(p.result);
+}
+
+Engine::StepProgress Engine::BeginStep(double now) {
+  step_.emplace();
+  StepInProgress& st = *step_;
+  st.result.start = now;
+  st.now = now;
+  st.budget = profile_.max_num_batched_tokens;
+  uint32_t& budget = st.budget;
+  auto& scheduled = st.scheduled;
 
   // 1. Running requests first, in admission order; make room by preempting the newest.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -106,7 +106,7 @@ StepResult Engine::Step(double now) {
     kv_.RemoveSkipped(&s.kv, s.num_computed);
     bool self_preempted = false;
     while (!kv_.CanGrow(s.kv, s.num_computed, n)) {
-      preempted = true;
+      st.preempted = true;
       if (running_.size() - 1 > i) {
         Preempt(*running_.back());
         waiting_.push_front(std::move(running_.back()));
@@ -125,80 +125,112 @@ StepResult Engine::Step(double now) {
     budget -= n;
     ++i;
   }
+  return Admit();
+}
 
-  // 2. Admit waiting requests (not in a step that had to preempt), with prefix-cache hits.
-  while (!preempted && !waiting_.empty() && running_.size() < profile_.max_num_seqs && budget > 0) {
+bool Engine::PlanAdmission(size_t ext_hit) {
+  StepInProgress& st = *step_;
+  Seq& s = *waiting_.front();
+  const uint32_t bs = profile_.block_size;
+  st.computed = std::max(static_cast<uint32_t>((st.hit.blocks + ext_hit) * bs), st.remote);
+  st.n = ChunkTokens(
+      s, st.computed,
+      std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - st.computed, st.budget));
+  return st.n > 0 && kv_.CanAdmit(st.hit, st.hs, st.computed, st.n);
+}
+
+Engine::StepProgress Engine::ResumeStep(size_t loaded) {
+  StepInProgress& st = *step_;
+  if (loaded < st.ext_hit) {  // A failed load: recompute what did not arrive.
+    st.ext_hit = loaded;
+    if (!PlanAdmission(st.ext_hit)) return Finish();
+  }
+  AdmitFront();
+  return Admit();
+}
+
+// 2. Admit waiting requests (not in a step that had to preempt), with prefix-cache hits.
+Engine::StepProgress Engine::Admit() {
+  StepInProgress& st = *step_;
+  const uint32_t bs = profile_.block_size;
+  while (!st.preempted && !waiting_.empty() && running_.size() < profile_.max_num_seqs &&
+         st.budget > 0) {
     Seq& s = *waiting_.front();
     UpdateHashes(s);
     // As vLLM, at least the last token is always computed, so a block-aligned prompt hits at
     // most all blocks but its last.
     const size_t max_hit_blocks = (s.tokens.size() - 1) / bs;
-    const absl::Span<const uint64_t> hs =
-        absl::MakeConstSpan(s.hashes).first(std::min(s.hashes.size(), max_hit_blocks));
+    st.hs = absl::MakeConstSpan(s.hashes).first(std::min(s.hashes.size(), max_hit_blocks));
     // The local hit: the leading blocks every group serves (GPU, then the host tier).
-    const CacheHit hit = kv_.FindHit(hs);
-    const size_t local_hit = hit.blocks;
+    st.hit = kv_.FindHit(st.hs);
+    const size_t local_hit = st.hit.blocks;
     // Then the external store, for the blocks after the local hit (where vLLM asks its
     // connector's get_num_new_matched_tokens). Loaded blocks get fresh GPU blocks.
     // A P/D decode's prompt KV came from its prefill: it counts as computed, like a store hit,
     // but needs no lookup (first scheduling only; after a preemption the local cache serves).
-    const uint32_t remote =
-        s.scheduled_once
-            ? 0
-            : std::min<uint32_t>(s.req.remote_tokens, static_cast<uint32_t>(s.tokens.size()) - 1);
-    size_t ext_hit = 0;
-    if (external_ != nullptr && remote == 0 && local_hit < hs.size()) {
-      ext_hit = external_->Lookup(hs.subspan(local_hit));
+    st.remote = s.scheduled_once ? 0
+                                 : std::min<uint32_t>(s.req.remote_tokens,
+                                                      static_cast<uint32_t>(s.tokens.size()) - 1);
+    st.ext_hit = 0;
+    if (external_ != nullptr && st.remote == 0 && local_hit < st.hs.size()) {
+      st.ext_hit = external_->Lookup(st.hs.subspan(local_hit));
     }
-    // The chunk to run for a given store hit, and whether every group has room for it.
-    uint32_t computed = 0, n = 0;
-    auto plan = [&](size_t ext) {
-      computed = std::max(static_cast<uint32_t>((local_hit + ext) * bs), remote);
-      n = ChunkTokens(
-          s, computed,
-          std::min<uint32_t>(static_cast<uint32_t>(s.tokens.size()) - computed, budget));
-      return n > 0 && kv_.CanAdmit(hit, hs, computed, n);
-    };
-    if (!plan(ext_hit)) break;
-    if (ext_hit > 0) {
-      const size_t loaded = external_->Load(hs.subspan(local_hit, ext_hit));
-      if (loaded < ext_hit) {  // A failed load: recompute what did not arrive.
-        ext_hit = loaded;
-        if (!plan(ext_hit)) break;
-      }
-    }
-    // Store-loaded blocks are registered (and announced) like computed ones, in step 4.
-    kv_.Admit(&s.kv, hit, hs, computed, n);
-    if (hit.host > 0) {
-      loaded_blocks += static_cast<uint32_t>(hit.host);
-      counters_.host_blocks_loaded += hit.host;
-    }
-    s.num_computed = computed;
-    s.num_saved_blocks = static_cast<uint32_t>(local_hit + ext_hit);
-    const uint32_t local_tokens = static_cast<uint32_t>(local_hit * bs);
-    const uint32_t ext_tokens = remote > 0 ? 0 : computed - local_tokens;
-    external_loaded_tokens += ext_tokens;
-    counters_.prefix_cache_queries += s.tokens.size();
-    counters_.prefix_cache_hits += local_tokens;
-    if (external_ != nullptr) {
-      counters_.external_prefix_cache_queries += s.tokens.size() - local_tokens;
-      counters_.external_prefix_cache_hits += ext_tokens;
-    }
-    if (!s.scheduled_once) {
-      s.scheduled_once = true;
-      s.cached_tokens = computed;
-      s.external_tokens = ext_tokens;
-      counters_.usage_cached_tokens += computed;
-      counters_.usage_store_tokens += ext_tokens;
-      counters_.remote_prefill_tokens += computed - local_tokens - ext_tokens;
-      s.first_scheduled_time = now;
-      counters_.prompt_tokens += s.req.prompt.size();
-    }
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-    scheduled.push_back({&s, n, computed});
-    budget -= n;
+    if (!PlanAdmission(st.ext_hit)) break;
+    // The caller loads the store's blocks (Step() here, or its own thread), then ResumeStep().
+    if (st.ext_hit > 0) return {st.hs.subspan(local_hit, st.ext_hit), {}};
+    AdmitFront();
   }
+  return Finish();
+}
+
+void Engine::AdmitFront() {
+  StepInProgress& st = *step_;
+  Seq& s = *waiting_.front();
+  const uint32_t bs = profile_.block_size;
+  const size_t local_hit = st.hit.blocks;
+  const uint32_t computed = st.computed, n = st.n;
+  // Store-loaded blocks are registered (and announced) like computed ones, in step 4.
+  kv_.Admit(&s.kv, st.hit, st.hs, computed, n);
+  if (st.hit.host > 0) {
+    st.loaded_blocks += static_cast<uint32_t>(st.hit.host);
+    counters_.host_blocks_loaded += st.hit.host;
+  }
+  s.num_computed = computed;
+  s.num_saved_blocks = static_cast<uint32_t>(local_hit + st.ext_hit);
+  const uint32_t local_tokens = static_cast<uint32_t>(local_hit * bs);
+  const uint32_t ext_tokens = st.remote > 0 ? 0 : computed - local_tokens;
+  st.external_loaded_tokens += ext_tokens;
+  counters_.prefix_cache_queries += s.tokens.size();
+  counters_.prefix_cache_hits += local_tokens;
+  if (external_ != nullptr) {
+    counters_.external_prefix_cache_queries += s.tokens.size() - local_tokens;
+    counters_.external_prefix_cache_hits += ext_tokens;
+  }
+  if (!s.scheduled_once) {
+    s.scheduled_once = true;
+    s.cached_tokens = computed;
+    s.external_tokens = ext_tokens;
+    counters_.usage_cached_tokens += computed;
+    counters_.usage_store_tokens += ext_tokens;
+    counters_.remote_prefill_tokens += computed - local_tokens - ext_tokens;
+    s.first_scheduled_time = st.now;
+    counters_.prompt_tokens += s.req.prompt.size();
+  }
+  running_.push_back(std::move(waiting_.front()));
+  waiting_.pop_front();
+  st.scheduled.push_back({&s, n, computed});
+  st.budget -= n;
+}
+
+Engine::StepProgress Engine::Finish() {
+  StepInProgress st = std::move(*step_);
+  step_.reset();
+  const uint32_t bs = profile_.block_size;
+  StepResult& result = st.result;
+  const double now = st.now;
+  const auto& scheduled = st.scheduled;
+  const uint32_t loaded_blocks = st.loaded_blocks;
+  const uint64_t external_loaded_tokens = st.external_loaded_tokens;
 
   // 3. Step time from the profile.
   double d = profile_.step_fixed_s;
@@ -273,7 +305,7 @@ StepResult Engine::Step(double now) {
   }
   ++counters_.steps;
   result.events = TakeEvents();
-  return result;
+  return {{}, std::move(result)};
 }
 
 }  // namespace kvgate::sim

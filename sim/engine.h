@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "sim/block_pool.h"
 #include "sim/external_cache.h"
 #include "sim/kv_coordinator.h"
@@ -98,8 +100,23 @@ class Engine {
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
 
   /// Schedules and runs one step starting at simulated time `now`; the outputs and events
-  /// belong to its end, `now + duration`. Call only when HasWork().
+  /// belong to its end, `now + duration`. Call only when HasWork(). Store loads are synchronous
+  /// (ExternalKvCache::Load).
   StepResult Step(double now);
+
+  /// Step() in parts, for a caller that moves the store's bytes on another thread: BeginStep()
+  /// schedules until an admission needs blocks from the external store and returns them in
+  /// `load`; the caller loads them and calls ResumeStep(how many leading ones arrived), until
+  /// `load` comes back empty with the step's `result`. Same schedule and timings as Step().
+  /// Between the parts the engine is mid-step (InStep()): call nothing else that changes it
+  /// (AddRequest, Abort, ReleaseHeld, ResetPrefixCache); `load` stays valid until ResumeStep().
+  struct StepProgress {
+    absl::Span<const uint64_t> load;
+    StepResult result;
+  };
+  StepProgress BeginStep(double now);
+  StepProgress ResumeStep(size_t loaded);
+  bool InStep() const { return step_.has_value(); }
 
   /// Forgets the prefix cache (POST /reset_prefix_cache); events go to the next step's batch
   /// or to TakeEvents().
@@ -133,6 +150,35 @@ class Engine {
   };
   using SeqPtr = std::unique_ptr<Seq>;
 
+  struct Scheduled {
+    Seq* seq;
+    uint32_t n;
+    uint32_t ctx_before;
+  };
+  // A step between BeginStep() and its result: what is scheduled so far, and the admission of
+  // waiting_.front() while its store load is out.
+  struct StepInProgress {
+    double now = 0;
+    StepResult result;
+    std::vector<Scheduled> scheduled;
+    uint32_t budget = 0;
+    uint32_t loaded_blocks = 0;  // From the host tier.
+    uint64_t external_loaded_tokens = 0;
+    bool preempted = false;
+    absl::Span<const uint64_t> hs;  // The front's hashes that may hit.
+    CacheHit hit;
+    size_t ext_hit = 0;
+    uint32_t remote = 0;
+    uint32_t computed = 0;  // The front's plan: tokens counted computed, and its chunk.
+    uint32_t n = 0;
+  };
+
+  StepProgress Admit();
+  /// Plans the front's first chunk for a store hit of `ext_hit` blocks; false when no group has
+  /// room for it (admission stops for this step).
+  bool PlanAdmission(size_t ext_hit);
+  void AdmitFront();
+  StepProgress Finish();
   void UpdateHashes(Seq& seq);
   void Preempt(Seq& seq);
   /// The tokens of a chunk of up to `n` from seq's num_computed (or `computed`) that may run:
@@ -151,6 +197,7 @@ class Engine {
   EngineCounters counters_;
   absl::flat_hash_map<uint64_t, RequestKv> held_;  // Finished `hold` requests.
   uint64_t num_held_blocks_ = 0;
+  std::optional<StepInProgress> step_;
 };
 
 }  // namespace kvgate::sim

@@ -1,7 +1,8 @@
 // File: sim/engine_runner.h
 // How kvgate-sim drives its engines in real time: the process's simulated clock, the
 // hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
-// (each step ending on a timer at its simulated end) and publishes its KV events. Included by
+// (each step ending on a timer at its simulated end; store loads on the store client's threads)
+// and publishes its KV events. Included by
 // worker_server.h, server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread
 // only.
 #pragma once
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "sim/cli.h"
 #include "sim/engine.h"
 #include "sim/kv_events.h"
@@ -97,30 +99,41 @@ class EngineRunner {
   /// KV), so that its latencies count from then.
   void Submit(std::shared_ptr<Pending> pending, EngineRequest request, double arrived = -1) {
     const double now = clock_.Now();
-    // A request that arrives during a step is scheduled at its end; the clock of an idle engine
-    // jumps to the present.
-    const double arrival = stepping_ ? std::min(now, step_end_) : std::max(now, sim_now_);
-    if (!stepping_) sim_now_ = arrival;
-    request.arrival = arrived >= 0 ? std::min(arrival, arrived) : arrival;
-    pending_[request.id] = std::move(pending);
-    engine_.AddRequest(std::move(request));
-    if (!stepping_) StartStep();
+    if (engine_.InStep()) {
+      ++deferred_requests_;
+      deferred_.push_back([this, now, arrived, pending = std::move(pending),
+                           request = std::move(request)]() mutable {
+        --deferred_requests_;
+        Enqueue(now, std::move(pending), std::move(request), arrived);
+      });
+      return;
+    }
+    Enqueue(now, std::move(pending), std::move(request), arrived);
   }
 
   void Abort(uint64_t id) {
-    if (pending_.erase(id) > 0) engine_.Abort(id);
+    Between([this, id] {
+      if (pending_.erase(id) > 0) engine_.Abort(id);
+    });
   }
 
-  void ReleaseHeld(uint64_t id) { engine_.ReleaseHeld(id); }
+  void ReleaseHeld(uint64_t id) {
+    Between([this, id] { engine_.ReleaseHeld(id); });
+  }
 
-  void SetExternalCache(ExternalKvCache* cache) { engine_.SetExternalCache(cache); }
+  void SetExternalCache(ExternalKvCache* cache) {
+    external_ = cache;
+    engine_.SetExternalCache(cache);
+  }
 
   void ResetPrefixCache() {
-    engine_.ResetPrefixCache();
-    if (!stepping_) Publish(engine_.TakeEvents());
+    Between([this] {
+      engine_.ResetPrefixCache();
+      if (!stepping_) Publish(engine_.TakeEvents());
+    });
   }
 
-  size_t Load() const { return engine_.num_running() + engine_.num_waiting(); }
+  size_t Load() const { return engine_.num_running() + engine_.num_waiting() + deferred_requests_; }
   const Engine& engine() const { return engine_; }
   KvEventPublisher* publisher() const { return publisher_.get(); }
   uint32_t rank() const { return rank_; }
@@ -132,15 +145,57 @@ class EngineRunner {
   double sim_now() const { return sim_now_; }
 
  private:
+  // A request that arrives during a step is scheduled at its end; the clock of an idle engine
+  // jumps to the present.
+  void Enqueue(double now, std::shared_ptr<Pending> pending, EngineRequest request,
+               double arrived) {
+    const double arrival = stepping_ ? std::min(now, step_end_) : std::max(now, sim_now_);
+    if (!stepping_) sim_now_ = arrival;
+    request.arrival = arrived >= 0 ? std::min(arrival, arrived) : arrival;
+    pending_[request.id] = std::move(pending);
+    engine_.AddRequest(std::move(request));
+    if (!stepping_) StartStep();
+  }
+
+  // Runs `op`, which changes the engine, now or, while a step waits for a store load, once the
+  // step's result is known: in arrival order, as if it had come during the step's timer.
+  template <typename Op>
+  void Between(Op op) {
+    if (engine_.InStep()) {
+      deferred_.push_back(std::move(op));
+    } else {
+      op();
+    }
+  }
+
   void StartStep() {
     stepping_ = true;
-    StepResult r = engine_.Step(sim_now_);
+    Continue(engine_.BeginStep(sim_now_));
+  }
+
+  // The store's bytes move on the client's threads: a load of 20K blocks takes tens of ms of
+  // real time, which on this io thread would hold up every engine of the process (all ranks of
+  // all workers), not only the one that loads. The step's simulated time is the same.
+  void Continue(Engine::StepProgress p) {
+    if (!p.load.empty()) {
+      external_->LoadAsync(p.load, [this, ex = timer_.get_executor(),
+                                    alive = std::weak_ptr<int>(alive_)](size_t loaded) {
+        net::post(ex, [this, loaded, alive] {
+          if (!alive.expired()) Continue(engine_.ResumeStep(loaded));
+        });
+      });
+      return;
+    }
+    StepResult r = std::move(p.result);
     step_end_ = sim_now_ + r.duration;
     timer_.expires_at(clock_.RealAt(step_end_));
     timer_.async_wait([this, r = std::move(r)](const boost::system::error_code& ec) mutable {
       if (ec == net::error::operation_aborted) return;
       OnStepEnd(std::move(r));
     });
+    std::vector<absl::AnyInvocable<void()>> ops;
+    ops.swap(deferred_);
+    for (auto& op : ops) op();
   }
 
   void Publish(const std::vector<KvEvent>& events) {
@@ -194,6 +249,10 @@ class EngineRunner {
   double lag_ = 0;
   double max_lag_ = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  ExternalKvCache* external_ = nullptr;
+  std::vector<absl::AnyInvocable<void()>> deferred_;  // Arrived while a store load was out.
+  size_t deferred_requests_ = 0;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // Expires with the runner.
   Histogram ttft_;
   Histogram e2e_;
   Histogram queue_;

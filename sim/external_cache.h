@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/types/span.h"
 
 namespace kvgate::sim {
@@ -23,6 +24,13 @@ class ExternalKvCache {
   /// Loads the blocks `hashes` (found by Lookup); @return how many leading ones arrived (a
   /// failure truncates the load, and the engine recomputes the rest).
   virtual size_t Load(absl::Span<const uint64_t> hashes) = 0;
+  /// Load() off the caller's thread: `done(loaded)` runs on another thread once the blocks
+  /// arrived or failed; `hashes` stays valid until then. One load at a time per cache. The
+  /// default loads in the caller.
+  virtual void LoadAsync(absl::Span<const uint64_t> hashes,
+                         absl::AnyInvocable<void(size_t) &&> done) {
+    std::move(done)(Load(hashes));
+  }
   /// Saves newly computed full blocks, in chain order: `parent` is the block before the first
   /// (nullopt at the root), `tokens` holds block_size tokens per hash. Asynchronous; blocks the
   /// store already has are not written again.

@@ -44,6 +44,7 @@ absl::Status SimProcess::Start() {
     co.name = common::StrCat("sim-", ::getpid(), "-", s.options.base_port);
     co.timeout = std::chrono::milliseconds(500);  // A dead store must not stall the engines.
     co.in_flight_wait = std::chrono::milliseconds(200);
+    co.async_threads = 2;  // The engines' loads (EngineRunner): one may wait on the master.
     auto client = store::StoreClient::Create(co);
     if (!client.ok()) return client.status();
     s.store = std::move(*client);

@@ -44,6 +44,7 @@ StoreKvCache::StoreKvCache(std::shared_ptr<store::StoreClient> client, StoreCach
 StoreKvCache::~StoreKvCache() {
   {
     common::MutexLock lock(&mu_);
+    while (loading_) cv_.Wait(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -87,19 +88,46 @@ size_t StoreKvCache::Lookup(absl::Span<const uint64_t> hashes) {
   return n;
 }
 
-size_t StoreKvCache::Load(absl::Span<const uint64_t> hashes) {
+std::vector<store::GetEntry> StoreKvCache::LoadEntries(absl::Span<const uint64_t> hashes) const {
   const size_t n = std::min<size_t>(hashes.size(), options_.max_blocks);
   std::vector<store::GetEntry> gets(n);
   for (size_t i = 0; i < n; ++i)
     gets[i] = {Key(hashes[i]), {{load_buf_ + i * block_bytes(), block_bytes()}}};
-  auto got = client_->BatchGetInto(gets);
+  return gets;
+}
+
+size_t StoreKvCache::Loaded(const std::vector<absl::StatusOr<uint64_t>>& got, size_t asked) {
   size_t loaded = 0;
-  while (loaded < n && got[loaded].ok()) ++loaded;
-  if (loaded < n && !absl::IsNotFound(got[loaded].status())) Failed(got[loaded].status());
+  while (loaded < got.size() && got[loaded].ok()) ++loaded;
+  if (loaded < got.size() && !absl::IsNotFound(got[loaded].status())) Failed(got[loaded].status());
   common::MutexLock lock(&mu_);
   stats_.loaded_blocks += loaded;
-  stats_.load_failures += hashes.size() - loaded;
+  stats_.load_failures += asked - loaded;
   return loaded;
+}
+
+size_t StoreKvCache::Load(absl::Span<const uint64_t> hashes) {
+  return Loaded(client_->BatchGetInto(LoadEntries(hashes)), hashes.size());
+}
+
+void StoreKvCache::LoadAsync(absl::Span<const uint64_t> hashes,
+                             absl::AnyInvocable<void(size_t) &&> done) {
+  {
+    common::MutexLock lock(&mu_);
+    loading_ = true;
+  }
+  client_->BatchGetIntoAsync(
+      LoadEntries(hashes), [this, asked = hashes.size(),
+                            done = std::make_shared<absl::AnyInvocable<void(size_t) &&>>(std::move(
+                                done))](std::vector<absl::StatusOr<uint64_t>> got) mutable {
+        const size_t loaded = Loaded(got, asked);
+        {
+          common::MutexLock lock(&mu_);
+          loading_ = false;
+          cv_.SignalAll();
+        }
+        std::move (*done)(loaded);
+      });
 }
 
 void StoreKvCache::Save(absl::Span<const uint64_t> hashes, std::optional<uint64_t> parent,

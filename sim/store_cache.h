@@ -2,7 +2,8 @@
 // The simulated engine's store connector, modelled on vLLM's MooncakeStoreConnector
 // (shared/reference/protocols.md §7): blocks are kvgate-store objects keyed by the engine's
 // own block hash in the model's namespace; a lookup is one batched exists that stops at the
-// first miss, a load one batched get, and saves run on a thread of their own, writing only the
+// first miss, a load one batched get (on the caller's thread or the client's), and saves run on
+// a thread of their own, writing only the
 // blocks the store lacks. Real bytes move through transfer/ at profile.store_bytes_per_token a
 // token (the engine charges the real KV's time itself). A store that fails is skipped for a
 // second, then tried again, so workers fall back to recompute and keep serving.
@@ -51,11 +52,15 @@ class StoreKvCache final : public ExternalKvCache {
   /// cannot be allocated.
   static absl::StatusOr<std::unique_ptr<StoreKvCache>> Create(
       std::shared_ptr<store::StoreClient> client, StoreCacheOptions options);
-  /// Finishes queued saves (bounded by the client's time-out) and stops the save thread.
+  /// Waits for a load in flight, finishes queued saves (bounded by the client's time-out) and
+  /// stops the save thread.
   ~StoreKvCache() override;
 
   size_t Lookup(absl::Span<const uint64_t> hashes) override;
   size_t Load(absl::Span<const uint64_t> hashes) override;
+  /// On the client's async threads (StoreClient::BatchGetIntoAsync).
+  void LoadAsync(absl::Span<const uint64_t> hashes,
+                 absl::AnyInvocable<void(size_t) &&> done) override;
   void Save(absl::Span<const uint64_t> hashes, std::optional<uint64_t> parent,
             absl::Span<const uint32_t> tokens) override;
 
@@ -74,6 +79,9 @@ class StoreKvCache final : public ExternalKvCache {
   store::ObjectKey Key(uint64_t hash) const { return {ns_, hash}; }
   uint64_t block_bytes() const { return uint64_t{options_.block_size} * options_.bytes_per_token; }
   bool Usable();
+  std::vector<store::GetEntry> LoadEntries(absl::Span<const uint64_t> hashes) const;
+  /// Counts a load's results; @return the leading blocks that arrived.
+  size_t Loaded(const std::vector<absl::StatusOr<uint64_t>>& got, size_t asked);
   void Failed(const absl::Status& s);
   void SaveLoop();
 
@@ -86,6 +94,7 @@ class StoreKvCache final : public ExternalKvCache {
   common::CondVar cv_;
   std::deque<SaveJob> jobs_ ABSL_GUARDED_BY(mu_);
   bool saving_ ABSL_GUARDED_BY(mu_) = false;
+  bool loading_ ABSL_GUARDED_BY(mu_) = false;  // An async load is out (it writes load_buf_).
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   StoreCacheStats stats_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point down_until_ ABSL_GUARDED_BY(mu_){};

@@ -13,8 +13,8 @@
 // than first-touch page faults. One
 // op is one key (gets count hits only; misses, keys the target evicted, are printed apart).
 // Prints `put ops/s=N GB/s=X` and `get ops/s=N GB/s=X`; exits 1 on a wrong byte.
-// --exists-chain N (store only): a chain of N small objects, then the p50/p99 of one batched
-// exists of the whole chain.
+// --exists-chain N (store only): a chain of N objects of --value-size (at most 4 KiB), then the
+// p50/p99 of one batched exists of the whole chain and the p50/max of one batched get of it.
 // --probe-size SIZE (store only): a second client (its own connections) gets one SIZE object in a
 // loop, quiet first and then while the put and get phases run; prints each phase's latency
 // (`probe quiet|put|get n=N p50_us= p99_us= max_us=`): does a large transfer starve small ones?
@@ -300,15 +300,19 @@ void Report(const char* what, uint64_t ops, uint64_t bytes, double secs) {
   std::fflush(stdout);
 }
 
-void ExistsChain(kvgate::store::StoreClient& client, uint32_t n) {
-  auto buf = client.AllocateBuffer(64);
-  if (!buf.ok()) Die("exists: cannot allocate");
-  std::memset(*buf, 7, 64);
+void ExistsChain(kvgate::store::StoreClient& client, uint32_t n, uint64_t value_size) {
+  const uint64_t v = std::min<uint64_t>(value_size, 4096);  // A simulator's stand-in block.
+  auto buf = client.AllocateBuffer(v);
+  auto into = client.AllocateBuffer(uint64_t{n} * v);
+  if (!buf.ok() || !into.ok()) Die("exists: cannot allocate");
+  std::memset(*buf, 7, v);
   std::vector<ObjectKey> keys;
   std::vector<kvgate::store::PutEntry> entries;
+  std::vector<kvgate::store::GetEntry> gets;
   for (uint32_t i = 0; i < n; ++i) {
     keys.push_back({"chain", 0x9e3779b97f4a7c15ull * (i + 1)});
-    entries.push_back({keys.back(), {{*buf, 64}}, {}, {}});
+    entries.push_back({keys.back(), {{*buf, v}}, {}, {}});
+    gets.push_back({keys.back(), {{static_cast<uint8_t*>(*into) + i * v, v}}});
   }
   for (size_t at = 0; at < entries.size(); at += 256) {
     auto part = absl::MakeConstSpan(entries).subspan(at, 256);
@@ -327,6 +331,21 @@ void ExistsChain(kvgate::store::StoreClient& client, uint32_t n) {
   std::sort(us.begin(), us.end());
   std::printf("exists chain=%u p50_us=%.1f p99_us=%.1f\n", n, us[us.size() / 2],
               us[us.size() * 99 / 100]);
+  // Then one batched get of the whole chain: a simulated engine's store load of a long prompt.
+  us.clear();
+  for (int i = 0; i < 20; ++i) {
+    std::memset(*into, 0, uint64_t{n} * v);
+    const auto t0 = Clock::now();
+    auto got = client.BatchGetInto(gets);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    for (uint32_t k = 0; k < n; ++k) {
+      if (!got[k].ok()) Die("get chain: " + std::string(got[k].status().message()));
+      if (static_cast<uint8_t*>(*into)[uint64_t{k} * v + v - 1] != 7) Die("get chain: wrong byte");
+    }
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("get chain=%u value=%lu p50_us=%.1f max_us=%.1f\n", n, static_cast<unsigned long>(v),
+              us[us.size() / 2], us.back());
 }
 
 }  // namespace
@@ -356,7 +375,7 @@ int main(int argc, char** argv) {
   }
   if (a.exists_chain > 0) {
     if (store == nullptr) Die("--exists-chain needs --store");
-    ExistsChain(store->client(), a.exists_chain);
+    ExistsChain(store->client(), a.exists_chain, a.value_size);
     return 0;
   }
   uint64_t next = 0;

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
 #include "sim/engine.h"
+#include "sim/engine_runner.h"
 #include "sim/server.h"
 #include "sim/store_cache.h"
 #include "store/data_node.h"
@@ -51,7 +53,7 @@ class FakeStore : public ExternalKvCache {
   void Save(absl::Span<const uint64_t> hashes, std::optional<uint64_t> parent,
             absl::Span<const uint32_t> tokens) override {
     EXPECT_EQ(tokens.size(), hashes.size() * 16);
-    if (!saved_order.empty()) {
+    if (one_chain && !saved_order.empty()) {
       EXPECT_TRUE(parent.has_value());
     }
     for (uint64_t h : hashes) {
@@ -63,6 +65,7 @@ class FakeStore : public ExternalKvCache {
   std::vector<uint64_t> saved_order;
   size_t load_limit = ~size_t{0};
   int lookups = 0;
+  bool one_chain = true;  // Every save continues the chain saved before (a single prompt's).
 };
 
 RequestOutput RunToEnd(Engine& e, uint64_t id, std::vector<uint32_t> prompt, double now = 0) {
@@ -126,6 +129,124 @@ TEST(StoreConnector, ShortLoadRecomputesTheRest) {
   EXPECT_EQ(r.cached_tokens, 48u);
   EXPECT_EQ(r.external_tokens, 48u);
   EXPECT_NEAR(r.first_token_time, 0.01 + 80 * 0.001 + 48 * 0.00025, 1e-9);
+}
+
+// Step() in parts (the runner's form, with the loads answered later) gives the same schedule,
+// tokens and timings as Step(), also when a load comes back short and admission goes on after it.
+TEST(StoreConnector, StepInPartsEqualsStep) {
+  for (const size_t limit : {~size_t{0}, size_t{3}}) {
+    SCOPED_TRACE(limit);
+    FakeStore filled;
+    Engine a(SmallProfile(), "m", 0);
+    a.SetExternalCache(&filled);
+    RunToEnd(a, 1, Prompt(128, 7));
+    filled.load_limit = limit;
+    filled.one_chain = false;
+    // A store hit between requests without one, all waiting at once.
+    const std::vector<std::vector<uint32_t>> prompts = {Prompt(40, 900), Prompt(128, 7),
+                                                        Prompt(30, 500), Prompt(20, 300)};
+    auto run = [&](bool parts) {
+      FakeStore store = filled;  // Each run saves into a copy of its own.
+      Engine e(SmallProfile(), "m", 0);
+      e.SetExternalCache(&store);
+      for (uint64_t i = 0; i < prompts.size(); ++i) e.AddRequest({i, prompts[i], 3, 0});
+      std::vector<std::pair<double, RequestOutput>> outs;
+      size_t loads = 0;
+      double now = 0;
+      while (e.HasWork()) {
+        StepResult r;
+        if (parts) {
+          Engine::StepProgress p = e.BeginStep(now);
+          while (!p.load.empty()) {
+            EXPECT_TRUE(e.InStep());
+            ++loads;
+            p = e.ResumeStep(std::min(p.load.size(), limit));
+          }
+          EXPECT_FALSE(e.InStep());
+          r = std::move(p.result);
+        } else {
+          r = e.Step(now);
+        }
+        now += r.duration;
+        for (auto& o : r.outputs) outs.emplace_back(r.duration, o);
+      }
+      if (parts) EXPECT_EQ(loads, 1u);
+      return outs;
+    };
+    const auto whole = run(false), parted = run(true);
+    ASSERT_EQ(whole.size(), parted.size());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const RequestOutput &w = whole[i].second, &p = parted[i].second;
+      EXPECT_EQ(whole[i].first, parted[i].first) << i;
+      EXPECT_EQ(w.id, p.id) << i;
+      EXPECT_EQ(w.new_tokens, p.new_tokens) << i;
+      EXPECT_EQ(w.cached_tokens, p.cached_tokens) << i;
+      EXPECT_EQ(w.external_tokens, p.external_tokens) << i;
+      EXPECT_EQ(w.first_token_time, p.first_token_time) << i;
+    }
+    const auto loaded =
+        std::find_if(whole.begin(), whole.end(), [](const auto& o) { return o.second.id == 1; });
+    ASSERT_NE(loaded, whole.end());
+    EXPECT_EQ(loaded->second.external_tokens, limit == 3 ? 48u : 112u);
+  }
+}
+
+// A store that holds every block; its first load waits until the test answers it.
+class HeldLoadStore : public ExternalKvCache {
+ public:
+  size_t Lookup(absl::Span<const uint64_t> hashes) override { return hashes.size(); }
+  size_t Load(absl::Span<const uint64_t> hashes) override { return hashes.size(); }
+  void LoadAsync(absl::Span<const uint64_t> hashes,
+                 absl::AnyInvocable<void(size_t) &&> done) override {
+    if (asked > 0) return std::move(done)(hashes.size());
+    asked = hashes.size();
+    held = std::move(done);
+  }
+  void Save(absl::Span<const uint64_t>, std::optional<uint64_t>,
+            absl::Span<const uint32_t>) override {}
+  size_t asked = 0;
+  absl::AnyInvocable<void(size_t) &&> held;
+};
+
+// The runner moves a store's bytes off the io thread that every engine of the process shares:
+// while one engine's load is out, another engine serves, and what reaches the loading engine
+// meanwhile (a request, an abort) is applied once its step is known.
+TEST(StoreConnector, ALoadInFlightHoldsUpOnlyItsOwnEngine) {
+  net::io_context io;
+  SimOptions o;
+  o.profile = SmallProfile();
+  const SimClock clock(std::chrono::steady_clock::now(), 0.001);
+  EngineRunner loading(io, o, 0, clock, nullptr), other(io, o, 1, clock, nullptr);
+  HeldLoadStore store;
+  loading.SetExternalCache(&store);
+  auto pending = [&] { return std::make_shared<Pending>(io.get_executor()); };
+  auto first = pending(), second = pending(), aborted = pending(), elsewhere = pending();
+  loading.Submit(first, {1, Prompt(128, 7), 2});
+  ASSERT_TRUE(store.held) << "the load did not go to LoadAsync";
+  EXPECT_EQ(store.asked, 7u);
+  loading.Submit(second, {2, Prompt(20, 300), 2});
+  loading.Submit(aborted, {3, Prompt(20, 400), 2});
+  loading.Abort(3);
+  other.Submit(elsewhere, {1, Prompt(64, 900), 2});
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(std::chrono::milliseconds(5));
+      io.restart();
+    }
+    return done();
+  };
+  EXPECT_TRUE(run_until([&] { return elsewhere->finished; }));
+  EXPECT_FALSE(first->finished);
+  EXPECT_EQ(loading.Load(), 3u);  // The one loading and the two that came during its step.
+  std::move(store.held)(7);
+  EXPECT_TRUE(run_until([&] { return first->finished && second->finished; }));
+  EXPECT_EQ(first->cached_tokens, 112u);
+  EXPECT_EQ(first->store_tokens, 112u);
+  EXPECT_EQ(second->tokens.size(), 2u);
+  EXPECT_FALSE(aborted->finished);
+  EXPECT_EQ(loading.Load(), 0u);
+  EXPECT_EQ(loading.engine().counters().finished, 2u);
 }
 
 // The real connector against a kvgate-store in this process.
