@@ -85,7 +85,7 @@ StepResult Engine::Step(double now) {
 }
 
 Engine::StepProgress Engine::BeginStep(double now) {
-  step_.emplace();
+  step_ = std::make_unique<StepInProgress>();
   StepInProgress& st = *step_;
   st.result.start = now;
   st.now = now;

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,7 +115,7 @@ class Engine {
   };
   StepProgress BeginStep(double now);
   StepProgress ResumeStep(size_t loaded);
-  bool InStep() const { return step_.has_value(); }
+  bool InStep() const { return step_ != nullptr; }
 
   /// Forgets the prefix cache (POST /reset_prefix_cache); events go to the next step's batch
   /// or to TakeEvents().
@@ -197,7 +196,7 @@ class Engine {
   EngineCounters counters_;
   absl::flat_hash_map<uint64_t, RequestKv> held_;  // Finished `hold` requests.
   uint64_t num_held_blocks_ = 0;
-  std::optional<StepInProgress> step_;
+  std::unique_ptr<StepInProgress> step_;  // Null between steps.
 };
 
 }  // namespace kvgate::sim
