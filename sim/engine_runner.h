@@ -2,9 +2,8 @@
 // How kvgate-sim drives its engines in real time: the process's simulated clock, the
 // hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
 // (each step ending on a timer at its simulated end; store loads on the store client's threads)
-// and publishes its KV events. Included by
-// worker_server.h, server.cc and pd_agent.h only (it brings Asio). Thread-compatible: io thread
-// only.
+// and publishes its KV events. Included by worker_server.h, server.cc and pd_agent.h only (it
+// brings Asio). Thread-compatible: io thread only.
 #pragma once
 
 #include <boost/asio.hpp>

@@ -3,11 +3,11 @@
 // (shared/reference/protocols.md §7): blocks are kvgate-store objects keyed by the engine's
 // own block hash in the model's namespace; a lookup is one batched exists that stops at the
 // first miss, a load one batched get (on the caller's thread or the client's), and saves run on
-// a thread of their own, writing only the
-// blocks the store lacks. Real bytes move through transfer/ at profile.store_bytes_per_token a
-// token (the engine charges the real KV's time itself). A store that fails is skipped for a
-// second, then tried again, so workers fall back to recompute and keep serving.
-// Thread-safe (the engine calls it on its io thread; saves run on the save thread).
+// a thread of their own, writing only the blocks the store lacks. Real bytes move through
+// transfer/ at profile.store_bytes_per_token a token (the engine charges the real KV's time
+// itself). A store that fails is skipped for a second, then tried again, so workers fall back
+// to recompute and keep serving. Thread-safe (the runner calls it on its io thread; async loads
+// finish on the client's threads, saves on the save thread).
 #pragma once
 
 #include <atomic>
