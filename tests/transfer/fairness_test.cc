@@ -202,8 +202,9 @@ TEST(FairnessTest, CopyWorkersRunASmallCopyBeforeALargeOneEnds) {
   const auto order = gate.order();
   ASSERT_EQ(order.size(), kChunks + 1);
   const auto at = std::find(order.begin(), order.end(), small.data()) - order.begin();
-  // Queued behind the chunk its flow arrived behind (the large flow keeps the head while alone),
-  // then one turn each: third. A queue in arrival order runs it last.
+  // The large flow keeps the queue's head while it is alone, so the worker takes its second
+  // chunk next; then the flows take turns and the small copy runs third. A queue in arrival order
+  // would run it last.
   EXPECT_EQ(at, 2) << "the small copy ran after " << at << " of the large one's " << kChunks
                    << " chunks";
   EXPECT_EQ(FindPatternMismatch(large.data(), large.size(), 29), -1);
