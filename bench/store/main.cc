@@ -13,8 +13,9 @@
 // than first-touch page faults. One
 // op is one key (gets count hits only; misses, keys the target evicted, are printed apart).
 // Prints `put ops/s=N GB/s=X` and `get ops/s=N GB/s=X`; exits 1 on a wrong byte.
-// --exists-chain N (store only): a chain of N objects of --value-size (at most 4 KiB), then the
-// p50/p99 of one batched exists of the whole chain and the p50/max of one batched get of it.
+// --exists-chain N (store only): a chain of N objects of --value-size if it is at most 4 KiB
+// (else 64 B), then the p50/p99 of one batched exists of the whole chain and the p50/max of one
+// batched get of it.
 // --probe-size SIZE (store only): a second client (its own connections) gets one SIZE object in a
 // loop, quiet first and then while the put and get phases run; prints each phase's latency
 // (`probe quiet|put|get n=N p50_us= p99_us= max_us=`): does a large transfer starve small ones?
@@ -301,7 +302,9 @@ void Report(const char* what, uint64_t ops, uint64_t bytes, double secs) {
 }
 
 void ExistsChain(kvgate::store::StoreClient& client, uint32_t n, uint64_t value_size) {
-  const uint64_t v = std::min<uint64_t>(value_size, 4096);  // A simulator's stand-in block.
+  // --value-size when it names a small object (a simulator's stand-in block is 256 B), else
+  // 64 B as before, so that a long chain still fits a small store.
+  const uint64_t v = value_size <= 4096 ? value_size : 64;
   auto buf = client.AllocateBuffer(v);
   auto into = client.AllocateBuffer(uint64_t{n} * v);
   if (!buf.ok() || !into.ok()) Die("exists: cannot allocate");
@@ -310,7 +313,7 @@ void ExistsChain(kvgate::store::StoreClient& client, uint32_t n, uint64_t value_
   std::vector<kvgate::store::PutEntry> entries;
   std::vector<kvgate::store::GetEntry> gets;
   for (uint32_t i = 0; i < n; ++i) {
-    keys.push_back({"chain", 0x9e3779b97f4a7c15ull * (i + 1)});
+    keys.push_back({"chain-" + std::to_string(v), 0x9e3779b97f4a7c15ull * (i + 1)});
     entries.push_back({keys.back(), {{*buf, v}}, {}, {}});
     gets.push_back({keys.back(), {{static_cast<uint8_t*>(*into) + i * v, v}}});
   }
