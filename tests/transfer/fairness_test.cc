@@ -16,7 +16,6 @@
 #include "gtest/gtest.h"
 #include "tests/transfer/test_support.h"
 #include "transfer/copy_pool.h"
-#include "transfer/gpu/gpu_runtime.h"
 #include "transfer/metrics.h"
 #include "transfer/task.h"
 #include "transfer/transfer_engine.h"
@@ -133,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(SliceBytes, TcpFairnessTest, ::testing::Values(64u << 1
 // "Device" copies that log their order and hold the first one until released, so the worker is
 // busy with the large copy's first chunk while the small one is queued: the order then depends on
 // the pool's queueing alone, not on how the test thread is scheduled.
-class GatedRuntime final : public GpuRuntime {
+class GatedRuntime final : public testing::StubGpuRuntime {
  public:
   void Release() {
     common::MutexLock lock(&mu_);
@@ -149,10 +148,6 @@ class GatedRuntime final : public GpuRuntime {
     return order_;
   }
 
-  std::string_view Name() const override { return "gated"; }
-  MemoryKind kind() const override { return MemoryKind::kCuda; }
-  int DeviceCount() const override { return 1; }
-  absl::Status CheckDeviceRange(const void*, uint64_t, int) override { return absl::OkStatus(); }
   absl::Status Copy(void* dst, const void* src, uint64_t length) override {
     {
       common::MutexLock lock(&mu_);
@@ -162,15 +157,6 @@ class GatedRuntime final : public GpuRuntime {
     }
     std::memcpy(dst, src, length);
     return absl::OkStatus();
-  }
-  absl::StatusOr<void*> AllocPinned(uint64_t) override { return absl::UnimplementedError("gated"); }
-  void FreePinned(void*) override {}
-  absl::StatusOr<void*> AllocDevice(uint64_t, int) override {
-    return absl::UnimplementedError("gated");
-  }
-  void FreeDevice(void*) override {}
-  absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void*, uint64_t) override {
-    return absl::UnimplementedError("gated");
   }
 
  private:

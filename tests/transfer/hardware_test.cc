@@ -134,16 +134,13 @@ TEST(HipTest, DeviceMemoryRoundTrip) {
 
 // "Device memory" that is host memory inside an arena: every access must go through Copy(),
 // which counts, so the test sees that transports bounce instead of touching it directly.
-class FakeGpuRuntime final : public GpuRuntime {
+class FakeGpuRuntime final : public testing::StubGpuRuntime {
  public:
   explicit FakeGpuRuntime(uint64_t arena) : arena_(arena) {}
   uint8_t* arena() { return arena_.data(); }
   uint64_t copies() const { return copies_.load(); }
   uint64_t pinned() const { return pinned_.load(); }
 
-  std::string_view Name() const override { return "fake-cuda"; }
-  MemoryKind kind() const override { return MemoryKind::kCuda; }
-  int DeviceCount() const override { return 1; }
   absl::Status CheckDeviceRange(const void* addr, uint64_t length, int device) override {
     const auto* p = static_cast<const uint8_t*>(addr);
     if (p < arena_.data() || p + length > arena_.data() + arena_.size()) {
@@ -161,13 +158,6 @@ class FakeGpuRuntime final : public GpuRuntime {
     return static_cast<void*>(new uint8_t[length]);
   }
   void FreePinned(void* ptr) override { delete[] static_cast<uint8_t*>(ptr); }
-  absl::StatusOr<void*> AllocDevice(uint64_t, int) override {
-    return absl::UnimplementedError("fake");
-  }
-  void FreeDevice(void*) override {}
-  absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void*, uint64_t) override {
-    return absl::UnimplementedError("fake runtime: no dma-buf");
-  }
 
  private:
   std::vector<uint8_t> arena_;

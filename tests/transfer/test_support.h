@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "tests/support/loopback.h"
 #include "tests/support/temp_files.h"
+#include "transfer/gpu/gpu_runtime.h"
 #include "transfer/transfer_engine.h"
 
 namespace kvgate::transfer::testing {
@@ -26,6 +28,26 @@ void FillPattern(uint8_t* p, uint64_t length, uint64_t seed, uint64_t first_offs
 /// Index of the first byte of p[0, length) that differs from the pattern, or -1.
 int64_t FindPatternMismatch(const uint8_t* p, uint64_t length, uint64_t seed,
                             uint64_t first_offset = 0);
+
+/// "Device memory" for tests without a GPU: one CUDA device whose ranges all pass, and nothing
+/// to allocate or export. A fake overrides Copy() (every access to its memory goes through it)
+/// and what else it observes.
+class StubGpuRuntime : public GpuRuntime {
+ public:
+  std::string_view Name() const override { return "fake-cuda"; }
+  MemoryKind kind() const override { return MemoryKind::kCuda; }
+  int DeviceCount() const override { return 1; }
+  absl::Status CheckDeviceRange(const void*, uint64_t, int) override { return absl::OkStatus(); }
+  absl::StatusOr<void*> AllocPinned(uint64_t) override { return absl::UnimplementedError("stub"); }
+  void FreePinned(void*) override {}
+  absl::StatusOr<void*> AllocDevice(uint64_t, int) override {
+    return absl::UnimplementedError("stub");
+  }
+  void FreeDevice(void*) override {}
+  absl::StatusOr<DmaBufRegion> ExportDmaBuf(const void*, uint64_t) override {
+    return absl::UnimplementedError("stub runtime: no dma-buf");
+  }
+};
 
 // The transfer tests name these testing::TempDir and testing::FreePort.
 using kvgate::testing::FreePort;
