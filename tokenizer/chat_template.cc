@@ -1,10 +1,14 @@
 #include "tokenizer/chat_template.h"
 
 #include <simdjson.h>
+#include <xxhash.h>
+
+#include <optional>
 
 #include "common/strings.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja_memo.h"
 
 namespace kvgate::tokenizer {
 namespace {
@@ -223,8 +227,25 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Parse(std::string_vi
   return out;
 }
 
-absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTokensMap& tokens,
-                                         std::string* out, bool* add_special_tokens) const {
+// What the template reads of a request.
+struct ChatTemplate::Request {
+  jinja::Array conversation;
+  jinja::KnownHashes hashes;  // of the messages that came from the cache
+  Value tools = Value::None();
+  Value kwargs;     // Undefined when absent
+  Value documents;  // Undefined when absent
+  bool continue_final = false;
+  bool add_generation = true;
+  bool add_special = false;
+};
+
+namespace {
+
+// The whole body through a JSON tree: the reference every other read must equal, and the one
+// whose errors a client sees.
+absl::Status ReadWhole(std::string_view body, bool openai, jinja::Array* conversation,
+                       Value* tools_out, Value* kwargs_out, Value* documents_out,
+                       bool* continue_final_out, bool* add_generation_out, bool* add_special_out) {
   thread_local simdjson::dom::parser parser;
   element doc;
   if (auto err = parser.parse(body.data(), body.size()).get(doc); err != simdjson::SUCCESS) {
@@ -239,15 +260,13 @@ absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTok
   auto messages = field("messages");
   if (!messages.ok()) return messages.status();
   if (!messages->is_array()) return Bad("the body has no \"messages\" list");
-  jinja::Array conversation;
   for (size_t i = 0; i < messages->array().size(); ++i) {
-    auto m = NormalizeMessage(messages->array()[i], i, openai_content_);
+    auto m = NormalizeMessage(messages->array()[i], i, openai);
     if (!m.ok()) return m.status();
-    conversation.push_back(*std::move(m));
+    conversation->push_back(*std::move(m));
   }
   auto tools = field("tools");
   if (!tools.ok()) return tools.status();
-  Value tool_list = Value::None();
   if (tools->is_array()) {
     jinja::Array list;
     for (size_t i = 0; i < tools->array().size(); ++i) {
@@ -255,15 +274,180 @@ absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTok
       if (!t.ok()) return t.status();
       list.push_back(*std::move(t));
     }
-    tool_list = Value::MakeArray(std::move(list));
+    *tools_out = Value::MakeArray(std::move(list));
   }
   auto flag = [&](const char* key, bool dflt) {
     bool b;
     return doc[key].get(b) == simdjson::SUCCESS ? b : dflt;
   };
-  const bool continue_final = flag("continue_final_message", false);
-  const bool add_generation = flag("add_generation_prompt", !continue_final);
-  *add_special_tokens = flag("add_special_tokens", false);
+  *continue_final_out = flag("continue_final_message", false);
+  *add_generation_out = flag("add_generation_prompt", !*continue_final_out);
+  *add_special_out = flag("add_special_tokens", false);
+  auto kwargs = field("chat_template_kwargs");
+  if (!kwargs.ok()) return kwargs.status();
+  *kwargs_out = *kwargs;
+  auto documents = field("documents");
+  if (!documents.ok()) return documents.status();
+  *documents_out = *documents;
+  return absl::OkStatus();
+}
+
+// A list or an object given as raw JSON, as a Value; false when it is not valid.
+bool RawToValue(std::string_view raw, Value* out) {
+  thread_local simdjson::dom::parser parser;
+  element e;
+  if (parser.parse(raw.data(), raw.size()).get(e) != simdjson::SUCCESS) return false;
+  auto v = ToValue(e, 0);
+  if (!v.ok()) return false;
+  *out = *std::move(v);
+  return true;
+}
+
+}  // namespace
+
+bool ChatTemplate::ReadMessage(std::string_view raw, size_t index, Request* r) const {
+  const XXH128_hash_t h = XXH3_128bits(raw.data(), raw.size());
+  const jinja::ValueHash key{h.low64, h.high64};
+  {
+    common::MutexLock lock(&mu_);
+    if (const CachedMessage* c = messages_.Find(key)) {
+      ++message_stats_.hits;
+      r->conversation.push_back(c->value);
+      r->hashes[&c->value.object()] = c->hash;
+      return true;
+    }
+  }
+  Value v;
+  if (!RawToValue(raw, &v)) return false;
+  auto m = NormalizeMessage(v, index, openai_content_);
+  if (!m.ok()) return false;
+  CachedMessage c{*std::move(m), {}};
+  c.hash = jinja::HashValue(c.value);
+  r->conversation.push_back(c.value);
+  r->hashes[&c.value.object()] = c.hash;
+  common::MutexLock lock(&mu_);
+  ++message_stats_.misses;
+  messages_.Put(key, std::move(c), 2 * raw.size() + 256);
+  return true;
+}
+
+bool ChatTemplate::ReadReusing(std::string_view body, Request* r) const {
+  namespace od = simdjson::ondemand;
+  thread_local od::parser parser;
+  thread_local std::string padded;
+  padded.assign(body.data(), body.size());
+  padded.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  od::document doc;
+  od::object top;
+  if (parser.iterate(padded.data(), body.size(), padded.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(top) != simdjson::SUCCESS) {
+    return false;
+  }
+  // The first occurrence of a key counts, as in the full read (a JSON tree's lookup).
+  bool messages = false, tools = false, kwargs = false, documents = false;
+  struct Flag {
+    bool seen = false;
+    std::optional<bool> value;
+  } continue_final, add_generation, add_special;
+  for (auto field : top) {
+    std::string_view key;
+    od::value v;
+    od::json_type type;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
+        field.value().get(v) != simdjson::SUCCESS || v.type().get(type) != simdjson::SUCCESS) {
+      return false;
+    }
+    auto raw = [&](std::string_view* out) {
+      if (type == od::json_type::array) {
+        od::array a;
+        return v.get_array().get(a) == simdjson::SUCCESS &&
+               a.raw_json().get(*out) == simdjson::SUCCESS;
+      }
+      od::object o;
+      return v.get_object().get(o) == simdjson::SUCCESS &&
+             o.raw_json().get(*out) == simdjson::SUCCESS;
+    };
+    auto flag = [&](Flag* f) {  // a flag that is not a bool keeps its default
+      if (f->seen) return;
+      f->seen = true;
+      bool b = false;
+      if (type == od::json_type::boolean && v.get_bool().get(b) == simdjson::SUCCESS) f->value = b;
+    };
+    if (key == "messages" && !messages) {
+      messages = true;
+      od::array list;
+      if (type != od::json_type::array || v.get_array().get(list) != simdjson::SUCCESS)
+        return false;
+      size_t i = 0;
+      for (auto item : list) {
+        od::object o;
+        std::string_view bytes;
+        if (item.get_object().get(o) != simdjson::SUCCESS ||
+            o.raw_json().get(bytes) != simdjson::SUCCESS || !ReadMessage(bytes, i++, r)) {
+          return false;
+        }
+      }
+    } else if (key == "tools" && !tools) {
+      tools = true;
+      if (type == od::json_type::null) continue;
+      std::string_view bytes;
+      Value list;
+      if (type != od::json_type::array || !raw(&bytes) || !RawToValue(bytes, &list)) return false;
+      jinja::Array normalized;
+      for (size_t i = 0; i < list.array().size(); ++i) {
+        auto t = NormalizeTool(list.array()[i], i);
+        if (!t.ok()) return false;
+        normalized.push_back(*std::move(t));
+      }
+      r->tools = Value::MakeArray(std::move(normalized));
+    } else if ((key == "chat_template_kwargs" && !kwargs) || (key == "documents" && !documents)) {
+      Value* out = key == "documents" ? &r->documents : &r->kwargs;
+      (key == "documents" ? documents : kwargs) = true;
+      std::string_view bytes;
+      if (type == od::json_type::null) {
+        *out = Value::None();
+      } else if (type != od::json_type::array && type != od::json_type::object) {
+        return false;  // a scalar: rare, read in full
+      } else if (!raw(&bytes) || !RawToValue(bytes, out)) {
+        return false;
+      }
+    } else if (key == "continue_final_message") {
+      flag(&continue_final);
+    } else if (key == "add_generation_prompt") {
+      flag(&add_generation);
+    } else if (key == "add_special_tokens") {
+      flag(&add_special);
+    }
+  }
+  if (!messages) return false;
+  r->continue_final = continue_final.value.value_or(false);
+  r->add_generation = add_generation.value.value_or(!r->continue_final);
+  r->add_special = add_special.value.value_or(false);
+  return true;
+}
+
+ChatTemplate::MessageStats ChatTemplate::message_stats() const {
+  common::MutexLock lock(&mu_);
+  MessageStats s = message_stats_;
+  s.bytes = messages_.bytes();
+  return s;
+}
+
+absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTokensMap& tokens,
+                                         std::string* out, bool* add_special_tokens,
+                                         bool reuse) const {
+  Request r;
+  if (!reuse || !ReadReusing(body, &r)) {
+    r = Request{};
+    if (absl::Status s =
+            ReadWhole(body, openai_content_, &r.conversation, &r.tools, &r.kwargs, &r.documents,
+                      &r.continue_final, &r.add_generation, &r.add_special);
+        !s.ok()) {
+      return s;
+    }
+  }
+  const jinja::Array& conversation = r.conversation;
+  *add_special_tokens = r.add_special;
 
   // transformers: {**special_tokens_map, **kwargs}, then the named arguments.
   Value ctx = Value::MakeObject();
@@ -273,21 +457,18 @@ absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTok
     for (const auto& s : tokens.additional) extra.push_back(Value::String(s));
     ctx.Set("additional_special_tokens", Value::MakeArray(std::move(extra)));
   }
-  auto kwargs = field("chat_template_kwargs");
-  if (!kwargs.ok()) return kwargs.status();
-  if (kwargs->is_object()) {
-    for (const auto& [k, v] : kwargs->object()) ctx.Set(k, v);
+  if (r.kwargs.is_object()) {
+    for (const auto& [k, v] : r.kwargs.object()) ctx.Set(k, v);
   }
-  auto documents = field("documents");
-  if (!documents.ok()) return documents.status();
   ctx.Set("messages", Value::MakeArray(conversation));
-  ctx.Set("tools", tool_list);
-  ctx.Set("documents", documents->is_undefined() ? Value::None() : *documents);
-  ctx.Set("add_generation_prompt", Value::Bool(add_generation));
-  if (absl::Status s = template_->Render(ctx, out); !s.ok()) {
+  ctx.Set("tools", r.tools);
+  ctx.Set("documents", r.documents.is_undefined() ? Value::None() : r.documents);
+  ctx.Set("add_generation_prompt", Value::Bool(r.add_generation));
+  if (absl::Status s = template_->Render(ctx, out, reuse, r.hashes.empty() ? nullptr : &r.hashes);
+      !s.ok()) {
     return absl::InvalidArgumentError(common::StrCat("chat template: ", s.message()));
   }
-  if (continue_final && !conversation.empty()) {
+  if (r.continue_final && !conversation.empty()) {
     // transformers cuts the render after the final message's content.
     Value last = conversation.back().Get("content");
     if (last.is_array() && !last.array().empty()) last = last.array().back().Get("text");

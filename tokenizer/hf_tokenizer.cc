@@ -177,16 +177,16 @@ absl::Status HfTokenizer::Tokenize(const kvindex::CanonicalPrompt& prompt,
 }
 
 absl::Status HfTokenizer::RenderChat(std::string_view body, std::string* rendered,
-                                     bool* add_special_tokens) const {
+                                     bool* add_special_tokens, bool reuse) const {
   if (template_ == nullptr) return template_status_;
-  return template_->RenderRequest(body, special_tokens_, rendered, add_special_tokens);
+  return template_->RenderRequest(body, special_tokens_, rendered, add_special_tokens, reuse);
 }
 
 absl::Status HfTokenizer::TokenizeChatFull(std::string_view body,
                                            std::vector<uint32_t>* out) const {
   std::string rendered;
   bool add_special = false;
-  if (absl::Status s = RenderChat(body, &rendered, &add_special); !s.ok()) return s;
+  if (absl::Status s = RenderChat(body, &rendered, &add_special, false); !s.ok()) return s;
   return Encode(rendered, add_special, out);
 }
 

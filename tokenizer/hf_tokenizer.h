@@ -73,12 +73,13 @@ class HfTokenizer final : public Tokenizer {
                       std::vector<uint32_t>* out) const;
 
   /// Renders the chat template for an OpenAI chat-completions body (messages normalised as
-  /// vLLM does). @return kFailedPrecondition when the model has no usable template, or the
-  /// template's error (raise_exception, an undefined call, ...).
-  absl::Status RenderChat(std::string_view body, std::string* rendered,
-                          bool* add_special_tokens) const;
-  /// Renders and tokenises a chat body from scratch (no incremental cache): the reference the
-  /// incremental path is tested against.
+  /// vLLM does). `reuse`: replay the loop iterations earlier renders share (jinja_memo.h).
+  /// @return kFailedPrecondition when the model has no usable template, or the template's
+  ///         error (raise_exception, an undefined call, ...).
+  absl::Status RenderChat(std::string_view body, std::string* rendered, bool* add_special_tokens,
+                          bool reuse = true) const;
+  /// Renders and tokenises a chat body from scratch (no replayed iterations, no incremental
+  /// cache): the reference the incremental path is tested against.
   absl::Status TokenizeChatFull(std::string_view body, std::vector<uint32_t>* out) const;
 
   /// Encodes the text segment `text[from, to)` of a larger text, as if the whole text were

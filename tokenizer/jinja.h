@@ -18,12 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace kvgate::tokenizer::jinja {
 
 class Value;
+class RenderMemo;
 using Array = std::vector<Value>;
 using Object = std::vector<std::pair<std::string, Value>>;  // insertion order, as Python dicts
 
@@ -107,6 +109,12 @@ class Value {
   Object& mutable_object() const { return *o_; }
   const std::string& callable_name() const { return fn_->first; }
   Value Call(const Args& args) const { return fn_->second(args); }
+  /// True when no other Value shares this one's list, dict or callable (a loop may then update
+  /// its `loop` object in place).
+  bool sole_owner() const {
+    return (a_ == nullptr || a_.use_count() == 1) && (o_ == nullptr || o_.use_count() == 1) &&
+           (fn_ == nullptr || fn_.use_count() == 1);
+  }
   bool same_payload(const Value& o) const {
     return kind_ == o.kind_ && a_ == o.a_ && o_ == o.o_ && s_ == o.s_ && i_ == o.i_;
   }
@@ -126,6 +134,18 @@ class Value {
   std::shared_ptr<Object> o_;
   std::shared_ptr<const std::pair<std::string, Function>> fn_;
 };
+
+/// A 128-bit hash of a value's content (jinja_memo.h's HashValue).
+struct ValueHash {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const ValueHash& o) const { return lo == o.lo && hi == o.hi; }
+  template <typename H>
+  friend H AbslHashValue(H h, const ValueHash& k) {
+    return H::combine(std::move(h), k.lo, k.hi);
+  }
+};
+/// Hashes a caller already knows, by the payload of the list or dict they hash.
+using KnownHashes = absl::flat_hash_map<const void*, ValueHash>;
 
 /// Python's truthiness.
 bool Truthy(const Value& v);
@@ -161,10 +181,22 @@ class Template {
   ~Template();
 
   /// Renders with `context` (an object of top-level names) and the globals transformers
-  /// provides (raise_exception, strftime_now, range, namespace, dict).
+  /// provides (raise_exception, strftime_now, range, namespace, dict). With `reuse`, loop
+  /// iterations equal to earlier renders' are replayed (jinja_memo.h); the output is the same.
+  /// `known`: hashes of values in `context` (e.g. the messages), which reuse then need not hash.
   /// @return kInvalidArgument with the template's error (raise_exception's message, a type
   ///         error, an undefined value called, ...).
-  absl::Status Render(const Value& context, std::string* out) const;
+  absl::Status Render(const Value& context, std::string* out, bool reuse = true,
+                      const KnownHashes* known = nullptr) const;
+
+  /// Iterations replayed and rendered (with `reuse`), and the bytes kept for replay.
+  struct ReuseStats {
+    uint64_t hits = 0, misses = 0;
+    size_t bytes = 0;
+  };
+  ReuseStats reuse_stats() const;
+  /// What the replay store may keep: two generations of `bytes` each (default 32 MiB).
+  void set_reuse_bytes(size_t bytes);
 
   /// True when the template loops over a message's content (`for x in message['content']`):
   /// vLLM's "openai" content format, which keeps content parts as a list.
@@ -177,6 +209,7 @@ class Template {
   Template();
   std::vector<std::unique_ptr<Node>> body_;
   std::string source_;
+  std::unique_ptr<RenderMemo> memo_;  // shared by concurrent renders (it locks)
 };
 
 }  // namespace kvgate::tokenizer::jinja

@@ -40,6 +40,13 @@ struct Expr {
   std::vector<std::string> ops;       // kCompare
   bool negate = false;                // kTest: `is not`
   int line = 0;
+  int memo_slot = -1;  // a free expression of a reusable loop (jinja_memo.h): its index there
+};
+
+/// A top-level `for` whose iterations may be reused (jinja_memo.h): its free expressions.
+struct LoopMemo {
+  std::vector<const Expr*> slots;       // by Expr::memo_slot
+  std::vector<std::string> namespaces;  // names whose attributes the body sets
 };
 
 using Body = std::vector<std::unique_ptr<Template::Node>>;
@@ -65,6 +72,7 @@ struct Template::Node {
   std::vector<Body> bodies;
   std::vector<std::string> targets;
   int line = 0;
+  std::unique_ptr<LoopMemo> memo;  // kFor: set when its iterations may be reused
 };
 
 // ---- Shared by the evaluator and the builtins (jinja_value.cc) ----

@@ -9,6 +9,7 @@
 #include "tokenizer/hf_text.h"
 #include "tokenizer/jinja_ast.h"
 #include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja_memo.h"
 
 namespace kvgate::tokenizer::jinja {
 namespace {
@@ -572,6 +573,13 @@ const Body& TemplateAccess::body(const Template& t) { return t.body_; }
 Template::Template() = default;
 Template::~Template() = default;
 
+Template::ReuseStats Template::reuse_stats() const {
+  const RenderMemo::Stats s = memo_->stats();
+  return {s.hits, s.misses, s.bytes};
+}
+
+void Template::set_reuse_bytes(size_t bytes) { memo_ = std::make_unique<RenderMemo>(bytes); }
+
 absl::StatusOr<std::unique_ptr<Template>> Template::Parse(std::string_view source) {
   std::unique_ptr<Template> t(new Template());
   // Jinja drops one trailing newline of the source (keep_trailing_newline is off).
@@ -587,6 +595,8 @@ absl::StatusOr<std::unique_ptr<Template>> Template::Parse(std::string_view sourc
   } catch (const Error& e) {
     return absl::InvalidArgumentError(e.message);
   }
+  AnalyzeLoops(t->body_);
+  t->set_reuse_bytes(size_t{32} << 20);
   return t;
 }
 

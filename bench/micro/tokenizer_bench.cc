@@ -8,6 +8,10 @@
 //       system prompt of trace_0277's sizes, then per turn an assistant tool call and a tool
 //       result, to 100K+ tokens): per-turn cost of the gateway's incremental chat tokenisation
 //       against a full render + tokenisation.
+//   kvgate-tokenizer-bench render DIR [TURNS] [TIMED]
+//       The chat template alone over the same session's last TIMED turns (of TURNS; 200 turns
+//       are ~1 MB): p50 of a render that replays the iterations earlier turns rendered, and of
+//       one that renders them all (jinja_memo.h). The two renders must be equal.
 //   kvgate-tokenizer-bench router DIR [ITERATIONS] [BYTES]
 //       Router overhead in precise mode for a chat request of ~BYTES (default 400,000; an
 //       agent's 287K-token context is ~1,000,000): ParseRequest + Plan (chat template +
@@ -150,17 +154,64 @@ struct Session {
   }
 };
 
+// The chat template alone on a session's last turns: a render that replays the iterations
+// the previous turn rendered, and one that renders every iteration, per turn.
+int RenderBench(const std::string& dir, int turns, int timed) {
+  auto tok = Load(dir);
+  Session s;
+  std::vector<double> reuse_ms, full_ms;
+  std::string rendered, full;
+  bool add_special = false;
+  for (int i = 0; i < turns; ++i) {
+    s.Turn(i);
+    if (i < turns - timed) continue;
+    const std::string body = s.Body();
+    if (i == turns - timed && !tok->RenderChat(body, &rendered, &add_special, true).ok()) return 1;
+    auto t0 = Clock::now();
+    if (!tok->RenderChat(body, &rendered, &add_special, true).ok()) return 1;
+    reuse_ms.push_back(Since(t0) * 1e3);
+    t0 = Clock::now();
+    if (!tok->RenderChat(body, &full, &add_special, false).ok()) return 1;
+    full_ms.push_back(Since(t0) * 1e3);
+    if (rendered != full) {
+      std::fprintf(stderr, "turn %d: the render with replayed iterations differs\n", i);
+      return 1;
+    }
+  }
+  std::sort(reuse_ms.begin(), reuse_ms.end());
+  std::sort(full_ms.begin(), full_ms.end());
+  std::printf(
+      "{\"turns\": %d, \"body_bytes\": %zu, \"render_bytes\": %zu, "
+      "\"replaying_p50_ms\": %.3f, \"rendering_all_p50_ms\": %.3f}\n",
+      turns, s.Body().size(), rendered.size(), reuse_ms[reuse_ms.size() / 2],
+      full_ms[full_ms.size() / 2]);
+  return 0;
+}
+
 int SessionBench(const std::string& dir, int turns) {
   auto tok = Load(dir);
   Session s;
   std::vector<uint32_t> ids, full;
   double inc_total = 0, full_total = 0;
-  std::vector<double> inc_last, full_last;
+  std::vector<double> inc_last, full_last, render_last, render_full_last;
   size_t last_tokens = 0, last_bytes = 0;
+  std::string rendered, rendered_full;
   for (int i = 0; i < turns; ++i) {
     s.Turn(i);
     const std::string body = s.Body();
+    // The template alone, replaying the iterations of earlier turns and rendering every one.
+    bool add_special = false;
     auto t0 = Clock::now();
+    if (!tok->RenderChat(body, &rendered, &add_special, true).ok()) return 1;
+    const double render = Since(t0);
+    t0 = Clock::now();
+    if (!tok->RenderChat(body, &rendered_full, &add_special, false).ok()) return 1;
+    const double render_full = Since(t0);
+    if (rendered != rendered_full) {
+      std::fprintf(stderr, "turn %d: the render with replayed iterations differs\n", i);
+      return 1;
+    }
+    t0 = Clock::now();
     if (!tok->TokenizeChat(body, &ids).ok()) return 1;
     const double inc = Since(t0);
     t0 = Clock::now();
@@ -175,6 +226,8 @@ int SessionBench(const std::string& dir, int turns) {
     if (i >= turns - 10) {
       inc_last.push_back(inc);
       full_last.push_back(f);
+      render_last.push_back(render);
+      render_full_last.push_back(render_full);
     }
     last_tokens = ids.size();
     last_bytes = body.size();
@@ -188,9 +241,11 @@ int SessionBench(const std::string& dir, int turns) {
       "{\"turns\": %d, \"final_tokens\": %zu, \"final_body_bytes\": %zu, "
       "\"incremental_ms_per_turn\": %.3f, \"full_ms_per_turn\": %.3f, "
       "\"incremental_ms_last10_p50\": %.3f, \"full_ms_last10_p50\": %.3f, "
+      "\"render_ms_last10_p50\": %.3f, \"render_full_ms_last10_p50\": %.3f, "
       "\"cache_hits\": %llu, \"reused_bytes\": %llu, \"encoded_bytes\": %llu}\n",
       turns, last_tokens, last_bytes, inc_total / turns * 1e3, full_total / turns * 1e3,
-      median(inc_last) * 1e3, median(full_last) * 1e3, static_cast<unsigned long long>(st.hits),
+      median(inc_last) * 1e3, median(full_last) * 1e3, median(render_last) * 1e3,
+      median(render_full_last) * 1e3, static_cast<unsigned long long>(st.hits),
       static_cast<unsigned long long>(st.reused_bytes),
       static_cast<unsigned long long>(st.encoded_bytes));
   return 0;
@@ -280,6 +335,10 @@ int main(int argc, char** argv) {
   if (mode == "throughput" && argc >= 4) {
     return Throughput(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 3);
   }
+  if (mode == "render" && argc >= 3) {
+    return RenderBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 200,
+                       argc > 4 ? std::max(1, std::atoi(argv[4])) : 20);
+  }
   if (mode == "session" && argc >= 3)
     return SessionBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 100);
   if (mode == "router" && argc >= 3)
@@ -287,6 +346,6 @@ int main(int argc, char** argv) {
                        argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 400'000);
   std::fprintf(stderr,
                "usage: kvgate-tokenizer-bench throughput DIR CORPUS.jsonl [REPS] | session DIR "
-               "[TURNS] | router DIR [ITERATIONS] [BYTES]\n");
+               "[TURNS] | render DIR [TURNS] [TIMED] | router DIR [ITERATIONS] [BYTES]\n");
   return 2;
 }

@@ -30,6 +30,7 @@ TOKENIZER_SRCS+=" tokenizer/hf_split.cc tokenizer/hf_bpe.cc tokenizer/hf_word_ca
 TOKENIZER_SRCS+=" tokenizer/incremental.cc"
 TOKENIZER_SRCS+=" tokenizer/chat_template.cc tokenizer/jinja_lexer.cc tokenizer/jinja_parse.cc"
 TOKENIZER_SRCS+=" tokenizer/jinja_eval.cc tokenizer/jinja_value.cc tokenizer/jinja_builtins.cc"
+TOKENIZER_SRCS+=" tokenizer/jinja_memo.cc"
 TOKENIZER_SRCS+=" common/strings.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
 PD_SRCS="router/pd/pd_bodies.cc common/strings.cc common/json_util.cc"

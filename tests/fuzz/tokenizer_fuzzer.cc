@@ -7,6 +7,7 @@
 //      against Oniguruma's on the same text.
 // Nothing may crash, leak or trip a sanitizer; errors must be statuses. Fuzzed by
 // tests/fuzz/run_fuzzers.sh (clang); its seeds also run in kvgate_tokenizer_tests (gcc builds).
+#include <simdjson.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -95,16 +96,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       msg.Set("role", jinja::Value::String("user"));
       msg.Set("content", jinja::Value::String("hi"));
       jinja::Value ctx = jinja::Value::MakeObject();
-      ctx.Set("messages", jinja::Value::MakeArray({msg}));
+      ctx.Set("messages", jinja::Value::MakeArray({msg, msg, msg}));
       ctx.Set("add_generation_prompt", jinja::Value::Bool(true));
-      std::string out;
-      (void)(*t)->Render(ctx, &out);
+      // Rendered twice replaying what it can (the second may replay iterations of the first),
+      // and once rendering everything: all three must agree.
+      std::string first, second, full;
+      const absl::Status a = (*t)->Render(ctx, &first);
+      const absl::Status b = (*t)->Render(ctx, &second);
+      const absl::Status c = (*t)->Render(ctx, &full, false);
+      if (a.ok() != c.ok() || b.ok() != c.ok() || (c.ok() && (first != full || second != full)))
+        std::abort();
       return 0;
     }
     case 1: {
-      std::string out;
-      bool add_special = false;
-      (void)state->chat->RenderRequest(in, SpecialTokensMap{}, &out, &add_special);
+      std::string out, full;
+      bool add_special = false, full_special = false;
+      const absl::Status a = state->chat->RenderRequest(in, SpecialTokensMap{}, &out, &add_special);
+      // A body that is valid JSON (the gateway parses every body before it renders one) renders
+      // the same read through the message cache as read whole.
+      simdjson::dom::parser parser;
+      simdjson::dom::element doc;
+      if (parser.parse(in.data(), in.size()).get(doc) == simdjson::SUCCESS) {
+        const absl::Status b =
+            state->chat->RenderRequest(in, SpecialTokensMap{}, &full, &full_special, false);
+        if (a.ok() != b.ok() || (b.ok() && (out != full || add_special != full_special)) ||
+            (!b.ok() && a.message() != b.message())) {
+          std::abort();
+        }
+      }
       return 0;
     }
     default: {
