@@ -1,535 +1,201 @@
 // The Jinja evaluator: walks the syntax tree with Python's value semantics and transformers'
 // globals (raise_exception, strftime_now, range, namespace, dict). Errors are thrown as
-// jinja::Error inside and become a Status at Template::Render. Reusable loops replay
-// iterations of earlier renders (jinja_memo.h): RenderFor checks and replays, and while an
-// iteration is rendered its reads from outside are traced (Trace).
+// jinja::Error inside and become a Status at Template::Render. A reusable loop's iterations go
+// through RenderIteration (jinja_replay.cc).
 #include <algorithm>
 #include <ctime>
 
 #include "common/strings.h"
 #include "tokenizer/hf_text.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_memo.h"
+#include "tokenizer/jinja_render.h"
 
 namespace kvgate::tokenizer::jinja {
-namespace {
 
-using K = Value::Kind;
-
-struct Frame {
-  explicit Frame(const Frame* p = nullptr) : parent(p), depth(p != nullptr ? p->depth + 1 : 0) {}
-  const Frame* parent;
-  int depth;  // the root's is 0
-  std::vector<std::pair<std::string, Value>> vars;
-  /// `*where`: the depth of the frame that binds `name`.
-  const Value* Find(std::string_view name, int* where = nullptr) const {
-    for (const Frame* f = this; f != nullptr; f = f->parent) {
-      for (auto it = f->vars.rbegin(); it != f->vars.rend(); ++it) {
-        if (it->first == name) {
-          if (where != nullptr) *where = f->depth;
-          return &it->second;
-        }
-      }
-    }
-    return nullptr;
-  }
-  void Set(std::string_view name, Value v) {
-    for (auto& [k, x] : vars) {
-      if (k == name) {
-        x = std::move(v);
-        return;
-      }
-    }
-    vars.emplace_back(std::string(name), std::move(v));
-  }
-};
-
-enum class Flow { kNormal, kBreak, kContinue };
-
-// A loop's `loop` variable. An agent's history makes loops of a thousand iterations, so the
-// object is updated in place when the previous iteration left no copy of it or of its
-// `cycle` behind, and built anew otherwise.
-class LoopObject {
- public:
-  const Value& At(const Array& items, int64_t i) {
-    const auto len = static_cast<int64_t>(items.size());
-    if (!value_.is_object() || !value_.sole_owner() ||
-        !value_.object().back().second.sole_owner()) {
-      Build();
-    }
-    Object& o = value_.mutable_object();
-    o[0].second = Value::Int(i + 1);
-    o[1].second = Value::Int(i);
-    o[2].second = Value::Int(len - i);
-    o[3].second = Value::Int(len - i - 1);
-    o[4].second = Value::Bool(i == 0);
-    o[5].second = Value::Bool(i == len - 1);
-    o[6].second = Value::Int(len);
-    o[9].second = i > 0 ? items[i - 1] : Value();
-    o[10].second = i + 1 < len ? items[i + 1] : Value();
-    *index_ = i;
-    return value_;
-  }
-
- private:
-  void Build() {
-    Object o;
-    o.reserve(12);
-    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length"})
-      o.emplace_back(key, Value());
-    o.emplace_back("depth", Value::Int(1));
-    o.emplace_back("depth0", Value::Int(0));
-    o.emplace_back("previtem", Value());
-    o.emplace_back("nextitem", Value());
-    index_ = std::make_shared<int64_t>(0);
-    o.emplace_back("cycle", Value::Callable("cycle", [i = index_](const Args& a) {
-                     if (a.positional.empty()) Throw("no items for cycling given");
-                     return a.positional[*i % static_cast<int64_t>(a.positional.size())];
-                   }));
-    value_ = Value::MakeObject(std::move(o));
-  }
-  Value value_;
-  std::shared_ptr<int64_t> index_;
-};
-
-// What an iteration being recorded read from outside itself (frames shallower than `depth`, the
-// context, the globals) and wrote there (namespace attributes).
-struct Trace {
-  int depth = 0;
-  Iteration it;
-  std::vector<bool> slots;                                   // free expressions traced
-  std::vector<std::string> names;                            // outer names traced
-  std::vector<std::pair<std::string, std::string>> attrs;    // namespace attributes traced
-  std::vector<std::pair<const void*, std::string>> written;  // (namespace payload, attribute)
-  bool abandoned = false;  // read what the trace cannot express: not stored
-  bool Wrote(const void* ns) const {
-    for (const auto& w : written) {
-      if (w.first == ns) return true;
-    }
-    return false;
-  }
-};
-
-class Renderer {
- public:
-  Renderer(const Value& context, std::string* out, RenderMemo* memo, const KnownHashes* known)
-      : context_(context), out_(out), memo_(memo), known_(known) {}
-  ~Renderer() {
-    if (memo_ != nullptr) memo_->Count(hits_, misses_);
-  }
-
-  void RenderBody(const Body& body, Frame* frame, Flow* flow) {
-    for (const auto& n : body) {
-      RenderNode(*n, frame, flow);
-      if (*flow != Flow::kNormal) return;
-    }
-  }
-
- private:
-  using N = Template::Node;
-
-  [[noreturn]] void Fail(int line, std::string_view msg) {
-    Throw(common::StrCat("template line ", line, ": ", msg));
-  }
-
-  void RenderNode(const N& n, Frame* frame, Flow* flow) {
-    switch (n.kind) {
-      case N::Kind::kText:
-        out_->append(n.text);
-        return;
-      case N::Kind::kOutput: {
-        if (IsSum(*n.expr)) {
-          Sum(*n.expr, *frame, out_);
-          return;
-        }
-        const Value v = Eval(*n.expr, *frame);
-        if (v.is_string()) {
-          out_->append(v.str());
-        } else {
-          out_->append(ToStr(v));
-        }
-        return;
-      }
-      case N::Kind::kIf:
-        for (size_t i = 0; i < n.conds.size(); ++i) {
-          if (Truthy(Eval(*n.conds[i], *frame))) {
-            RenderBody(n.bodies[i], frame, flow);
-            return;
-          }
-        }
-        if (n.bodies.size() > n.conds.size()) RenderBody(n.bodies.back(), frame, flow);
-        return;
-      case N::Kind::kFor:
-        RenderFor(n, frame);
-        return;
-      case N::Kind::kSet: {
-        Value v = Eval(*n.expr, *frame);
-        if (!n.attr.empty()) {
-          int depth = 0;
-          const Value* ns = frame->Find(n.text, &depth);
-          if (ns == nullptr || ns->kind() != K::kNamespace) {
-            Fail(n.line,
-                 common::StrCat("cannot assign attribute on non-namespace object '", n.text, "'"));
-          }
-          if (trace_ != nullptr && depth < trace_->depth) TraceWrite(n.text, n.attr, *ns, v);
-          ns->Set(n.attr, std::move(v));
-          return;
-        }
-        Assign(n.targets, std::move(v), frame, n.line);
-        return;
-      }
-      case N::Kind::kSetBlock: {
-        std::string captured;
-        std::swap(captured, *out_);
-        Flow f = Flow::kNormal;
-        RenderBody(n.bodies[0], frame, &f);
-        std::swap(captured, *out_);
-        frame->Set(n.targets[0], Value::String(std::move(captured)));
-        return;
-      }
-      case N::Kind::kMacro:
-        frame->Set(n.text, MakeMacro(n, frame));
-        return;
-      case N::Kind::kBreak:
-      case N::Kind::kContinue:
-        if (loop_depth_ == 0) Fail(n.line, "break/continue outside a loop");
-        *flow = n.kind == N::Kind::kBreak ? Flow::kBreak : Flow::kContinue;
-        return;
-      case N::Kind::kScope:
-        RenderBody(n.bodies[0], frame, flow);
-        return;
-    }
-  }
-
-  void Assign(const std::vector<std::string>& targets, Value v, Frame* frame, int line) {
-    if (targets.size() == 1) {
-      frame->Set(targets[0], std::move(v));
+void Renderer::RenderNode(const N& n, Frame* frame, Flow* flow) {
+  switch (n.kind) {
+    case N::Kind::kText:
+      out_->append(n.text);
       return;
-    }
-    const Array items = Iterate(v, line);
-    if (items.size() != targets.size()) {
-      Fail(line, common::StrCat("cannot unpack ", items.size(), " values into ", targets.size()));
-    }
-    for (size_t i = 0; i < targets.size(); ++i) frame->Set(targets[i], items[i]);
-  }
-
-  // What `for x in v` visits: list items, dict keys, string characters.
-  Array Iterate(const Value& v, int line) {
-    switch (v.kind()) {
-      case K::kArray:
-        return v.array();
-      case K::kObject: {
-        Array keys;
-        for (const auto& [k, _] : v.object()) keys.push_back(Value::String(k));
-        return keys;
+    case N::Kind::kOutput: {
+      if (IsSum(*n.expr)) {
+        Sum(*n.expr, *frame, out_);
+        return;
       }
-      case K::kString: {
-        Array chars;
-        const auto cps = CodePoints(v.str());
-        for (uint32_t cp : cps) {
-          std::string s;
-          hf::AppendUtf8(cp, &s);
-          chars.push_back(Value::String(std::move(s)));
-        }
-        return chars;
-      }
-      case K::kUndefined:
-        return {};
-      default:
-        Fail(line, common::StrCat("'", TypeName(v), "' object is not iterable"));
-    }
-  }
-
-  void RenderFor(const N& n, Frame* frame) {
-    Array items = Iterate(Eval(*n.expr, *frame), n.line);
-    if (!n.conds.empty()) {
-      Array kept;
-      for (Value& item : items) {
-        Frame f(frame);
-        Assign(n.targets, item, &f, n.line);
-        if (Truthy(Eval(*n.conds[0], f))) kept.push_back(std::move(item));
-      }
-      items = std::move(kept);
-    }
-    if (items.empty()) {
-      if (n.bodies.size() > 1) {
-        Flow f = Flow::kNormal;
-        RenderBody(n.bodies[1], frame, &f);
-      }
-      return;
-    }
-    const bool reuse = memo_ != nullptr && n.memo != nullptr && trace_ == nullptr &&
-                       loop_depth_ == 0 && !Aliased(*n.memo, *frame);
-    ++loop_depth_;
-    const int64_t len = static_cast<int64_t>(items.size());
-    LoopObject loop;
-    for (int64_t i = 0; i < len; ++i) {
-      Tick(n.line);
-      Frame f(frame);
-      Assign(n.targets, items[i], &f, n.line);
-      f.vars.emplace_back("loop", loop.At(items, i));
-      Flow flow = Flow::kNormal;
-      if (reuse) {
-        RenderIteration(n, items[i], &f, *frame, &flow);
+      const Value v = Eval(*n.expr, *frame);
+      if (v.is_string()) {
+        out_->append(v.str());
       } else {
-        RenderBody(n.bodies[0], &f, &flow);
+        out_->append(ToStr(v));
       }
-      if (flow == Flow::kBreak) break;
-    }
-    --loop_depth_;
-  }
-
-  // ---- reuse of earlier renders' iterations (jinja_memo.h) ----
-
-  // Replays a stored iteration of `item` whose reads all match, or renders it and stores it.
-  void RenderIteration(const N& n, const Value& item, Frame* f, const Frame& outer, Flow* flow) {
-    const ValueHash key = IterationKey(&n, Hash(item));
-    for (const auto& it : memo_->Find(key)) {
-      if (!Matches(*it, *n.memo, *f, outer)) continue;
-      for (const auto& w : it->writes) outer.Find(w.name)->Set(w.attr, w.value);
-      out_->append(it->output);
-      *flow = it->broke ? Flow::kBreak : Flow::kNormal;
-      ++hits_;
       return;
     }
-    ++misses_;
-    Trace trace;
-    trace.depth = f->depth;
-    trace.slots.assign(n.memo->slots.size(), false);
-    struct Reset {
-      Trace** t;
-      ~Reset() { *t = nullptr; }
-    } reset{&trace_};
-    trace_ = &trace;
-    const size_t at = out_->size();
-    RenderBody(n.bodies[0], f, flow);
-    trace_ = nullptr;
-    if (trace.abandoned) return;
-    trace.it.output = out_->substr(at);
-    trace.it.broke = *flow == Flow::kBreak;
-    memo_->Add(key, std::make_shared<const Iteration>(std::move(trace.it)));
+    case N::Kind::kIf:
+      for (size_t i = 0; i < n.conds.size(); ++i) {
+        if (Truthy(Eval(*n.conds[i], *frame))) {
+          RenderBody(n.bodies[i], frame, flow);
+          return;
+        }
+      }
+      if (n.bodies.size() > n.conds.size()) RenderBody(n.bodies.back(), frame, flow);
+      return;
+    case N::Kind::kFor:
+      RenderFor(n, frame);
+      return;
+    case N::Kind::kSet: {
+      Value v = Eval(*n.expr, *frame);
+      if (!n.attr.empty()) {
+        int depth = 0;
+        const Value* ns = frame->Find(n.text, &depth);
+        if (ns == nullptr || ns->kind() != K::kNamespace) {
+          Fail(n.line,
+               common::StrCat("cannot assign attribute on non-namespace object '", n.text, "'"));
+        }
+        if (trace_ != nullptr && depth < trace_->depth) TraceWrite(n.text, n.attr, *ns, v);
+        ns->Set(n.attr, std::move(v));
+        return;
+      }
+      Assign(n.targets, std::move(v), frame, n.line);
+      return;
+    }
+    case N::Kind::kSetBlock: {
+      std::string captured;
+      std::swap(captured, *out_);
+      Flow f = Flow::kNormal;
+      RenderBody(n.bodies[0], frame, &f);
+      std::swap(captured, *out_);
+      frame->Set(n.targets[0], Value::String(std::move(captured)));
+      return;
+    }
+    case N::Kind::kMacro:
+      frame->Set(n.text, MakeMacro(n, frame));
+      return;
+    case N::Kind::kBreak:
+    case N::Kind::kContinue:
+      if (loop_depth_ == 0) Fail(n.line, "break/continue outside a loop");
+      *flow = n.kind == N::Kind::kBreak ? Flow::kBreak : Flow::kContinue;
+      return;
+    case N::Kind::kScope:
+      RenderBody(n.bodies[0], frame, flow);
+      return;
   }
+}
 
-  bool Matches(const Iteration& it, const LoopMemo& memo, const Frame& f, const Frame& outer) {
-    for (const auto& r : it.reads) {
+void Renderer::Assign(const std::vector<std::string>& targets, Value v, Frame* frame, int line) {
+  if (targets.size() == 1) {
+    frame->Set(targets[0], std::move(v));
+    return;
+  }
+  const Array items = Iterate(v, line);
+  if (items.size() != targets.size()) {
+    Fail(line, common::StrCat("cannot unpack ", items.size(), " values into ", targets.size()));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) frame->Set(targets[i], items[i]);
+}
+
+// What `for x in v` visits: list items, dict keys, string characters.
+Array Renderer::Iterate(const Value& v, int line) {
+  switch (v.kind()) {
+    case K::kArray:
+      return v.array();
+    case K::kObject: {
+      Array keys;
+      for (const auto& [k, _] : v.object()) keys.push_back(Value::String(k));
+      return keys;
+    }
+    case K::kString: {
+      Array chars;
+      const auto cps = CodePoints(v.str());
+      for (uint32_t cp : cps) {
+        std::string s;
+        hf::AppendUtf8(cp, &s);
+        chars.push_back(Value::String(std::move(s)));
+      }
+      return chars;
+    }
+    case K::kUndefined:
+      return {};
+    default:
+      Fail(line, common::StrCat("'", TypeName(v), "' object is not iterable"));
+  }
+}
+
+void Renderer::RenderFor(const N& n, Frame* frame) {
+  Array items = Iterate(Eval(*n.expr, *frame), n.line);
+  if (!n.conds.empty()) {
+    Array kept;
+    for (Value& item : items) {
+      Frame f(frame);
+      Assign(n.targets, item, &f, n.line);
+      if (Truthy(Eval(*n.conds[0], f))) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) {
+    if (n.bodies.size() > 1) {
+      Flow f = Flow::kNormal;
+      RenderBody(n.bodies[1], frame, &f);
+    }
+    return;
+  }
+  const bool reuse = memo_ != nullptr && n.memo != nullptr && trace_ == nullptr &&
+                     loop_depth_ == 0 && !Aliased(*n.memo, *frame);
+  ++loop_depth_;
+  const int64_t len = static_cast<int64_t>(items.size());
+  LoopObject loop;
+  for (int64_t i = 0; i < len; ++i) {
+    Tick(n.line);
+    Frame f(frame);
+    Assign(n.targets, items[i], &f, n.line);
+    f.vars.emplace_back("loop", loop.At(items, i));
+    Flow flow = Flow::kNormal;
+    if (reuse) {
+      RenderIteration(n, items[i], &f, *frame, &flow);
+    } else {
+      RenderBody(n.bodies[0], &f, &flow);
+    }
+    if (flow == Flow::kBreak) break;
+  }
+  --loop_depth_;
+}
+
+Value Renderer::MakeMacro(const N& n, Frame* defining) {
+  const N* node = &n;
+  Renderer* self = this;
+  const Frame* root = defining;
+  while (root->parent != nullptr) root = root->parent;
+  return Value::Callable(n.text, [node, self, root](const Args& args) {
+    Frame f(root);
+    size_t next = 0;
+    for (size_t i = 0; i < node->targets.size(); ++i) {
+      const std::string& name = node->targets[i];
       Value v;
-      switch (r.kind) {
-        case Iteration::Read::Kind::kSlot:
-          try {
-            v = Eval(*memo.slots[r.slot], f);
-          } catch (const Error&) {
-            return false;
-          }
-          break;
-        case Iteration::Read::Kind::kName:
-          v = LookupAt(r.name, outer, nullptr);
-          break;
-        case Iteration::Read::Kind::kNamespaceAttr:
-          v = LookupAt(r.name, outer, nullptr);
-          if (v.kind() != K::kNamespace) return false;
-          v = v.Get(r.attr);
-          break;
-      }
-      if (!(HashValue(v) == r.hash)) return false;
-    }
-    for (const auto& w : it.writes) {
-      const Value* ns = outer.Find(w.name);
-      if (ns == nullptr || ns->kind() != K::kNamespace) return false;
-    }
-    return true;
-  }
-
-  // A namespace the loop writes that another outer name can also reach: reads through that
-  // name are not traced as reads of the namespace, so such a loop is rendered in full.
-  bool Aliased(const LoopMemo& memo, const Frame& frame) {
-    for (const std::string& name : memo.namespaces) {
-      const Value* ns = frame.Find(name);
-      if (ns == nullptr || ns->kind() != K::kNamespace) continue;
-      for (const Frame* f = &frame; f != nullptr; f = f->parent) {
-        for (const auto& [k, v] : f->vars) {
-          if (k != name && Reaches(v, &ns->object())) return true;
-        }
-      }
-    }
-    return false;
-  }
-  static bool Reaches(const Value& v, const void* ns) {
-    if (v.is_array()) {
-      for (const Value& x : v.array()) {
-        if (Reaches(x, ns)) return true;
-      }
-    } else if (v.is_object()) {
-      if (&v.object() == ns) return true;
-      for (const auto& [_, x] : v.object()) {
-        if (Reaches(x, ns)) return true;
-      }
-    }
-    return false;
-  }
-
-  ValueHash Hash(const Value& item) const {
-    if (known_ != nullptr && item.is_object()) {
-      if (auto it = known_->find(&item.object()); it != known_->end()) return it->second;
-    }
-    return HashValue(item);
-  }
-
-  // A free expression: evaluated untraced, its value traced once.
-  Value EvalTraced(const Expr& e, const Frame& frame) {
-    Trace* t = trace_;
-    trace_ = nullptr;
-    Value v = Eval(e, frame);
-    trace_ = t;
-    if (!t->slots[e.memo_slot]) {
-      t->slots[e.memo_slot] = true;
-      t->it.reads.push_back({Iteration::Read::Kind::kSlot, e.memo_slot, "", "", HashValue(v)});
-    }
-    return v;
-  }
-
-  void TraceName(const std::string& name, const Value& v, int depth) {
-    if (depth >= trace_->depth) return;  // bound inside the iteration
-    if (v.kind() == K::kNamespace && trace_->Wrote(&v.object())) {
-      trace_->abandoned = true;  // its state now depends on the iteration's own writes
-      return;
-    }
-    for (const auto& n : trace_->names) {
-      if (n == name) return;
-    }
-    trace_->names.push_back(name);
-    trace_->it.reads.push_back({Iteration::Read::Kind::kName, -1, name, "", HashValue(v)});
-  }
-
-  void TraceAttr(const std::string& name, const std::string& attr, const Value& ns) {
-    for (const auto& w : trace_->written) {
-      if (w.first == &ns.object() && w.second == attr) return;  // reads the iteration's write
-    }
-    for (const auto& [n, a] : trace_->attrs) {
-      if (n == name && a == attr) return;
-    }
-    trace_->attrs.emplace_back(name, attr);
-    trace_->it.reads.push_back(
-        {Iteration::Read::Kind::kNamespaceAttr, -1, name, attr, HashValue(ns.Get(attr))});
-  }
-
-  void TraceWrite(const std::string& name, const std::string& attr, const Value& ns,
-                  const Value& v) {
-    // A namespace or a callable (a macro holds this render) cannot be shared with later renders.
-    if (v.kind() == K::kNamespace || v.kind() == K::kCallable) trace_->abandoned = true;
-    trace_->written.emplace_back(&ns.object(), attr);
-    trace_->it.writes.push_back({name, attr, v});
-  }
-
-  Value MakeMacro(const N& n, Frame* defining) {
-    const N* node = &n;
-    Renderer* self = this;
-    const Frame* root = defining;
-    while (root->parent != nullptr) root = root->parent;
-    return Value::Callable(n.text, [node, self, root](const Args& args) {
-      Frame f(root);
-      size_t next = 0;
-      for (size_t i = 0; i < node->targets.size(); ++i) {
-        const std::string& name = node->targets[i];
-        Value v;
-        bool given = false;
-        for (const auto& [k, kv] : args.keyword) {
-          if (k == name) {
-            v = kv;
-            given = true;
-          }
-        }
-        if (!given && next < args.positional.size()) {
-          v = args.positional[next++];
+      bool given = false;
+      for (const auto& [k, kv] : args.keyword) {
+        if (k == name) {
+          v = kv;
           given = true;
         }
-        if (!given && node->conds[i]) v = self->Eval(*node->conds[i], f);
-        f.vars.emplace_back(name, std::move(v));
       }
-      std::string captured;
-      std::swap(captured, *self->out_);
-      if (++self->call_depth_ > kMaxCallDepth) Throw("macro calls nested too deeply");
-      const int depth = self->loop_depth_;
-      self->loop_depth_ = 0;
-      Flow flow = Flow::kNormal;
-      self->RenderBody(node->bodies[0], &f, &flow);
-      self->loop_depth_ = depth;
-      --self->call_depth_;
-      std::swap(captured, *self->out_);
-      return Value::String(std::move(captured));
-    });
-  }
-
-  // ---- expressions ----
-
-  Value Lookup(const std::string& name, const Frame& frame, int line) {
-    return LookupAt(name, frame, nullptr, line);
-  }
-  // `*depth`: the depth of the frame that binds `name`, -1 for the context and the globals.
-  Value LookupAt(const std::string& name, const Frame& frame, int* depth, int line = 0) {
-    if (const Value* v = frame.Find(name, depth)) return *v;
-    if (depth != nullptr) *depth = -1;
-    Value v = context_.Get(name);
-    if (!v.is_undefined()) return v;
-    return Global(name, line);
-  }
-
-  Value Global(const std::string& name, int line);
-
-  Args EvalArgs(const Expr& e, size_t first, const Frame& frame) {
-    Args a;
-    const size_t nkw = e.keywords.size();
-    const size_t npos = e.kids.size() - first - nkw;
-    for (size_t i = 0; i < npos; ++i) a.positional.push_back(Eval(*e.kids[first + i], frame));
-    for (size_t i = 0; i < nkw; ++i) {
-      a.keyword.emplace_back(e.keywords[i], Eval(*e.kids[first + npos + i], frame));
+      if (!given && next < args.positional.size()) {
+        v = args.positional[next++];
+        given = true;
+      }
+      if (!given && node->conds[i]) v = self->Eval(*node->conds[i], f);
+      f.vars.emplace_back(name, std::move(v));
     }
-    return a;
-  }
-
-  Value Eval(const Expr& e, const Frame& frame);
-  Value Attr(const Value& obj, const std::string& name, int line);
-  Value Item(const Value& obj, const Value& key, int line);
-  Value Slice(const Value& obj, const Value& b, const Value& e, const Value& s, int line);
-  Value BinaryOp(const std::string& op, const Value& a, const Value& b, int line);
-  static bool IsSum(const Expr& e) { return e.op == Expr::Op::kBinary && e.name == "+"; }
-  Value Sum(const Expr& e, const Frame& frame, std::string* out);
-  bool CompareOp(const std::string& op, const Value& a, const Value& b, int line);
-  Value Filter(const std::string& name, const Value& v, const Args& args, int line) {
-    try {
-      return CallFilter(name, v, args);
-    } catch (const Error& e) {
-      Fail(line, e.message);
-    }
-  }
-  bool Test(const std::string& name, const Value& v, const Args& args, int line) {
-    try {
-      return CallTest(name, v, args);
-    } catch (const Error& e) {
-      Fail(line, e.message);
-    }
-  }
-  Value Method(const Value& obj, const std::string& name, int) { return MethodOf(obj, name); }
-
-  const Value& context_;
-  std::string* out_;
-  // Bounds on what a template can make the gateway do: templates are data from model files.
-  static constexpr int kMaxCallDepth = 64;
-  static constexpr uint64_t kMaxSteps = 1'000'000;
-  static constexpr size_t kMaxOutputBytes = size_t{256} << 20;
-  void Tick(int line) {
-    if (++steps_ > kMaxSteps) Fail(line, "the template runs too long");
-    if (out_->size() > kMaxOutputBytes) Fail(line, "the template's output is too large");
-  }
-
-  int loop_depth_ = 0;
-  int call_depth_ = 0;
-  uint64_t steps_ = 0;
-  RenderMemo* memo_;          // null: every iteration rendered
-  const KnownHashes* known_;  // may be null
-  Trace* trace_ = nullptr;    // the iteration being recorded
-  uint64_t hits_ = 0, misses_ = 0;
-};
-
+    std::string captured;
+    std::swap(captured, *self->out_);
+    if (++self->call_depth_ > kMaxCallDepth) Throw("macro calls nested too deeply");
+    const int depth = self->loop_depth_;
+    self->loop_depth_ = 0;
+    Flow flow = Flow::kNormal;
+    self->RenderBody(node->bodies[0], &f, &flow);
+    self->loop_depth_ = depth;
+    --self->call_depth_;
+    std::swap(captured, *self->out_);
+    return Value::String(std::move(captured));
+  });
+}
 Value Renderer::Global(const std::string& name, int line) {
   if (name == "raise_exception") {
     return Value::Callable(name, [](const Args& a) -> Value {
@@ -904,8 +570,6 @@ bool Renderer::CompareOp(const std::string& op, const Value& a, const Value& b, 
   if (op == "<=") return c <= 0;
   return c >= 0;
 }
-
-}  // namespace
 
 absl::Status Template::Render(const Value& context, std::string* out, bool reuse,
                               const KnownHashes* known) const {
