@@ -3,18 +3,18 @@
 // filled by the loader (hf_load.cc), read by encoding (hf_tokenizer.cc). Immutable after load.
 #pragma once
 
+#include <array>
 #include <bitset>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-
-#include "absl/container/flat_hash_map.h"
 
 namespace kvgate::tokenizer::hf {
 
@@ -36,13 +36,15 @@ class Trie {
     if (s.empty()) return;
     int32_t node = 0;
     for (unsigned char c : s) {
-      const uint64_t key = uint64_t(node) << 8 | c;
-      auto it = edges_.find(key);
-      if (it == edges_.end()) {
-        it = edges_.emplace(key, static_cast<int32_t>(terminal_.size())).first;
+      int32_t next = Child(node, c);
+      if (next < 0) {
+        next = static_cast<int32_t>(terminal_.size());
         terminal_.push_back(-1);
+        children_.emplace_back();
+        wide_.push_back(-1);
+        AddChild(node, c, next);
       }
-      node = it->second;
+      node = next;
     }
     // The first token with this content keeps it (special tokens come first, as in the library).
     if (terminal_[node] < 0) terminal_[node] = token;
@@ -80,9 +82,8 @@ class Trie {
     int32_t node = 0;
     size_t best = 0;
     for (size_t i = pos; i < text.size(); ++i) {
-      auto it = edges_.find(uint64_t(node) << 8 | static_cast<unsigned char>(text[i]));
-      if (it == edges_.end()) break;
-      node = it->second;
+      node = Child(node, static_cast<unsigned char>(text[i]));
+      if (node < 0) break;
       if (terminal_[node] >= 0) {
         best = i + 1 - pos;
         *token = terminal_[node];
@@ -92,7 +93,31 @@ class Trie {
   }
 
  private:
-  absl::flat_hash_map<uint64_t, int32_t> edges_;
+  // A node has few children (most one): a scan of its short list. A hash lookup per byte made
+  // the walk over a 1 MB render's thousands of tags a tenth of a precise-mode turn.
+  // A node with many children (Gemma 3's '<' begins hundreds of tokens) gets a table by byte.
+  static constexpr size_t kScanned = 8;
+  int32_t Child(int32_t node, unsigned char c) const {
+    if (wide_[node] >= 0) return tables_[wide_[node]][c];
+    for (const auto& [b, child] : children_[node]) {
+      if (b == c) return child;
+    }
+    return -1;
+  }
+  void AddChild(int32_t node, unsigned char c, int32_t child) {
+    children_[node].emplace_back(c, child);
+    if (wide_[node] < 0 && children_[node].size() > kScanned) {
+      wide_[node] = static_cast<int32_t>(tables_.size());
+      tables_.emplace_back();
+      tables_.back().fill(-1);
+      for (const auto& [b, x] : children_[node]) tables_.back()[b] = x;
+    } else if (wide_[node] >= 0) {
+      tables_[wide_[node]][c] = child;
+    }
+  }
+  std::vector<std::vector<std::pair<unsigned char, int32_t>>> children_{1};
+  std::vector<int32_t> wide_{-1};  // the node's index in tables_, or -1
+  std::vector<std::array<int32_t, 256>> tables_;
   std::vector<int32_t> terminal_{-1};
   std::bitset<256> first_;
   std::string first_bytes_;  // the distinct bytes of first_

@@ -171,10 +171,37 @@ void AnalyzeLoop(N& loop) {
 }  // namespace
 
 ValueHash HashValue(const Value& v) {
+  // Scalars and strings in one call (a replay checks a few small values an iteration); the
+  // kind is the seed, so values of different kinds differ.
+  const uint64_t seed = static_cast<uint64_t>(v.kind()) + 1;
+  XXH128_hash_t h;
+  switch (v.kind()) {
+    case K::kUndefined:
+    case K::kNone:
+      return {seed, 0};
+    case K::kBool:
+    case K::kInt:
+    case K::kFloat: {
+      uint64_t bits;
+      if (v.kind() == K::kFloat) {
+        const double f = v.as_float();
+        std::memcpy(&bits, &f, sizeof bits);
+      } else {
+        bits = static_cast<uint64_t>(v.as_int());
+      }
+      h = XXH3_128bits_withSeed(&bits, sizeof bits, seed);
+      return {h.low64, h.high64};
+    }
+    case K::kString:
+      h = XXH3_128bits_withSeed(v.str().data(), v.str().size(), seed);
+      return {h.low64, h.high64};
+    default:
+      break;
+  }
   XXH3_state_t s;
   XXH3_128bits_reset(&s);
   FeedValue(&s, v);
-  const XXH128_hash_t h = XXH3_128bits_digest(&s);
+  h = XXH3_128bits_digest(&s);
   return {h.low64, h.high64};
 }
 

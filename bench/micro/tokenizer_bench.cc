@@ -12,13 +12,14 @@
 //       The chat template alone over the same session's last TIMED turns (of TURNS; 200 turns
 //       are ~1 MB): p50 of a render that replays the iterations earlier turns rendered, and of
 //       one that renders them all (jinja_memo.h). The two renders must be equal.
-//   kvgate-tokenizer-bench router DIR [ITERATIONS] [BYTES]
+//   kvgate-tokenizer-bench router DIR [ITERATIONS] [BYTES] [turn,same,cold]
 //       Router overhead in precise mode for a chat request of ~BYTES (default 400,000; an
 //       agent's 287K-token context is ~1,000,000): ParseRequest + Plan (chat template +
 //       tokenizer + token chains) + an uncommitted Decide, p50/p99, for a session turn (the
 //       last ITERATIONS turns of a session that reaches ~BYTES, each on the history the
 //       previous turn cached), the same body again, and a cold body of that size (no
-//       cached prefix).
+//       cached prefix). The last argument picks the cases (all three by default; one alone
+//       is what a profile of it needs).
 #include <simdjson.h>
 
 #include <algorithm>
@@ -251,7 +252,8 @@ int SessionBench(const std::string& dir, int turns) {
   return 0;
 }
 
-int RouterBench(const std::string& dir, int iterations, size_t target) {
+int RouterBench(const std::string& dir, int iterations, size_t target, std::string_view cases) {
+  auto wanted = [&](std::string_view c) { return cases.find(c) != std::string_view::npos; };
   using namespace kvgate;
   auto made = tokenizer::MakeTokenizer(dir);
   if (!made.ok()) return 2;
@@ -314,16 +316,20 @@ int RouterBench(const std::string& dir, int iterations, size_t target) {
   }
   const std::string body = s.Body();
   std::printf("{\"session_turns_bytes\": [%zu, %zu]}\n", first_bytes, body.size());
-  report("session turn (+1 turn on the cached history)", turn_ms, body.size());
-  for (int i = 0; i < iterations; ++i) same_ms.push_back(plan_once(body));
-  report("same body again", same_ms, body.size());
-  for (int i = 0; i < std::max(3, iterations / 4); ++i) {
-    // A nonce at the start of the system prompt: nothing cached shares a prefix.
-    std::string cold = body;
-    cold.insert(cold.find("\"content\":\"") + 11, common::StrCat("nonce ", i, " "));
-    cold_ms.push_back(plan_once(cold));
+  if (wanted("turn")) report("session turn (+1 turn on the cached history)", turn_ms, body.size());
+  if (wanted("same")) {
+    for (int i = 0; i < iterations; ++i) same_ms.push_back(plan_once(body));
+    report("same body again", same_ms, body.size());
   }
-  report("cold (no cached prefix)", cold_ms, body.size());
+  if (wanted("cold")) {
+    for (int i = 0; i < std::max(3, iterations / 4); ++i) {
+      // A nonce at the start of the system prompt: nothing cached shares a prefix.
+      std::string cold = body;
+      cold.insert(cold.find("\"content\":\"") + 11, common::StrCat("nonce ", i, " "));
+      cold_ms.push_back(plan_once(cold));
+    }
+    report("cold (no cached prefix)", cold_ms, body.size());
+  }
   return 0;
 }
 
@@ -343,9 +349,10 @@ int main(int argc, char** argv) {
     return SessionBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 100);
   if (mode == "router" && argc >= 3)
     return RouterBench(argv[2], argc > 3 ? std::atoi(argv[3]) : 40,
-                       argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 400'000);
+                       argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 400'000,
+                       argc > 5 ? argv[5] : "turn,same,cold");
   std::fprintf(stderr,
                "usage: kvgate-tokenizer-bench throughput DIR CORPUS.jsonl [REPS] | session DIR "
-               "[TURNS] | render DIR [TURNS] [TIMED] | router DIR [ITERATIONS] [BYTES]\n");
+               "[TURNS] | render DIR [TURNS] [TIMED] | router DIR [ITERATIONS] [BYTES] [CASES]\n");
   return 2;
 }
