@@ -70,24 +70,24 @@ class Value {
   }
   static Value String(std::string s) {
     Value v(Kind::kString);
-    v.s_ = std::make_shared<const std::string>(std::move(s));
+    v.p_ = std::make_shared<std::string>(std::move(s));
     return v;
   }
   /// `tuple`: a Python tuple (from `(a, b)` or dict.items()): a list but for repr and ==.
   static Value MakeArray(Array a = {}, bool tuple = false) {
     Value v(Kind::kArray);
-    v.a_ = std::make_shared<Array>(std::move(a));
+    v.p_ = std::make_shared<Array>(std::move(a));
     v.i_ = tuple;
     return v;
   }
   static Value MakeObject(Object o = {}, Kind kind = Kind::kObject) {
     Value v(kind);
-    v.o_ = std::make_shared<Object>(std::move(o));
+    v.p_ = std::make_shared<Object>(std::move(o));
     return v;
   }
   static Value Callable(std::string name, Function f) {
     Value v(Kind::kCallable);
-    v.fn_ = std::make_shared<const std::pair<std::string, Function>>(std::move(name), std::move(f));
+    v.p_ = std::make_shared<NamedFunction>(std::move(name), std::move(f));
     return v;
   }
 
@@ -102,22 +102,17 @@ class Value {
   bool is_tuple() const { return kind_ == Kind::kArray && i_ != 0; }
   int64_t as_int() const { return i_; }
   double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
-  const std::string& str() const { return *s_; }
-  const Array& array() const { return *a_; }
-  Array& mutable_array() const { return *a_; }
-  const Object& object() const { return *o_; }
-  Object& mutable_object() const { return *o_; }
-  const std::string& callable_name() const { return fn_->first; }
-  Value Call(const Args& args) const { return fn_->second(args); }
-  /// True when no other Value shares this one's list, dict or callable (a loop may then update
-  /// its `loop` object in place).
-  bool sole_owner() const {
-    return (a_ == nullptr || a_.use_count() == 1) && (o_ == nullptr || o_.use_count() == 1) &&
-           (fn_ == nullptr || fn_.use_count() == 1);
-  }
-  bool same_payload(const Value& o) const {
-    return kind_ == o.kind_ && a_ == o.a_ && o_ == o.o_ && s_ == o.s_ && i_ == o.i_;
-  }
+  const std::string& str() const { return *static_cast<const std::string*>(p_.get()); }
+  const Array& array() const { return *static_cast<const Array*>(p_.get()); }
+  Array& mutable_array() const { return *static_cast<Array*>(p_.get()); }
+  const Object& object() const { return *static_cast<const Object*>(p_.get()); }
+  Object& mutable_object() const { return *static_cast<Object*>(p_.get()); }
+  const std::string& callable_name() const { return fn().first; }
+  Value Call(const Args& args) const { return fn().second(args); }
+  /// True when no other Value shares this one's string, list, dict or callable (a loop may then
+  /// update its `loop` object in place).
+  bool sole_owner() const { return p_ == nullptr || p_.use_count() == 1; }
+  bool same_payload(const Value& o) const { return kind_ == o.kind_ && p_ == o.p_ && i_ == o.i_; }
 
   /// The value of `key` in an object; Undefined when absent or not an object.
   Value Get(std::string_view key) const;
@@ -125,14 +120,16 @@ class Value {
   void Set(std::string_view key, Value v) const;
 
  private:
+  using NamedFunction = std::pair<std::string, Function>;
   explicit Value(Kind k) : kind_(k) {}
+  const NamedFunction& fn() const { return *static_cast<const NamedFunction*>(p_.get()); }
+
   Kind kind_ = Kind::kUndefined;
   int64_t i_ = 0;
   double f_ = 0;
-  std::shared_ptr<const std::string> s_;
-  std::shared_ptr<Array> a_;
-  std::shared_ptr<Object> o_;
-  std::shared_ptr<const std::pair<std::string, Function>> fn_;
+  // The string, list, dict or callable, by kind_: one pointer, so that a copy (templates copy
+  // values at every lookup) costs one reference count, not four.
+  std::shared_ptr<void> p_;
 };
 
 /// A 128-bit hash of a value's content (jinja_memo.h's HashValue).

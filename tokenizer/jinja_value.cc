@@ -351,20 +351,20 @@ int Compare3(const Value& a, const Value& b) {
 
 Value Value::Get(std::string_view key) const {
   if (!is_object()) return Value();
-  for (const auto& [k, v] : *o_) {
+  for (const auto& [k, v] : object()) {
     if (k == key) return v;
   }
   return Value();
 }
 
 void Value::Set(std::string_view key, Value v) const {
-  for (auto& [k, x] : *o_) {
+  for (auto& [k, x] : mutable_object()) {
     if (k == key) {
       x = std::move(v);
       return;
     }
   }
-  o_->emplace_back(std::string(key), std::move(v));
+  mutable_object().emplace_back(std::string(key), std::move(v));
 }
 
 bool Truthy(const Value& v) {
