@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "absl/types/span.h"
 #include "common/strings.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/jinja_ast.h"
@@ -305,29 +306,48 @@ bool RawToValue(std::string_view raw, Value* out) {
 
 }  // namespace
 
-bool ChatTemplate::ReadMessage(std::string_view raw, size_t index, Request* r) const {
-  const XXH128_hash_t h = XXH3_128bits(raw.data(), raw.size());
-  const jinja::ValueHash key{h.low64, h.high64};
-  {
-    common::MutexLock lock(&mu_);
-    if (const CachedMessage* c = messages_.Find(key)) {
-      ++message_stats_.hits;
-      r->conversation.push_back(c->value);
-      r->hashes[&c->value.object()] = c->hash;
-      return true;
-    }
+bool ChatTemplate::ReadMessages(absl::Span<const std::string_view> raws, Request* r) const {
+  thread_local std::vector<jinja::ValueHash> keys;
+  thread_local std::vector<size_t> missing;
+  keys.clear();
+  missing.clear();
+  for (std::string_view raw : raws) {
+    const XXH128_hash_t h = XXH3_128bits(raw.data(), raw.size());
+    keys.push_back({h.low64, h.high64});
   }
-  Value v;
-  if (!RawToValue(raw, &v)) return false;
-  auto m = NormalizeMessage(v, index, openai_content_);
-  if (!m.ok()) return false;
-  CachedMessage c{*std::move(m), {}};
-  c.hash = jinja::HashValue(c.value);
-  r->conversation.push_back(c.value);
-  r->hashes[&c.value.object()] = c.hash;
+  r->conversation.resize(raws.size());
+  r->hashes.reserve(raws.size());
+  {
+    common::MutexLock lock(&mu_);  // once for the whole history
+    for (size_t i = 0; i < raws.size(); ++i) {
+      if (const CachedMessage* c = messages_.Find(keys[i])) {
+        r->conversation[i] = c->value;
+        r->hashes[&c->value.object()] = c->hash;
+      } else {
+        missing.push_back(i);
+      }
+    }
+    message_stats_.hits += raws.size() - missing.size();
+  }
+  std::vector<CachedMessage> parsed;
+  parsed.reserve(missing.size());
+  for (size_t i : missing) {
+    Value v;
+    if (!RawToValue(raws[i], &v)) return false;
+    auto m = NormalizeMessage(v, i, openai_content_);
+    if (!m.ok()) return false;
+    CachedMessage c{*std::move(m), {}};
+    c.hash = jinja::HashValue(c.value);
+    r->conversation[i] = c.value;
+    r->hashes[&c.value.object()] = c.hash;
+    parsed.push_back(std::move(c));
+  }
+  if (parsed.empty()) return true;
   common::MutexLock lock(&mu_);
-  ++message_stats_.misses;
-  messages_.Put(key, std::move(c), 2 * raw.size() + 256);
+  message_stats_.misses += parsed.size();
+  for (size_t k = 0; k < parsed.size(); ++k) {
+    messages_.Put(keys[missing[k]], std::move(parsed[k]), 2 * raws[missing[k]].size() + 256);
+  }
   return true;
 }
 
@@ -378,15 +398,18 @@ bool ChatTemplate::ReadReusing(std::string_view body, Request* r) const {
       od::array list;
       if (type != od::json_type::array || v.get_array().get(list) != simdjson::SUCCESS)
         return false;
-      size_t i = 0;
+      thread_local std::vector<std::string_view> raws;
+      raws.clear();
       for (auto item : list) {
         od::object o;
         std::string_view bytes;
         if (item.get_object().get(o) != simdjson::SUCCESS ||
-            o.raw_json().get(bytes) != simdjson::SUCCESS || !ReadMessage(bytes, i++, r)) {
+            o.raw_json().get(bytes) != simdjson::SUCCESS) {
           return false;
         }
+        raws.push_back(bytes);
       }
+      if (!ReadMessages(raws, r)) return false;
     } else if (key == "tools" && !tools) {
       tools = true;
       if (type == od::json_type::null) continue;

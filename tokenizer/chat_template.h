@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/mutex.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/two_generations.h"
@@ -64,7 +65,8 @@ class ChatTemplate {
   ChatTemplate() = default;
   // The body read without a JSON tree, messages from the cache; false: read it in full.
   bool ReadReusing(std::string_view body, Request* r) const;
-  bool ReadMessage(std::string_view raw, size_t index, Request* r) const;
+  // The messages given as raw JSON: found in the cache, or parsed, normalised and stored.
+  bool ReadMessages(absl::Span<const std::string_view> raws, Request* r) const;
 
   std::unique_ptr<jinja::Template> template_;
   bool openai_content_ = false;

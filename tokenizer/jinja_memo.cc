@@ -229,21 +229,21 @@ size_t Iteration::bytes() const {
   return n;
 }
 
-RenderMemo::Variants RenderMemo::Find(const ValueHash& key) {
+std::shared_ptr<const RenderMemo::Variants> RenderMemo::Find(const ValueHash& key) {
   common::MutexLock lock(&mu_);
-  const Variants* v = iterations_.Find(key);
-  return v != nullptr ? *v : Variants{};
+  const auto* v = iterations_.Find(key);
+  return v != nullptr ? *v : nullptr;
 }
 
 void RenderMemo::Add(const ValueHash& key, std::shared_ptr<const Iteration> it) {
   common::MutexLock lock(&mu_);
   Variants v;
-  if (const Variants* old = iterations_.Find(key)) v = *old;
+  if (const auto* old = iterations_.Find(key)) v = **old;
   v.insert(v.begin(), std::move(it));
   if (v.size() > kVariants) v.pop_back();
   size_t bytes = 0;
   for (const auto& x : v) bytes += x->bytes();
-  iterations_.Put(key, std::move(v), bytes);
+  iterations_.Put(key, std::make_shared<const Variants>(std::move(v)), bytes);
 }
 
 void RenderMemo::Count(uint64_t hits, uint64_t misses) {

@@ -67,14 +67,15 @@ class RenderMemo {
   explicit RenderMemo(size_t generation_bytes) : iterations_(generation_bytes) {}
 
   using Variants = std::vector<std::shared_ptr<const Iteration>>;
-  Variants Find(const ValueHash& key);
+  /// The iterations stored for `key` (null when none): shared, never changed once stored.
+  std::shared_ptr<const Variants> Find(const ValueHash& key);
   void Add(const ValueHash& key, std::shared_ptr<const Iteration> it);
   void Count(uint64_t hits, uint64_t misses);
   Stats stats() const;
 
  private:
   mutable common::Mutex mu_;
-  TwoGenerations<ValueHash, Variants> iterations_ ABSL_GUARDED_BY(mu_);
+  TwoGenerations<ValueHash, std::shared_ptr<const Variants>> iterations_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,13 +9,15 @@ namespace kvgate::tokenizer::jinja {
 void Renderer::RenderIteration(const N& n, const Value& item, Frame* f, const Frame& outer,
                                Flow* flow) {
   const ValueHash key = IterationKey(&n, Hash(item));
-  for (const auto& it : memo_->Find(key)) {
-    if (!Matches(*it, *n.memo, *f, outer)) continue;
-    for (const auto& w : it->writes) outer.Find(w.name)->Set(w.attr, w.value);
-    out_->append(it->output);
-    *flow = it->broke ? Flow::kBreak : Flow::kNormal;
-    ++hits_;
-    return;
+  if (const auto variants = memo_->Find(key)) {
+    for (const auto& it : *variants) {
+      if (!Matches(*it, *n.memo, *f, outer)) continue;
+      for (const auto& w : it->writes) outer.Find(w.name)->Set(w.attr, w.value);
+      out_->append(it->output);
+      *flow = it->broke ? Flow::kBreak : Flow::kNormal;
+      ++hits_;
+      return;
+    }
   }
   ++misses_;
   Trace trace;
