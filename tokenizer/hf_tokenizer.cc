@@ -195,8 +195,7 @@ absl::Status HfTokenizer::TokenizeChat(std::string_view body, std::vector<uint32
   bool add_special = false;
   if (absl::Status s = RenderChat(body, &rendered, &add_special); !s.ok()) return s;
   if (add_special) return Encode(rendered, true, out);
-  if (!hf::IsValidUtf8(rendered)) return absl::InvalidArgumentError("render is not valid UTF-8");
-  return cache_->Encode(*this, rendered, out);
+  return cache_->Encode(*this, rendered, out);  // it checks the UTF-8 it has not seen
 }
 
 HfTokenizer::CacheStats HfTokenizer::cache_stats() const {

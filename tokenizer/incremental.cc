@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "common/mutex.h"
+#include "tokenizer/hf_text.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace kvgate::tokenizer {
@@ -59,10 +60,14 @@ void IncrementalCache::Store(Key key, size_t prefix_bytes, absl::Span<const uint
 absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_view text,
                                       std::vector<uint32_t>* out) {
   out->clear();
+  auto invalid = [] { return absl::InvalidArgumentError("render is not valid UTF-8"); };
   thread_local std::vector<size_t> cuts;
   tokenizer.CutPoints(text, &cuts);
   while (!cuts.empty() && cuts.front() < options_.min_prefix_bytes) cuts.erase(cuts.begin());
-  if (cuts.empty()) return tokenizer.EncodeRange(text, 0, text.size(), out);
+  if (cuts.empty()) {
+    if (!hf::IsValidUtf8(text)) return invalid();
+    return tokenizer.EncodeRange(text, 0, text.size(), out);
+  }
 
   // One streaming pass: the hash of text[0, cut) at every cut.
   std::vector<Key> keys;
@@ -82,6 +87,12 @@ absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_
   size_t hit = 0;
   const bool found = Lookup(keys, &hit, out);
   if (found) from = cuts[hit];
+  // A cached prefix was valid when it was stored (its bytes hash equal); a cut starts a token,
+  // so the rest is checked from a character boundary.
+  if (!hf::IsValidUtf8(text.substr(from))) {
+    out->clear();
+    return invalid();
+  }
   // Tokenise up to the last cut (stored for the next turn), then the tail.
   const size_t last = cuts.back();
   if (last > from) {

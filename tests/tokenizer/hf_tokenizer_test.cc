@@ -14,6 +14,7 @@
 #include "tokenizer/hf_bpe.h"
 #include "tokenizer/hf_split.h"
 #include "tokenizer/hf_text.h"
+#include "tokenizer/incremental.h"
 
 namespace kvgate::tokenizer {
 namespace {
@@ -328,6 +329,31 @@ TEST(BpeScanTest, ScanEqualsTheHeap) {
     m.EncodeWhole(word, &heap);
     ASSERT_EQ(scan, heap) << word;
   }
+}
+
+// The cache checks UTF-8 only after the prefix it found (that prefix was checked when stored):
+// invalid bytes after a hit, or anywhere in a render it has not seen, are still refused.
+TEST(HfTokenizerRealModelsTest, IncrementalCacheRefusesInvalidUtf8AfterItsHit) {
+  auto t = Real("qwen3");
+  ASSERT_NE(t, nullptr);
+  IncrementalCache cache(IncrementalCache::Options{});
+  std::string history;
+  for (int i = 0; i < 200; ++i) {
+    history += "<|im_start|>user\nhello world " + std::to_string(i) + "<|im_end|>\n";
+  }
+  std::vector<uint32_t> ids, full;
+  ASSERT_TRUE(cache.Encode(*t, history + "<|im_start|>assistant\n", &ids).ok());
+  ASSERT_TRUE(t->Encode(history + "<|im_start|>assistant\n", false, &full).ok());
+  EXPECT_EQ(ids, full);
+  const absl::Status tail = cache.Encode(*t, history + "<|im_start|>assistant\n\xff", &ids);
+  EXPECT_THAT(tail.message(), HasSubstr("not valid UTF-8"));
+  // Nothing was stored from the refused render; the history still serves a valid turn.
+  ASSERT_TRUE(cache.Encode(*t, history + "<|im_start|>assistant\nok", &ids).ok());
+  ASSERT_TRUE(t->Encode(history + "<|im_start|>assistant\nok", false, &full).ok());
+  EXPECT_EQ(ids, full);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_FALSE(cache.Encode(*t, "\xc3" + history, &ids).ok());
+  EXPECT_FALSE(cache.Encode(*t, "x\xff", &ids).ok());  // too short to cut
 }
 
 }  // namespace
