@@ -94,6 +94,8 @@ class HfTokenizer final : public Tokenizer {
   bool has_chat_template() const { return template_ != nullptr; }
   bool HasChatTemplate() const override { return has_chat_template(); }
   const absl::Status& chat_template_status() const { return template_status_; }
+  /// The chat template (its caches' statistics), or null.
+  const ChatTemplate* chat_template() const { return template_.get(); }
   const SpecialTokensMap& special_tokens() const { return special_tokens_; }
   std::optional<uint32_t> TokenToId(std::string_view token) const;
   /// Incremental cache counters (for tests and benchmarks).

@@ -37,6 +37,7 @@
 #include "prometheus/registry.h"
 #include "router/precise/precise_mode.h"
 #include "router/routing/route_planner.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace {
@@ -181,11 +182,15 @@ int RenderBench(const std::string& dir, int turns, int timed) {
   }
   std::sort(reuse_ms.begin(), reuse_ms.end());
   std::sort(full_ms.begin(), full_ms.end());
+  // What the two caches hold after one session (as they count it against their bounds).
+  const auto messages = tok->chat_template()->message_stats();
+  const auto replay = tok->chat_template()->reuse_stats();
   std::printf(
       "{\"turns\": %d, \"body_bytes\": %zu, \"render_bytes\": %zu, "
-      "\"replaying_p50_ms\": %.3f, \"rendering_all_p50_ms\": %.3f}\n",
+      "\"replaying_p50_ms\": %.3f, \"rendering_all_p50_ms\": %.3f, "
+      "\"message_cache_bytes\": %zu, \"replay_store_bytes\": %zu}\n",
       turns, s.Body().size(), rendered.size(), reuse_ms[reuse_ms.size() / 2],
-      full_ms[full_ms.size() / 2]);
+      full_ms[full_ms.size() / 2], messages.bytes, replay.bytes);
   return 0;
 }
 
