@@ -222,10 +222,29 @@ void AnalyzeLoops(Body& body) {
   }
 }
 
-size_t Iteration::bytes() const {
+namespace {
+
+// What a written value holds (a template may write long strings into a namespace), roughly.
+size_t ValueBytes(const Value& v) {
+  size_t n = sizeof(Value);
+  if (v.is_string()) {
+    n += v.str().size();
+  } else if (v.is_array()) {
+    for (const Value& x : v.array()) n += ValueBytes(x);
+  } else if (v.is_object()) {
+    for (const auto& [k, x] : v.object()) n += k.size() + ValueBytes(x);
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t Iteration::CountBytes() const {
   size_t n = sizeof(Iteration) + output.size();
   for (const Read& r : reads) n += sizeof(Read) + r.name.size() + r.attr.size();
-  for (const Write& w : writes) n += sizeof(Write) + w.name.size() + w.attr.size();
+  for (const Write& w : writes) {
+    n += sizeof(Write) + w.name.size() + w.attr.size() + ValueBytes(w.value);
+  }
   return n;
 }
 
@@ -242,7 +261,7 @@ void RenderMemo::Add(const ValueHash& key, std::shared_ptr<const Iteration> it) 
   v.insert(v.begin(), std::move(it));
   if (v.size() > kVariants) v.pop_back();
   size_t bytes = 0;
-  for (const auto& x : v) bytes += x->bytes();
+  for (const auto& x : v) bytes += x->bytes;
   iterations_.Put(key, std::make_shared<const Variants>(std::move(v)), bytes);
 }
 

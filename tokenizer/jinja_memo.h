@@ -51,7 +51,9 @@ struct Iteration {
   std::vector<Write> writes;
   std::string output;
   bool broke = false;  // the iteration ended with {% break %}
-  size_t bytes() const;
+  size_t bytes = 0;    // CountBytes(), set before it is stored
+  /// What it holds: output, trace and written values (a template may write long strings).
+  size_t CountBytes() const;
 };
 
 /// The iterations a template has rendered, shared by the threads that render it; bounded in two

@@ -34,6 +34,7 @@ void Renderer::RenderIteration(const N& n, const Value& item, Frame* f, const Fr
   if (trace.abandoned) return;
   trace.it.output = out_->substr(at);
   trace.it.broke = *flow == Flow::kBreak;
+  trace.it.bytes = trace.it.CountBytes();
   memo_->Add(key, std::make_shared<const Iteration>(std::move(trace.it)));
 }
 
