@@ -240,13 +240,9 @@ struct ChatTemplate::Request {
   bool add_special = false;
 };
 
-namespace {
-
 // The whole body through a JSON tree: the reference every other read must equal, and the one
 // whose errors a client sees.
-absl::Status ReadWhole(std::string_view body, bool openai, jinja::Array* conversation,
-                       Value* tools_out, Value* kwargs_out, Value* documents_out,
-                       bool* continue_final_out, bool* add_generation_out, bool* add_special_out) {
+absl::Status ChatTemplate::ReadWhole(std::string_view body, bool openai, Request* r) {
   thread_local simdjson::dom::parser parser;
   element doc;
   if (auto err = parser.parse(body.data(), body.size()).get(doc); err != simdjson::SUCCESS) {
@@ -264,7 +260,7 @@ absl::Status ReadWhole(std::string_view body, bool openai, jinja::Array* convers
   for (size_t i = 0; i < messages->array().size(); ++i) {
     auto m = NormalizeMessage(messages->array()[i], i, openai);
     if (!m.ok()) return m.status();
-    conversation->push_back(*std::move(m));
+    r->conversation.push_back(*std::move(m));
   }
   auto tools = field("tools");
   if (!tools.ok()) return tools.status();
@@ -275,23 +271,25 @@ absl::Status ReadWhole(std::string_view body, bool openai, jinja::Array* convers
       if (!t.ok()) return t.status();
       list.push_back(*std::move(t));
     }
-    *tools_out = Value::MakeArray(std::move(list));
+    r->tools = Value::MakeArray(std::move(list));
   }
   auto flag = [&](const char* key, bool dflt) {
     bool b;
     return doc[key].get(b) == simdjson::SUCCESS ? b : dflt;
   };
-  *continue_final_out = flag("continue_final_message", false);
-  *add_generation_out = flag("add_generation_prompt", !*continue_final_out);
-  *add_special_out = flag("add_special_tokens", false);
+  r->continue_final = flag("continue_final_message", false);
+  r->add_generation = flag("add_generation_prompt", !r->continue_final);
+  r->add_special = flag("add_special_tokens", false);
   auto kwargs = field("chat_template_kwargs");
   if (!kwargs.ok()) return kwargs.status();
-  *kwargs_out = *kwargs;
+  r->kwargs = *kwargs;
   auto documents = field("documents");
   if (!documents.ok()) return documents.status();
-  *documents_out = *documents;
+  r->documents = *documents;
   return absl::OkStatus();
 }
+
+namespace {
 
 // A list or an object given as raw JSON, as a Value; false when it is not valid.
 bool RawToValue(std::string_view raw, Value* out) {
@@ -462,12 +460,7 @@ absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTok
   Request r;
   if (!reuse || !ReadReusing(body, &r)) {
     r = Request{};
-    if (absl::Status s =
-            ReadWhole(body, openai_content_, &r.conversation, &r.tools, &r.kwargs, &r.documents,
-                      &r.continue_final, &r.add_generation, &r.add_special);
-        !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = ReadWhole(body, openai_content_, &r); !s.ok()) return s;
   }
   const jinja::Array& conversation = r.conversation;
   *add_special_tokens = r.add_special;

@@ -63,6 +63,7 @@ class ChatTemplate {
   };
 
   ChatTemplate() = default;
+  static absl::Status ReadWhole(std::string_view body, bool openai, Request* r);
   // The body read without a JSON tree, messages from the cache; false: read it in full.
   bool ReadReusing(std::string_view body, Request* r) const;
   // The messages given as raw JSON: found in the cache, or parsed, normalised and stored.
