@@ -192,7 +192,8 @@ class Template {
     size_t bytes = 0;
   };
   ReuseStats reuse_stats() const;
-  /// What the replay store may keep: two generations of `bytes` each (default 32 MiB).
+  /// What the replay store may keep: two generations of `bytes` each (default 32 MiB). It
+  /// empties the store: not while another thread renders.
   void set_reuse_bytes(size_t bytes);
 
   /// True when the template loops over a message's content (`for x in message['content']`):
