@@ -20,6 +20,15 @@ void FeedString(XXH3_state_t* s, const std::string& str) {
   Feed(s, str.data(), str.size());
 }
 
+// A bool's, int's or float's 64 bits.
+uint64_t ScalarBits(const Value& v) {
+  if (v.kind() != K::kFloat) return static_cast<uint64_t>(v.as_int());
+  uint64_t bits;
+  const double f = v.as_float();
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
 void FeedValue(XXH3_state_t* s, const Value& v) {
   const uint8_t kind = static_cast<uint8_t>(v.kind());
   Feed(s, &kind, 1);
@@ -29,15 +38,9 @@ void FeedValue(XXH3_state_t* s, const Value& v) {
       return;
     case K::kBool:
     case K::kInt:
-      FeedInt(s, static_cast<uint64_t>(v.as_int()));
+    case K::kFloat:
+      FeedInt(s, ScalarBits(v));
       return;
-    case K::kFloat: {
-      uint64_t bits;
-      const double f = v.as_float();
-      std::memcpy(&bits, &f, sizeof bits);
-      FeedInt(s, bits);
-      return;
-    }
     case K::kString:
       FeedString(s, v.str());
       return;
@@ -182,13 +185,7 @@ ValueHash HashValue(const Value& v) {
     case K::kBool:
     case K::kInt:
     case K::kFloat: {
-      uint64_t bits;
-      if (v.kind() == K::kFloat) {
-        const double f = v.as_float();
-        std::memcpy(&bits, &f, sizeof bits);
-      } else {
-        bits = static_cast<uint64_t>(v.as_int());
-      }
+      const uint64_t bits = ScalarBits(v);
       h = XXH3_128bits_withSeed(&bits, sizeof bits, seed);
       return {h.low64, h.high64};
     }
