@@ -13,32 +13,52 @@ IncrementalCache::~IncrementalCache() = default;
 
 IncrementalCache::Stats IncrementalCache::stats() const {
   common::MutexLock lock(&mu_);
-  return stats_;
+  Stats s = stats_;
+  s.held_bytes = bytes_;
+  return s;
 }
 
-bool IncrementalCache::Lookup(const std::vector<Key>& keys, size_t* index,
-                              std::vector<uint32_t>* ids) {
+std::shared_ptr<const IncrementalCache::Segment> IncrementalCache::Lookup(
+    const std::vector<Key>& keys, size_t* index) {
   common::MutexLock lock(&mu_);
   for (size_t i = keys.size(); i-- > 0;) {
     auto it = map_.find(keys[i]);
     if (it == map_.end()) continue;
     lru_.splice(lru_.begin(), lru_, it->second);
-    *ids = it->second->ids;
     *index = i;
-    return true;
+    return it->second->ids;
   }
-  return false;
+  return nullptr;
 }
 
-void IncrementalCache::Store(Key key, size_t prefix_bytes, absl::Span<const uint32_t> ids,
-                             const Key* replaces) {
+void IncrementalCache::AppendChain(const Segment& chain, size_t reserve,
+                                   std::vector<uint32_t>* out) {
+  const Segment* parts[kMaxDepth];
+  uint32_t n = 0;
+  for (const Segment* s = &chain; s != nullptr && n < kMaxDepth; s = s->prev.get()) parts[n++] = s;
+  out->reserve(out->size() + reserve);
+  while (n-- > 0) out->insert(out->end(), parts[n]->ids.begin(), parts[n]->ids.end());
+}
+
+void IncrementalCache::Store(Key key, size_t prefix_bytes, std::shared_ptr<const Segment> reused,
+                             absl::Span<const uint32_t> ids, const Key* replaces) {
   const size_t bytes = ids.size() * sizeof(uint32_t);
   if (bytes > options_.max_bytes) return;
+  // Built before the lock: the new ids on the reused chain, or all of them once it is deep.
+  auto segment = std::make_shared<Segment>();
+  segment->total = ids.size();
+  if (reused != nullptr && reused->depth < kMaxDepth) {
+    segment->ids.assign(ids.begin() + reused->total, ids.end());
+    segment->depth = reused->depth + 1;
+    segment->prev = std::move(reused);
+  } else {
+    segment->ids.assign(ids.begin(), ids.end());
+  }
   common::MutexLock lock(&mu_);
   // The session moved past the prefix it reused: that entry is now a prefix of this one.
   if (replaces != nullptr && !(*replaces == key)) {
     if (auto it = map_.find(*replaces); it != map_.end()) {
-      bytes_ -= it->second->ids.size() * sizeof(uint32_t);
+      bytes_ -= it->second->ids->total * sizeof(uint32_t);
       lru_.erase(it->second);
       map_.erase(it);
     }
@@ -47,11 +67,11 @@ void IncrementalCache::Store(Key key, size_t prefix_bytes, absl::Span<const uint
     lru_.splice(lru_.begin(), lru_, it->second);
     return;
   }
-  lru_.push_front(Entry{key, prefix_bytes, std::vector<uint32_t>(ids.begin(), ids.end())});
+  lru_.push_front(Entry{key, prefix_bytes, std::move(segment)});
   map_.emplace(key, lru_.begin());
   bytes_ += bytes;
   while (bytes_ > options_.max_bytes && !lru_.empty()) {
-    bytes_ -= lru_.back().ids.size() * sizeof(uint32_t);
+    bytes_ -= lru_.back().ids->total * sizeof(uint32_t);
     map_.erase(lru_.back().key);
     lru_.pop_back();
   }
@@ -85,13 +105,19 @@ absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_
 
   size_t from = 0;
   size_t hit = 0;
-  const bool found = Lookup(keys, &hit, out);
+  std::shared_ptr<const Segment> reused = Lookup(keys, &hit);
+  const bool found = reused != nullptr;
   if (found) from = cuts[hit];
   // A cached prefix was valid when it was stored (its bytes hash equal); a cut starts a token,
   // so the rest is checked from a character boundary.
-  if (!hf::IsValidUtf8(text.substr(from))) {
-    out->clear();
-    return invalid();
+  if (!hf::IsValidUtf8(text.substr(from))) return invalid();
+  // Room for the rest too (a token is seldom under two bytes), so that appending it does not
+  // move the reused ids again.
+  const size_t room = (text.size() - from) / 2 + 16;
+  if (found) {
+    AppendChain(*reused, reused->total + room, out);
+  } else {
+    out->reserve(room);
   }
   // Tokenise up to the last cut (stored for the next turn), then the tail.
   const size_t last = cuts.back();
@@ -100,8 +126,11 @@ absl::Status IncrementalCache::Encode(const HfTokenizer& tokenizer, std::string_
   }
   const size_t prefix_ids = out->size();
   if (absl::Status s = tokenizer.EncodeRange(text, last, text.size(), out); !s.ok()) return s;
-  Store(keys.back(), last, absl::MakeConstSpan(out->data(), prefix_ids),
-        found ? &keys[hit] : nullptr);
+  // The same render again (its last cut is the entry found) has nothing to add.
+  if (!found || hit + 1 < keys.size()) {
+    Store(keys.back(), last, std::move(reused), absl::MakeConstSpan(out->data(), prefix_ids),
+          found ? &keys[hit] : nullptr);
+  }
   common::MutexLock lock(&mu_);
   ++(found ? stats_.hits : stats_.misses);
   stats_.reused_bytes += from;

@@ -5,12 +5,16 @@
 // never depend on what follows), the token ids of that prefix, keyed by a 128-bit hash of the
 // prefix bytes. A new render looks up its longest cached cut, tokenises only the rest, and
 // stores its own last cut. Content-addressed, it needs no session id and is always equal to a
-// full tokenisation (tests compare both). Bounded by bytes of ids held, least recently used
-// first out. Thread-safe (one mutex; the tokenising happens outside it).
+// full tokenisation (tests compare both). An entry's ids are a chain of immutable segments: the
+// entry a turn reused, plus what the turn added, so storing a turn copies only its new ids. It is
+// bounded by bytes of ids, each entry counted whole (a shared segment only makes the real
+// figure smaller), least recently used first out. Thread-safe (one mutex; tokenising and copying
+// happen outside it).
 #pragma once
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +35,7 @@ class IncrementalCache {
   };
   struct Stats {
     uint64_t hits = 0, misses = 0, reused_bytes = 0, encoded_bytes = 0;
+    uint64_t held_bytes = 0;  // ids' bytes as counted against max_bytes
   };
 
   explicit IncrementalCache(Options options);
@@ -51,15 +56,27 @@ class IncrementalCache {
       return H::combine(std::move(h), k.lo, k.hi);
     }
   };
+  // A prefix's ids: `prev`'s, then `ids`. Never changed once built, so readers copy it
+  // outside the lock.
+  struct Segment {
+    std::shared_ptr<const Segment> prev;
+    std::vector<uint32_t> ids;
+    size_t total = 0;    // ids in the whole chain
+    uint32_t depth = 1;  // segments in the whole chain
+  };
   struct Entry {
     Key key;
     size_t prefix_bytes;
-    std::vector<uint32_t> ids;
+    std::shared_ptr<const Segment> ids;
   };
   using Lru = std::list<Entry>;
+  // Past this many segments a chain is copied into one, so a read stays a few copies.
+  static constexpr uint32_t kMaxDepth = 32;
 
-  bool Lookup(const std::vector<Key>& keys, size_t* index, std::vector<uint32_t>* ids);
-  void Store(Key key, size_t prefix_bytes, absl::Span<const uint32_t> ids, const Key* replaces);
+  std::shared_ptr<const Segment> Lookup(const std::vector<Key>& keys, size_t* index);
+  void Store(Key key, size_t prefix_bytes, std::shared_ptr<const Segment> reused,
+             absl::Span<const uint32_t> ids, const Key* replaces);
+  static void AppendChain(const Segment& chain, size_t reserve, std::vector<uint32_t>* out);
 
   Options options_;
   mutable common::Mutex mu_;

@@ -356,5 +356,55 @@ TEST(HfTokenizerRealModelsTest, IncrementalCacheRefusesInvalidUtf8AfterItsHit) {
   EXPECT_FALSE(cache.Encode(*t, "x\xff", &ids).ok());  // too short to cut
 }
 
+// An entry holds the turn it reused plus what its own turn added (a chain of segments, copied
+// flat once deep); two sessions forking from one history share it. Every turn still equals a
+// whole encoding, past the depth at which chains are flattened, and what the cache counts stays
+// within its bound when the bound evicts.
+TEST(HfTokenizerRealModelsTest, IncrementalCacheChainsTurnsWithinItsBound) {
+  auto t = Real("qwen3");
+  ASSERT_NE(t, nullptr);
+  std::string history;
+  for (int i = 0; i < 200; ++i) {
+    history += "<|im_start|>system\nshared rule " + std::to_string(i) + "<|im_end|>\n";
+  }
+  for (const size_t max_bytes : {size_t{1} << 20, size_t{12} << 10}) {
+    IncrementalCache::Options options;
+    options.max_bytes = max_bytes;
+    IncrementalCache cache(options);
+    std::string a = history, b = history;
+    std::vector<uint32_t> ids, full;
+    uint64_t most_held = 0;
+    for (int turn = 0; turn < 80; ++turn) {
+      for (std::string* s : {&a, &b}) {
+        *s += std::string("<|im_start|>user\n") + (s == &a ? "alpha " : "beta ") +
+              std::to_string(turn) + " ünï 日本<|im_end|>\n";
+        const std::string text = *s + "<|im_start|>assistant\n";
+        ASSERT_TRUE(cache.Encode(*t, text, &ids).ok());
+        ASSERT_TRUE(t->Encode(text, false, &full).ok());
+        ASSERT_EQ(ids, full) << max_bytes << " turn " << turn;
+        if (turn % 10 == 9) {  // the same render again: served whole from its entry
+          ASSERT_TRUE(cache.Encode(*t, text, &ids).ok());
+          ASSERT_EQ(ids, full) << max_bytes << " again at turn " << turn;
+        }
+      }
+      most_held = std::max(most_held, cache.stats().held_bytes);
+    }
+    const auto stats = cache.stats();
+    EXPECT_LE(most_held, max_bytes);
+    if (max_bytes == size_t{1} << 20) {
+      EXPECT_EQ(stats.misses, 2u);  // each session's first turn
+      EXPECT_EQ(stats.hits, 2u * 80 - 2 + 16);
+      // One entry a session, counted whole: its last turn up to its last cut, the start of
+      // `<|im_start|>assistant`, where the ids are those of the text before it.
+      std::vector<uint32_t> a_ids, b_ids;
+      ASSERT_TRUE(t->Encode(a, false, &a_ids).ok());
+      ASSERT_TRUE(t->Encode(b, false, &b_ids).ok());
+      EXPECT_EQ(stats.held_bytes, (a_ids.size() + b_ids.size()) * sizeof(uint32_t));
+    } else {
+      EXPECT_GT(stats.misses, 1u);  // the bound evicted
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer::hf
