@@ -75,6 +75,7 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
   out->previous_response_id.clear();
   out->conversation.clear();
   out->store = true;
+  out->messages_layout.reset();
   if (body.size() > options_.max_body_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));

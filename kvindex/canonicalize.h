@@ -24,7 +24,8 @@ enum class PromptKind : uint8_t {
   kTokens = 2,  // Token ids; token-mode blocks.
 };
 
-class BlockMemo;  // kvindex/block_memo.h
+class BlockMemo;        // kvindex/block_memo.h
+struct ReusablePrefix;  // kvindex/prefix_reuse.h
 
 /// One canonical prompt. A value type; thread-compatible.
 struct CanonicalPrompt {
@@ -59,6 +60,10 @@ struct CanonicalRequest {
   std::string previous_response_id;  // Responses
   std::string conversation;          // Responses: "conversation" (a string, or its "id")
   bool store = true;                 // Responses: "store" (true unless false is sent)
+
+  /// Prefix reuse: what this body's walk published (where each message lies in the body),
+  /// for a chat template's read of the same body (tokenizer::ChatLayout). Null without it.
+  std::shared_ptr<const ReusablePrefix> messages_layout;
 };
 
 /// kMessages: Anthropic /v1/messages (and count_tokens); kResponses: OpenAI /v1/responses.

@@ -103,7 +103,8 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
   next.blocks = std::make_shared<BlockMemo>(ReusablePrefix::MaxHashes(next.canonical.size()));
   prompt.blocks_memo = next.blocks;
   next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
-  options_.reuse->Publish(std::make_shared<const ReusablePrefix>(std::move(next)));
+  out->messages_layout = std::make_shared<const ReusablePrefix>(std::move(next));
+  options_.reuse->Publish(out->messages_layout);
   return absl::OkStatus();
 }
 

@@ -349,15 +349,55 @@ bool ChatTemplate::ReadMessages(absl::Span<const std::string_view> raws, Request
   return true;
 }
 
-bool ChatTemplate::ReadReusing(std::string_view body, Request* r) const {
+namespace {
+
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// A message's bytes without the whitespace around them: the message cache's key, the same
+// whichever way the message was found.
+std::string_view TrimJson(std::string_view s) {
+  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// The messages `layout` places in `body`, each an object's bytes; false when it does not fit.
+bool MessagesAt(std::string_view body, const ChatLayout& layout,
+                std::vector<std::string_view>* raws) {
+  raws->clear();
+  size_t from = layout.begin;
+  for (uint32_t end : layout.ends) {
+    if (end < from || end >= body.size()) return false;
+    const std::string_view m = TrimJson(body.substr(from, end - from));
+    if (m.size() < 2 || m.front() != '{' || m.back() != '}') return false;
+    raws->push_back(m);
+    from = size_t{end} + 1;
+  }
+  return body[layout.ends.back()] == ']';
+}
+
+}  // namespace
+
+bool ChatTemplate::ReadReusing(std::string_view body, const ChatLayout* layout, Request* r) const {
   namespace od = simdjson::ondemand;
   thread_local od::parser parser;
   thread_local std::string padded;
-  padded.assign(body.data(), body.size());
-  padded.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  thread_local std::vector<std::string_view> raws;
+  // With a layout the fields are read from the body without its messages' bytes:
+  // body[0, begin) then body[ends.back(), end), whose `]` lands at `cut`.
+  size_t cut = std::string_view::npos;
+  if (layout != nullptr && !layout->ends.empty() && MessagesAt(body, *layout, &raws)) {
+    cut = layout->begin;
+    padded.assign(body.data(), cut);
+    padded.append(body.substr(layout->ends.back()));
+  } else {
+    padded.assign(body.data(), body.size());
+  }
+  const size_t length = padded.size();
+  padded.resize(length + simdjson::SIMDJSON_PADDING);
   od::document doc;
   od::object top;
-  if (parser.iterate(padded.data(), body.size(), padded.size()).get(doc) != simdjson::SUCCESS ||
+  if (parser.iterate(padded.data(), length, padded.size()).get(doc) != simdjson::SUCCESS ||
       doc.get_object().get(top) != simdjson::SUCCESS) {
     return false;
   }
@@ -396,18 +436,31 @@ bool ChatTemplate::ReadReusing(std::string_view body, Request* r) const {
       od::array list;
       if (type != od::json_type::array || v.get_array().get(list) != simdjson::SUCCESS)
         return false;
-      thread_local std::vector<std::string_view> raws;
-      raws.clear();
-      for (auto item : list) {
-        od::object o;
+      if (cut != std::string_view::npos) {
+        // The layout's array, and no other: emptied by the cut, its `]` where the cut put it.
         std::string_view bytes;
-        if (item.get_object().get(o) != simdjson::SUCCESS ||
-            o.raw_json().get(bytes) != simdjson::SUCCESS) {
+        if (list.raw_json().get(bytes) != simdjson::SUCCESS ||
+            bytes.data() + TrimJson(bytes).size() - 1 != padded.data() + cut ||
+            TrimJson(bytes.substr(1, bytes.size() - 1)) != "]") {
           return false;
         }
-        raws.push_back(bytes);
+      } else {
+        raws.clear();
+        for (auto item : list) {
+          od::object o;
+          std::string_view bytes;
+          if (item.get_object().get(o) != simdjson::SUCCESS ||
+              o.raw_json().get(bytes) != simdjson::SUCCESS) {
+            return false;
+          }
+          raws.push_back(TrimJson(bytes));
+        }
       }
       if (!ReadMessages(raws, r)) return false;
+      if (cut != std::string_view::npos) {
+        common::MutexLock lock(&mu_);
+        ++message_stats_.layouts;
+      }
     } else if (key == "tools" && !tools) {
       tools = true;
       if (type == od::json_type::null) continue;
@@ -455,10 +508,10 @@ ChatTemplate::MessageStats ChatTemplate::message_stats() const {
 }
 
 absl::Status ChatTemplate::RenderRequest(std::string_view body, const SpecialTokensMap& tokens,
-                                         std::string* out, bool* add_special_tokens,
-                                         bool reuse) const {
+                                         std::string* out, bool* add_special_tokens, bool reuse,
+                                         const ChatLayout* layout) const {
   Request r;
-  if (!reuse || !ReadReusing(body, &r)) {
+  if (!reuse || !ReadReusing(body, layout, &r)) {
     r = Request{};
     if (absl::Status s = ReadWhole(body, openai_content_, &r); !s.ok()) return s;
   }

@@ -11,9 +11,11 @@
 // An agent re-sends its whole history every turn. A render that reuses (the default) reads the
 // body without building its JSON tree: each message's raw bytes are looked up in a cache of the
 // messages earlier requests normalised (bounded, two generations of 64 MiB of message bytes),
-// and only new messages are parsed; the template then replays the loop iterations it rendered
-// for them (jinja_memo.h). A body this cannot read (a message that is not an object, a field of
-// an unexpected type, an error) is read in full, so errors and results are those of a full read.
+// and only new messages are parsed (where the gateway's parse of the same body found its
+// messages, a ChatLayout, only the fields around them are read); the template then replays the
+// loop iterations it rendered for them (jinja_memo.h). A body this cannot read (a message that
+// is not an object, a field of an unexpected type, an error) is read in full, so errors and
+// results are those of a full read.
 #pragma once
 
 #include <memory>
@@ -29,6 +31,7 @@
 
 namespace kvgate::tokenizer {
 
+struct ChatLayout;  // tokenizer/tokenizer.h
 struct SpecialTokensMap;
 
 class ChatTemplate {
@@ -38,16 +41,19 @@ class ChatTemplate {
 
   /// Renders `body` (a chat-completions request, or a kvgate-tokenize line with `messages`).
   /// `*add_special_tokens`: the body's `add_special_tokens` (default false, as vLLM's chat).
-  /// `reuse`: replay loop iterations of earlier renders (jinja::Template::Render).
+  /// `reuse`: replay loop iterations of earlier renders (jinja::Template::Render), and read
+  /// messages through the message cache; `layout` (with `reuse`): where the messages are.
   /// @return kInvalidArgument for a body that is not JSON, lacks `messages`, holds
   ///         non-text content (images, audio) or makes the template fail.
   absl::Status RenderRequest(std::string_view body, const SpecialTokensMap& tokens,
-                             std::string* out, bool* add_special_tokens, bool reuse = true) const;
+                             std::string* out, bool* add_special_tokens, bool reuse = true,
+                             const ChatLayout* layout = nullptr) const;
   /// Loop iterations replayed and rendered so far, and the bytes kept for replay.
   jinja::Template::ReuseStats reuse_stats() const { return template_->reuse_stats(); }
-  /// Messages found in the message cache and parsed, and the bytes it counts.
+  /// Messages found in the message cache and parsed, bodies whose messages a layout placed,
+  /// and the bytes the cache counts.
   struct MessageStats {
-    uint64_t hits = 0, misses = 0;
+    uint64_t hits = 0, misses = 0, layouts = 0;
     size_t bytes = 0;
   };
   MessageStats message_stats() const;
@@ -65,7 +71,7 @@ class ChatTemplate {
   ChatTemplate() = default;
   static absl::Status ReadWhole(std::string_view body, bool openai, Request* r);
   // The body read without a JSON tree, messages from the cache; false: read it in full.
-  bool ReadReusing(std::string_view body, Request* r) const;
+  bool ReadReusing(std::string_view body, const ChatLayout* layout, Request* r) const;
   // The messages given as raw JSON: found in the cache, or parsed, normalised and stored.
   bool ReadMessages(absl::Span<const std::string_view> raws, Request* r) const;
 

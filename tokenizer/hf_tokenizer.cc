@@ -177,9 +177,11 @@ absl::Status HfTokenizer::Tokenize(const kvindex::CanonicalPrompt& prompt,
 }
 
 absl::Status HfTokenizer::RenderChat(std::string_view body, std::string* rendered,
-                                     bool* add_special_tokens, bool reuse) const {
+                                     bool* add_special_tokens, bool reuse,
+                                     const ChatLayout* layout) const {
   if (template_ == nullptr) return template_status_;
-  return template_->RenderRequest(body, special_tokens_, rendered, add_special_tokens, reuse);
+  return template_->RenderRequest(body, special_tokens_, rendered, add_special_tokens, reuse,
+                                  layout);
 }
 
 absl::Status HfTokenizer::TokenizeChatFull(std::string_view body,
@@ -190,10 +192,11 @@ absl::Status HfTokenizer::TokenizeChatFull(std::string_view body,
   return Encode(rendered, add_special, out);
 }
 
-absl::Status HfTokenizer::TokenizeChat(std::string_view body, std::vector<uint32_t>* out) const {
+absl::Status HfTokenizer::TokenizeChat(std::string_view body, const ChatLayout* layout,
+                                       std::vector<uint32_t>* out) const {
   thread_local std::string rendered;
   bool add_special = false;
-  if (absl::Status s = RenderChat(body, &rendered, &add_special); !s.ok()) return s;
+  if (absl::Status s = RenderChat(body, &rendered, &add_special, true, layout); !s.ok()) return s;
   if (add_special) return Encode(rendered, true, out);
   return cache_->Encode(*this, rendered, out);  // it checks the UTF-8 it has not seen
 }

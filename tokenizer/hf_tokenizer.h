@@ -65,7 +65,9 @@ class HfTokenizer final : public Tokenizer {
   /// not what the engine tokenises: kInvalidArgument (use TokenizeChat).
   absl::Status Tokenize(const kvindex::CanonicalPrompt& prompt,
                         std::vector<uint32_t>* out) const override;
-  absl::Status TokenizeChat(std::string_view body, std::vector<uint32_t>* out) const override;
+  using Tokenizer::TokenizeChat;
+  absl::Status TokenizeChat(std::string_view body, const ChatLayout* layout,
+                            std::vector<uint32_t>* out) const override;
 
   /// Hugging Face's `tokenizer.encode(text, add_special_tokens=...)`; appends to `*out`
   /// (cleared first). @return kInvalidArgument for text that is not valid UTF-8.
@@ -77,7 +79,7 @@ class HfTokenizer final : public Tokenizer {
   /// @return kFailedPrecondition when the model has no usable template, or the template's
   ///         error (raise_exception, an undefined call, ...).
   absl::Status RenderChat(std::string_view body, std::string* rendered, bool* add_special_tokens,
-                          bool reuse = true) const;
+                          bool reuse = true, const ChatLayout* layout = nullptr) const;
   /// Renders and tokenises a chat body from scratch (no replayed iterations, no incremental
   /// cache): the reference the incremental path is tested against.
   absl::Status TokenizeChatFull(std::string_view body, std::vector<uint32_t>* out) const;

@@ -9,7 +9,8 @@
 
 namespace kvgate::tokenizer {
 
-absl::Status Tokenizer::TokenizeChat(std::string_view, std::vector<uint32_t>*) const {
+absl::Status Tokenizer::TokenizeChat(std::string_view, const ChatLayout*,
+                                     std::vector<uint32_t>*) const {
   return absl::UnimplementedError(common::StrCat(name(), " has no chat template"));
 }
 

@@ -14,9 +14,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kvindex/canonicalize.h"
 
 namespace kvgate::tokenizer {
+
+/// Where a chat body's `messages` elements lie, from a parse of the same bytes (the gateway's
+/// canonicaliser records it for prefix reuse): element i runs from `begin` (i = 0) or just after
+/// ends[i - 1] up to ends[i], JSON whitespace around it, and ends.back() is the array's `]`. A
+/// chat template's read then skips the messages' JSON; a layout that does not fit the body is
+/// ignored (the body is read in full).
+struct ChatLayout {
+  size_t begin = 0;
+  absl::Span<const uint32_t> ends;
+};
 
 class Tokenizer {
  public:
@@ -31,7 +42,12 @@ class Tokenizer {
   /// template rendered over the messages, then tokenised). @return kUnimplemented for a
   /// tokenizer without chat templates (callers then use Tokenize on the canonical prompt), or
   /// the render's error.
-  virtual absl::Status TokenizeChat(std::string_view body, std::vector<uint32_t>* out) const;
+  /// `layout`: where the body's messages are, when known (null: found by reading the body).
+  virtual absl::Status TokenizeChat(std::string_view body, const ChatLayout* layout,
+                                    std::vector<uint32_t>* out) const;
+  absl::Status TokenizeChat(std::string_view body, std::vector<uint32_t>* out) const {
+    return TokenizeChat(body, nullptr, out);
+  }
   /// True when TokenizeChat renders a chat template (false: callers tokenise the canonical
   /// prompt instead).
   virtual bool HasChatTemplate() const { return false; }

@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "kvindex/block_hash.h"
+#include "kvindex/prefix_reuse.h"
 #include "router/policies/policy_util.h"
 #include "spdlog/spdlog.h"
 
@@ -117,7 +118,12 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
     if (tokenizer != nullptr && prompt.kind == kvindex::PromptKind::kChat) {
       const kvindex::ApiKind agent = AgentApiOf(request.endpoint);
       if (agent == kvindex::ApiKind::kOther) {
-        s = tokenizer->TokenizeChat(request.body, &plan.tokens);
+        // Where the gateway's parse found the messages, so the template's read skips them.
+        tokenizer::ChatLayout layout;
+        const kvindex::ReusablePrefix* parsed = request.json.messages_layout.get();
+        if (parsed != nullptr) layout = {parsed->messages_begin, parsed->separators};
+        s = tokenizer->TokenizeChat(request.body, parsed != nullptr ? &layout : nullptr,
+                                    &plan.tokens);
       } else if (tokenizer->HasChatTemplate()) {
         // The engine renders its template over the chat its Anthropic / Responses layer built.
         thread_local kvindex::AgentChatConverter converter;

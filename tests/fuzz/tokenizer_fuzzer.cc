@@ -123,6 +123,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             (!b.ok() && a.message() != b.message())) {
           std::abort();
         }
+        // A layout guessed from the bytes (every `,` after the first `[`, then the last `]`):
+        // right for a flat list of messages, wrong otherwise; the render is the same.
+        const size_t open = in.find('['), close = in.rfind(']');
+        if (open != std::string_view::npos && close != std::string_view::npos && close > open) {
+          std::vector<uint32_t> ends;
+          for (size_t i = open + 1; i < close; ++i) {
+            if (in[i] == ',') ends.push_back(static_cast<uint32_t>(i));
+          }
+          ends.push_back(static_cast<uint32_t>(close));
+          const ChatLayout layout{open + 1, ends};
+          std::string placed;
+          bool placed_special = false;
+          const absl::Status c = state->chat->RenderRequest(in, SpecialTokensMap{}, &placed,
+                                                            &placed_special, true, &layout);
+          if (c.ok() != b.ok() || (b.ok() && (placed != full || placed_special != full_special)) ||
+              (!b.ok() && c.message() != b.message())) {
+            std::abort();
+          }
+        }
       }
       return 0;
     }

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "kvindex/canonicalize.h"
+#include "kvindex/prefix_reuse.h"
 #include "tests/support/test_util.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -320,6 +322,93 @@ TEST(RenderReuseTest, BodiesTheCacheCannotReadAreReadInFull) {
     EXPECT_EQ(RenderBody(*t, body, true), RenderBody(*t, body, false)) << body;
     EXPECT_EQ(RenderBody(*t, body, true), RenderBody(*t, body, false)) << body;
   }
+}
+
+// ---- the messages placed by the gateway's parse (tokenizer::ChatLayout) ----
+
+// A session body made long enough for the gateway's prefix reuse, by a long first message, with
+// whitespace around the messages.
+std::string LongBody(const Session& s) {
+  std::string b = s.Body();
+  const size_t open = b.find('[') + 1;
+  const bool empty = b[open] == ']';
+  b.insert(open, "\n  {\"role\": \"system\", \"content\": \"" + std::string(70000, 's') + "\"}" +
+                     (empty ? "\n" : " ,\n  "));
+  return b;
+}
+
+std::string RenderWithLayout(const ChatTemplate& t, std::string_view body,
+                             const ChatLayout& layout) {
+  std::string out;
+  bool add_special = false;
+  const absl::Status s =
+      t.RenderRequest(body, SpecialTokensMap{}, &out, &add_special, true, &layout);
+  return Outcome(s, out) + (add_special ? " +special" : "");
+}
+
+TEST(RenderReuseTest, ALayoutFromTheGatewaysParseRendersAsAFullRead) {
+  auto t = Chat("tools_json.jinja");
+  ASSERT_NE(t, nullptr);
+  kvindex::PrefixReuseCache reuse(size_t{64} << 20);
+  kvindex::Canonicalizer gateway({.reuse = &reuse});
+  kvindex::CanonicalRequest parsed;
+  for (int seed = 0; seed < 6; ++seed) {
+    Session s(seed);
+    for (int step = 0; step < 30; ++step) {
+      s.Step();
+      const std::string body = LongBody(s);
+      ASSERT_TRUE(gateway.Parse(body, 0, kvindex::ApiKind::kChatCompletions, true, &parsed).ok());
+      ASSERT_NE(parsed.messages_layout, nullptr);
+      const ChatLayout layout{parsed.messages_layout->messages_begin,
+                              parsed.messages_layout->separators};
+      ASSERT_EQ(RenderWithLayout(*t, body, layout), RenderBody(*t, body, false))
+          << "session " << seed << ", step " << step;
+    }
+  }
+  const auto stats = t->message_stats();
+  EXPECT_EQ(stats.layouts, 6u * 30);    // every body was read through its layout
+  EXPECT_GT(reuse.stats().hits, 100u);  // and most layouts came from an earlier turn's
+}
+
+// A layout that does not fit its body (shifted, cut inside a string, another body's, or
+// placing the second of two `messages`) is ignored: the render is the full read's.
+TEST(RenderReuseTest, LayoutsThatDoNotFitTheBodyAreIgnored) {
+  auto t = Chat("tools_json.jinja");
+  ASSERT_NE(t, nullptr);
+  const std::string a =
+      R"({"messages": [{"role": "user", "content": "x, {\"y\": 1}"}, )"
+      R"({"role": "assistant", "content": "ok"}], "add_generation_prompt": false})";
+  const size_t begin = a.find('[') + 1;
+  const uint32_t comma = static_cast<uint32_t>(a.find("}, {") + 1);
+  const uint32_t close = static_cast<uint32_t>(a.find("}]") + 1);
+  const std::vector<uint32_t> right = {comma, close};
+  EXPECT_EQ(RenderWithLayout(*t, a, {begin, right}), RenderBody(*t, a, false));
+  const std::vector<std::vector<uint32_t>> wrong = {
+      {comma + 1, close},
+      {comma, close - 1},
+      {static_cast<uint32_t>(a.find(", {\\\"y")), comma, close},  // inside the first content
+      {comma},                                                    // a message short
+      {close},  // both messages as one: not an object, so parsed and refused
+      {static_cast<uint32_t>(a.size() + 5)},
+  };
+  for (const auto& ends : wrong) {
+    EXPECT_EQ(RenderWithLayout(*t, a, {begin, ends}), RenderBody(*t, a, false)) << ends[0];
+  }
+  EXPECT_EQ(RenderWithLayout(*t, a, {begin - 1, right}), RenderBody(*t, a, false));
+  EXPECT_EQ(RenderWithLayout(*t, a, {begin + 1, right}), RenderBody(*t, a, false));
+  // Another body's layout: the same shape, shorter messages.
+  const std::string b =
+      R"({"messages": [{"role": "user", "content": "hi"}, )"
+      R"({"role": "assistant", "content": "ok"}], "add_generation_prompt": false})";
+  EXPECT_EQ(RenderWithLayout(*t, b, {begin, right}), RenderBody(*t, b, false));
+  // Two `messages`: the first counts, whichever the layout places.
+  const std::string twice =
+      a.substr(0, a.size() - 1) + R"(, "messages": [{"role": "user", "content": "second"}]})";
+  const size_t second = twice.rfind('[') + 1;
+  const std::vector<uint32_t> second_ends = {static_cast<uint32_t>(twice.rfind(']'))};
+  EXPECT_EQ(RenderWithLayout(*t, twice, {second, second_ends}), RenderBody(*t, twice, false));
+  EXPECT_EQ(RenderWithLayout(*t, twice, {begin, right}), RenderBody(*t, twice, false));
+  EXPECT_EQ(t->message_stats().layouts, 2u);  // the right layout, twice
 }
 
 TEST(RenderReuseTest, ConcurrentRendersShareTheCaches) {
