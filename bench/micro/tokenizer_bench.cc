@@ -19,8 +19,10 @@
 //       last ITERATIONS turns of a session that reaches ~BYTES, each on the history the
 //       previous turn cached), the same body again, and a cold body of that size (no
 //       cached prefix). The last argument picks the cases (all three by default; one alone
-//       is what a profile of it needs).
+//       is what a profile of it needs). Each case also gives its page faults a request;
+//       KVGATE_BENCH_EACH=1 prints every session turn's time.
 #include <simdjson.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -292,7 +294,16 @@ int RouterBench(const std::string& dir, int iterations, size_t target, std::stri
   const size_t per_turn = s.Body().size() - turn_bytes;
   const size_t start = target > per_turn * iterations ? target - per_turn * iterations : 0;
   while (s.Body().size() < start) s.Turn(turn++);
+  // Page faults are counted too: on a paravirtualised VM each costs ~10 µs, and a turn whose
+  // buffers land on fresh heap pages pays a few hundred of them.
+  auto minor_faults = [] {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+  };
+  long faults = 0;
   auto plan_once = [&](const std::string& body) {
+    const long faults_before = minor_faults();
     const auto t0 = Clock::now();
     router::ParsedRequest parsed;
     if (!router::ParseRequest(body, body.size(), router::ApiEndpoint::kChatCompletions, true, "",
@@ -305,27 +316,39 @@ int RouterBench(const std::string& dir, int iterations, size_t target, std::stri
     if (!plan.ok() || plan->tokens.empty()) std::exit(1);
     auto d = planner.Decide(*plan, 0, false, router::SteadyClock::now());
     (void)d;
-    return Since(t0) * 1e3;
+    const double ms = Since(t0) * 1e3;
+    faults += minor_faults() - faults_before;
+    return ms;
   };
-  auto report = [](const char* name, std::vector<double> v, size_t bytes) {
+  auto report = [&](const char* name, std::vector<double> v, size_t bytes) {
     std::sort(v.begin(), v.end());
-    std::printf("{\"case\": \"%s\", \"body_bytes\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f}\n",
-                name, bytes, v[v.size() / 2], v[v.size() * 99 / 100]);
+    std::printf(
+        "{\"case\": \"%s\", \"body_bytes\": %zu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, "
+        "\"page_faults_per_request\": %.1f}\n",
+        name, bytes, v[v.size() / 2], v[v.size() * 99 / 100],
+        static_cast<double>(faults) / static_cast<double>(v.size()));
+    faults = 0;
   };
   std::vector<double> turn_ms, same_ms, cold_ms;
   plan_once(s.Body());  // the session's history is cached
+  faults = 0;
   const size_t first_bytes = s.Body().size();
   for (int i = 0; i < iterations; ++i) {
     s.Turn(turn++);
     turn_ms.push_back(plan_once(s.Body()));
+    if (std::getenv("KVGATE_BENCH_EACH") != nullptr) {
+      std::fprintf(stderr, "turn %d: %.3f ms\n", i, turn_ms.back());
+    }
   }
   const std::string body = s.Body();
   std::printf("{\"session_turns_bytes\": [%zu, %zu]}\n", first_bytes, body.size());
   if (wanted("turn")) report("session turn (+1 turn on the cached history)", turn_ms, body.size());
+  faults = 0;
   if (wanted("same")) {
     for (int i = 0; i < iterations; ++i) same_ms.push_back(plan_once(body));
     report("same body again", same_ms, body.size());
   }
+  faults = 0;
   if (wanted("cold")) {
     for (int i = 0; i < std::max(3, iterations / 4); ++i) {
       // A nonce at the start of the system prompt: nothing cached shares a prefix.
