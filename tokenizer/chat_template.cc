@@ -302,6 +302,31 @@ bool RawToValue(std::string_view raw, Value* out) {
   return true;
 }
 
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// A message's bytes without the whitespace around them: the message cache's key, the same
+// whichever way the message was found.
+std::string_view TrimJson(std::string_view s) {
+  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// The messages `layout` places in `body`, each an object's bytes; false when it does not fit.
+bool MessagesAt(std::string_view body, const ChatLayout& layout,
+                std::vector<std::string_view>* raws) {
+  raws->clear();
+  size_t from = layout.begin;
+  for (uint32_t end : layout.ends) {
+    if (end < from || end >= body.size()) return false;
+    const std::string_view m = TrimJson(body.substr(from, end - from));
+    if (m.size() < 2 || m.front() != '{' || m.back() != '}') return false;
+    raws->push_back(m);
+    from = size_t{end} + 1;
+  }
+  return body[layout.ends.back()] == ']';
+}
+
 }  // namespace
 
 bool ChatTemplate::ReadMessages(absl::Span<const std::string_view> raws, Request* r) const {
@@ -348,35 +373,6 @@ bool ChatTemplate::ReadMessages(absl::Span<const std::string_view> raws, Request
   }
   return true;
 }
-
-namespace {
-
-bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// A message's bytes without the whitespace around them: the message cache's key, the same
-// whichever way the message was found.
-std::string_view TrimJson(std::string_view s) {
-  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// The messages `layout` places in `body`, each an object's bytes; false when it does not fit.
-bool MessagesAt(std::string_view body, const ChatLayout& layout,
-                std::vector<std::string_view>* raws) {
-  raws->clear();
-  size_t from = layout.begin;
-  for (uint32_t end : layout.ends) {
-    if (end < from || end >= body.size()) return false;
-    const std::string_view m = TrimJson(body.substr(from, end - from));
-    if (m.size() < 2 || m.front() != '{' || m.back() != '}') return false;
-    raws->push_back(m);
-    from = size_t{end} + 1;
-  }
-  return body[layout.ends.back()] == ']';
-}
-
-}  // namespace
 
 bool ChatTemplate::ReadReusing(std::string_view body, const ChatLayout* layout, Request* r) const {
   namespace od = simdjson::ondemand;
@@ -441,7 +437,7 @@ bool ChatTemplate::ReadReusing(std::string_view body, const ChatLayout* layout, 
         std::string_view bytes;
         if (list.raw_json().get(bytes) != simdjson::SUCCESS ||
             bytes.data() + TrimJson(bytes).size() - 1 != padded.data() + cut ||
-            TrimJson(bytes.substr(1, bytes.size() - 1)) != "]") {
+            TrimJson(bytes.substr(1)) != "]") {
           return false;
         }
       } else {
