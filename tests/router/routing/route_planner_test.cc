@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "router/precise/precise_mode.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace kvgate::router {
@@ -369,6 +370,27 @@ TEST(PrecisePlannerTest, ChatRequestsUseTheModelsTemplateAndTokenizer) {
                                SteadyClock::now());
   ASSERT_TRUE(bad_plan.ok());
   EXPECT_TRUE(bad_plan->tokens.empty());
+
+  // A long session's turns: the template reads each body where the gateway's parse found its
+  // messages (tokenizer::ChatLayout), and the ids are still those of a full render.
+  std::vector<std::pair<std::string, std::string>> session = {{"system", std::string(70000, 'r')}};
+  const uint64_t layouts_before = hf->chat_template()->message_stats().layouts;
+  for (int turn = 0; turn < 6; ++turn) {
+    session.emplace_back("user", common::StrCat("Step ", turn, ": read src/f", turn, ".cc"));
+    session.emplace_back("assistant", common::StrCat("Done with step ", turn, "."));
+    const std::string body = Chat(session);
+    ParsedRequest turn_parsed;
+    ASSERT_TRUE(
+        ParseRequest(body, body.size(), ApiEndpoint::kChatCompletions, true, "", &turn_parsed)
+            .ok());
+    ASSERT_NE(turn_parsed.json.messages_layout, nullptr) << "a 70 KB body is parsed for reuse";
+    auto turn_plan = planner.Plan(turn_parsed, "/v1/chat/completions", workers, *policies, config,
+                                  SteadyClock::now());
+    ASSERT_TRUE(turn_plan.ok());
+    ASSERT_TRUE(hf->TokenizeChatFull(body, &expected).ok());
+    ASSERT_EQ(turn_plan->tokens, expected) << "turn " << turn;
+  }
+  EXPECT_EQ(hf->chat_template()->message_stats().layouts, layouts_before + 6);
 }
 
 }  // namespace
