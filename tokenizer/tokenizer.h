@@ -23,7 +23,7 @@ namespace kvgate::tokenizer {
 /// canonicaliser records it for prefix reuse): element i runs from `begin` (i = 0) or just after
 /// ends[i - 1] up to ends[i], JSON whitespace around it, and ends.back() is the array's `]`. A
 /// chat template's read then skips the messages' JSON; a layout that does not fit the body is
-/// ignored (the body is read in full).
+/// ignored (the body is read as without one).
 struct ChatLayout {
   size_t begin = 0;
   absl::Span<const uint32_t> ends;
