@@ -31,12 +31,12 @@ std::shared_ptr<const IncrementalCache::Segment> IncrementalCache::Lookup(
   return nullptr;
 }
 
-void IncrementalCache::AppendChain(const Segment& chain, size_t reserve,
+void IncrementalCache::AppendChain(const Segment& chain, size_t capacity,
                                    std::vector<uint32_t>* out) {
   const Segment* parts[kMaxDepth];
   uint32_t n = 0;
   for (const Segment* s = &chain; s != nullptr && n < kMaxDepth; s = s->prev.get()) parts[n++] = s;
-  out->reserve(out->size() + reserve);
+  out->reserve(capacity);
   while (n-- > 0) out->insert(out->end(), parts[n]->ids.begin(), parts[n]->ids.end());
 }
 

@@ -76,7 +76,8 @@ class IncrementalCache {
   std::shared_ptr<const Segment> Lookup(const std::vector<Key>& keys, size_t* index);
   void Store(Key key, size_t prefix_bytes, std::shared_ptr<const Segment> reused,
              absl::Span<const uint32_t> ids, const Key* replaces);
-  static void AppendChain(const Segment& chain, size_t reserve, std::vector<uint32_t>* out);
+  // `chain`'s ids into the empty `out`, reserved to `capacity` first.
+  static void AppendChain(const Segment& chain, size_t capacity, std::vector<uint32_t>* out);
 
   Options options_;
   mutable common::Mutex mu_;

@@ -327,7 +327,6 @@ int RouterBench(const std::string& dir, int iterations, size_t target, std::stri
         "\"page_faults_per_request\": %.1f}\n",
         name, bytes, v[v.size() / 2], v[v.size() * 99 / 100],
         static_cast<double>(faults) / static_cast<double>(v.size()));
-    faults = 0;
   };
   std::vector<double> turn_ms, same_ms, cold_ms;
   plan_once(s.Body());  // the session's history is cached
