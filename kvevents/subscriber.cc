@@ -1,10 +1,17 @@
 #include "kvevents/subscriber.h"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <iterator>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -17,8 +24,8 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr size_t kMaxMessagesPerTurn = 4096;  // Per socket and loop turn: fairness across sources.
-constexpr size_t kRecentBatches = 8192;       // Applied batches remembered to spot late copies.
+constexpr size_t kRecentBatches = 8192;  // Applied batches remembered to spot late copies.
+constexpr int kMaxWakeEvents = 64;       // epoll events taken per wait.
 // One engine step's events are kilobytes; far larger frames are a misconfigured peer.
 constexpr int64_t kMaxMessageBytes = int64_t{64} << 20;
 
@@ -32,8 +39,20 @@ std::string_view View(const zmq::message_t& m) {
 
 }  // namespace
 
+struct Stream;
+
+// One socket the events thread waits on: what its epoll entry points at.
+struct Watch {
+  Stream* stream;
+  bool replay;  // The DEALER (replay) socket, not the SUB (live) one.
+};
+
 // One source's sockets and continuity state. Events thread only.
 struct Stream {
+  Stream() : live_watch{this, false}, replay_watch{this, true} {}
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
   SourceStatus status;
   std::optional<zmq::socket_t> sub;
   std::optional<zmq::socket_t> dealer;
@@ -43,50 +62,74 @@ struct Stream {
   // matches one is a late copy of a replayed batch, not an engine restart.
   std::deque<std::pair<uint64_t, double>> recent;
   uint64_t bad_logged = 0;
+  Watch live_watch;  // Stable addresses: the stream is heap-held.
+  Watch replay_watch;
 
   const EventSource& source() const { return status.source; }
 };
 
 struct KvEventSubscriber::Impl {
   Impl(EventApplier& applier, SubscriberObserver* observer, SubscriberOptions options)
-      : applier(applier), observer(observer), options(options) {}
+      : applier(applier), observer(observer), options(options) {
+    if (epoll_fd < 0 || wake_fd < 0) {
+      throw std::runtime_error(std::string("kv events: cannot create the wait set: ") +
+                               std::strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // The wake descriptor.
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+  }
+  ~Impl() {
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (wake_fd >= 0) close(wake_fd);
+  }
 
+  void Wake() {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t r = write(wake_fd, &one, sizeof(one));
+  }
+
+  // One wait for every source: each socket's ZMQ_FD in one epoll set, woken when the socket's
+  // mailbox is signalled, plus an eventfd for SetSources() and Stop(). zmq::poll cost two
+  // poll() calls and a getpid() per socket on every wake, and a wake comes with nearly every
+  // batch. ZMQ_FD is edge-like: a socket is drained until recv says EAGAIN before its
+  // descriptor is waited on again, and one left with messages (the per-turn cap, a send on it)
+  // is kept in `pending` and read without waiting.
   void Run() {
-    std::vector<zmq::pollitem_t> items;
-    std::vector<std::pair<Stream*, bool>> owners;  // (stream, is_dealer) per poll item.
+    std::vector<Watch*> ready;
+    epoll_event events[kMaxWakeEvents];
     while (running.load(std::memory_order_acquire)) {
       Reconcile();
-      items.clear();
-      owners.clear();
-      for (auto& s : streams) {
-        if (s->sub) {
-          items.push_back({s->sub->handle(), 0, ZMQ_POLLIN, 0});
-          owners.emplace_back(s.get(), false);
+      const bool any_socket = std::any_of(streams.begin(), streams.end(),
+                                          [](const auto& s) { return s->sub || s->dealer; });
+      const int timeout_ms = !pending.empty() ? 0
+                             : any_socket     ? static_cast<int>(options.poll_interval.count())
+                                              : -1;  // Nothing to read: sleep until told.
+      if (!any_socket) PublishStatus();
+      const int n = epoll_wait(epoll_fd, events, kMaxWakeEvents, timeout_ms);
+      if (n < 0 && errno != EINTR) spdlog::error("kv events: epoll_wait: {}", std::strerror(errno));
+      ready.swap(pending);
+      pending.clear();
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.ptr == nullptr) {
+          uint64_t count;
+          [[maybe_unused]] const ssize_t r = read(wake_fd, &count, sizeof(count));
+          continue;
         }
-        if (s->dealer) {
-          items.push_back({s->dealer->handle(), 0, ZMQ_POLLIN, 0});
-          owners.emplace_back(s.get(), true);
-        }
+        ready.push_back(static_cast<Watch*>(events[i].data.ptr));
       }
+      std::sort(ready.begin(), ready.end());
+      ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
       try {
-        if (items.empty()) {
-          // Nothing to poll (no worker has kv_events): sleep until sources come or Stop().
-          PublishStatus();
-          common::MutexLock lock(&mu);
-          while (desired_version == applied_version && running.load(std::memory_order_acquire)) {
-            wake.Wait(&mu);
-          }
-        } else {
-          zmq::poll(items, options.poll_interval);
-        }
-        for (size_t i = 0; i < items.size(); ++i) {
-          if ((items[i].revents & ZMQ_POLLIN) == 0) continue;
-          Drain(*owners[i].first, /*replay=*/owners[i].second);
+        for (Watch* w : ready) {
+          if (!Drain(*w->stream, w->replay)) Keep(w);
         }
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) break;
         spdlog::error("kv events: {}", e.what());
       }
+      ready.clear();
       const auto now = SteadyClock::now();
       for (auto& s : streams) {
         if (s->status.replaying && now >= s->replay_deadline) {
@@ -97,8 +140,34 @@ struct KvEventSubscriber::Impl {
       }
       PublishStatus();
     }
+    for (auto& s : streams) Unwatch(*s);
     streams.clear();
     PublishStatus();
+  }
+
+  // Reads `w` again before the next wait.
+  void Keep(Watch* w) {
+    if (std::find(pending.begin(), pending.end(), w) == pending.end()) pending.push_back(w);
+  }
+
+  void WatchSocket(zmq::socket_t& socket, Watch* w) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = w;
+    const int fd = socket.get(zmq::sockopt::fd);
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      spdlog::error("kv events: cannot watch {}: {}", w->stream->source().endpoint,
+                    std::strerror(errno));
+    }
+    Keep(w);  // Whatever arrived before the descriptor was watched.
+  }
+
+  // Before the sockets close: zmq closes their descriptors later, on its own thread.
+  void Unwatch(Stream& s) {
+    for (auto* socket : {s.sub ? &*s.sub : nullptr, s.dealer ? &*s.dealer : nullptr}) {
+      if (socket) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, socket->get(zmq::sockopt::fd), nullptr);
+    }
+    std::erase_if(pending, [&](Watch* w) { return w->stream == &s; });
   }
 
   // Applies a changed source list: closes removed or changed sources, opens new ones.
@@ -126,6 +195,7 @@ struct KvEventSubscriber::Impl {
         return e.holder == old->source().holder;
       });
       // A reopened source starts a new view; a removed one takes its blocks with it.
+      Unwatch(*old);
       applier.Forget(old->source().holder);
       if (holder_kept) {
         for (auto& n : next) {
@@ -168,20 +238,22 @@ struct KvEventSubscriber::Impl {
     }
     spdlog::info("kv events: subscribed to {} topic \"{}\" for {}{}", src.endpoint, src.topic,
                  src.name, src.replay_endpoint.empty() ? " (no replay endpoint)" : "");
+    WatchSocket(*s->sub, &s->live_watch);
+    if (s->dealer) WatchSocket(*s->dealer, &s->replay_watch);
     // Cold start: recover what the engine still buffers before trusting live events.
     StartReplay(*s, 0);
     return s;
   }
 
   // Receives what `s`'s live (SUB) or replay (DEALER) socket holds. Both carry three frames,
-  // [topic or "", seq8, payload].
-  void Drain(Stream& s, bool replay) {
+  // [topic or "", seq8, payload]. False when it stopped at the per-turn cap with more to read.
+  bool Drain(Stream& s, bool replay) {
     zmq::socket_t& socket = replay ? *s.dealer : *s.sub;
     std::vector<zmq::message_t> frames;
-    for (size_t n = 0; n < kMaxMessagesPerTurn; ++n) {
+    for (size_t n = 0; n < options.max_messages_per_turn; ++n) {
       frames.clear();
       if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
-        return;
+        return true;
       }
       if (!replay) s.status.last_message = SteadyClock::now();
       std::optional<uint64_t> seq;
@@ -197,6 +269,7 @@ struct KvEventSubscriber::Impl {
         OnLive(s, *seq, View(frames[2]));
       }
     }
+    return false;
   }
 
   void OnReplayed(Stream& s, uint64_t seq, std::string_view payload) {
@@ -283,6 +356,7 @@ struct KvEventSubscriber::Impl {
       s.dealer->send(zmq::const_buffer("", 0),
                      zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       s.dealer->send(zmq::buffer(seq8), zmq::send_flags::dontwait);
+      Keep(&s.replay_watch);  // A send can take the signal a waiting reply would have given.
     } catch (const zmq::error_t& e) {
       spdlog::warn("kv events: replay request to {} failed: {}", s.source().replay_endpoint,
                    e.what());
@@ -349,8 +423,12 @@ struct KvEventSubscriber::Impl {
   std::thread thread;
   std::atomic<bool> running{false};
 
+  // Waits of the events thread: every socket's ZMQ_FD and wake_fd (written by SetSources()
+  // and Stop()). Both are made with the subscriber and live as long.
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
   mutable common::Mutex mu;
-  common::CondVar wake;  // Signals a change of the first two below.
   std::vector<EventSource> desired ABSL_GUARDED_BY(mu);
   uint64_t desired_version ABSL_GUARDED_BY(mu) = 0;
   std::vector<SourceStatus> published ABSL_GUARDED_BY(mu);
@@ -358,6 +436,7 @@ struct KvEventSubscriber::Impl {
   // Events thread only.
   uint64_t applied_version = 0;
   std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<Watch*> pending;  // Sockets to read before waiting again.
 };
 
 KvEventSubscriber::KvEventSubscriber(EventApplier& applier, SubscriberObserver* observer,
@@ -372,11 +451,8 @@ void KvEventSubscriber::Start() {
 }
 
 void KvEventSubscriber::Stop() {
-  {
-    common::MutexLock lock(&impl_->mu);  // So the idle wait cannot miss the flag.
-    if (!impl_->running.exchange(false)) return;
-  }
-  impl_->wake.SignalAll();
+  if (!impl_->running.exchange(false)) return;
+  impl_->Wake();  // An eventfd keeps its count: a wake written before the wait is not lost.
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -384,7 +460,7 @@ void KvEventSubscriber::SetSources(std::vector<EventSource> sources) {
   common::MutexLock lock(&impl_->mu);
   impl_->desired = std::move(sources);
   ++impl_->desired_version;
-  impl_->wake.SignalAll();
+  impl_->Wake();
 }
 
 std::vector<SourceStatus> KvEventSubscriber::Status() const {

@@ -71,10 +71,11 @@ class SubscriberObserver {
 };
 
 struct SubscriberOptions {
-  std::chrono::milliseconds poll_interval{20};     // Upper bound on reacting to SetSources().
+  std::chrono::milliseconds poll_interval{20};     // Longest wait between replay-timeout checks.
   std::chrono::milliseconds replay_timeout{2000};  // No end marker by then: give up that replay.
   size_t max_held_batches = 100000;                // Live batches held during one replay.
   int rcvhwm = 1000000;                            // SUB receive high-water mark (messages).
+  size_t max_messages_per_turn = 4096;  // Read from one socket before turning to the others.
 };
 
 class KvEventSubscriber {

@@ -1,6 +1,7 @@
 // KvEventSubscriber against an in-test publisher (cppzmq PUB + replay ROUTER on loopback TCP,
 // ephemeral ports): cold start from the replay buffer, a live gap recovered by replay, a gap
-// with no replay socket counted as lost, an engine restart, other topics ignored.
+// with no replay socket counted as lost, an engine restart, other topics ignored; the wait cut
+// short by source changes and Stop(), a backlog past one turn's cap read without a new message.
 #include "kvevents/subscriber.h"
 
 #include <msgpuck.h>
@@ -52,6 +53,7 @@ class TestPublisher {
  public:
   explicit TestPublisher(bool replay) : pub_(ctx_, zmq::socket_type::pub) {
     pub_.set(zmq::sockopt::linger, 0);
+    pub_.set(zmq::sockopt::sndhwm, 0);  // A burst is delivered whole, not dropped at 1,000.
     pub_.bind("tcp://127.0.0.1:*");
     endpoint_ = pub_.get(zmq::sockopt::last_endpoint);
     if (replay) {
@@ -107,9 +109,9 @@ class TestPublisher {
     buffer_.clear();
   }
 
-  EventSource Source(bool with_replay = true) const {
+  EventSource Source(bool with_replay = true, kvindex::Holder holder = kHolder) const {
     EventSource s;
-    s.holder = kHolder;
+    s.holder = holder;
     s.name = "test-engine";
     s.model = "m";
     s.endpoint = endpoint_;
@@ -208,6 +210,66 @@ class SubscriberTest : public ::testing::Test {
   EventApplier applier_{index_};
   KvEventSubscriber subscriber_{applier_, nullptr};
 };
+
+// The events thread waits on every socket at once; a wait is no longer than it takes a source
+// list change or Stop() to arrive, however long the configured interval.
+TEST(SubscriberWaitTest, ASourceChangeAndStopCutTheWaitShort) {
+  kvindex::PrefixIndex index;
+  EventApplier applier{index};
+  SubscriberOptions options;
+  options.poll_interval = std::chrono::seconds(30);
+  KvEventSubscriber subscriber{applier, nullptr, options};
+  TestPublisher first(/*replay=*/true), second(/*replay=*/true);
+  constexpr kvindex::Holder kSecond{4, 0};
+  first.Publish(0, StoredBatch({1}));
+  second.Publish(0, StoredBatch({2}));
+  subscriber.Start();
+  subscriber.SetSources({first.Source()});
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto all = subscriber.Status();
+    return !all.empty() && all[0].replayed_batches == 1 && !all[0].replaying;
+  }));
+  // Nothing more comes from the first source: only the change can end the wait.
+  subscriber.SetSources({first.Source(), second.Source(true, kSecond)});
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return applier.EngineBlocks(kSecond, kvindex::Tier::kGpu).size() == 1; },
+      std::chrono::seconds(5)));
+  const auto before_stop = std::chrono::steady_clock::now();
+  subscriber.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - before_stop, std::chrono::seconds(5));
+}
+
+// A socket left with messages at the per-turn cap is read again without waiting: its descriptor
+// signals new arrivals, not messages already queued.
+TEST(SubscriberWaitTest, ABacklogPastOneTurnIsReadWithoutAnotherMessage) {
+  kvindex::PrefixIndex index;
+  EventApplier applier{index};
+  SubscriberOptions options;
+  options.max_messages_per_turn = 1;
+  KvEventSubscriber subscriber{applier, nullptr, options};
+  TestPublisher pub(/*replay=*/false);
+  subscriber.Start();
+  subscriber.SetSources({pub.Source(/*with_replay=*/false)});
+  uint64_t seq = 0;
+  // Joined once a batch arrived (PUB drops what it sends before the connection completes).
+  ASSERT_TRUE(testing::WaitFor([&] {
+    pub.Publish(seq, StoredBatch({1000 + seq}));
+    ++seq;
+    return testing::WaitFor(
+        [&] {
+          auto all = subscriber.Status();
+          return !all.empty() && all[0].next_seq == seq;
+        },
+        std::chrono::milliseconds(50));
+  }));
+  constexpr uint64_t kBurst = 200;
+  for (uint64_t i = 0; i < kBurst; ++i) pub.Publish(seq + i, StoredBatch({5000 + i}));
+  EXPECT_TRUE(testing::WaitFor([&] {
+    auto all = subscriber.Status();
+    return !all.empty() && all[0].next_seq == seq + kBurst;
+  })) << "read up to "
+      << *subscriber.Status()[0].next_seq << " of " << seq + kBurst;
+}
 
 TEST_F(SubscriberTest, ColdStartRecoversTheReplayBufferThenFollowsLive) {
   TestPublisher pub(/*replay=*/true);
