@@ -10,9 +10,12 @@ void SpeculativeBlocks::Insert(kvindex::Holder holder, absl::Span<const kvindex:
                                Clock::time_point expires, absl::Span<const uint32_t> groups) {
   common::MutexLock lock(&mu_);
   const auto now = Clock::now();
-  if (expiry_.size() + chain.size() > kSweepAt) {
+  if (expiry_.size() + chain.size() > sweep_at_) {
     absl::erase_if(expiry_, [&](const auto& e) { return e.second.expires <= now; });
-    if (expiry_.size() + chain.size() > kSweepAt) expiry_.clear();  // Guesses; events re-teach.
+    if (expiry_.size() + chain.size() > kMaxEntries) expiry_.clear();  // Guesses; events re-teach.
+    // The next sweep when the live guesses have doubled: the table keeps the size the TTL's
+    // worth of guesses needs instead of growing (and rehashing) up to the bound and starting over.
+    sweep_at_ = std::max(kMinSweepAt, 2 * (expiry_.size() + chain.size()));
   }
   for (size_t i = 0; i < chain.size(); ++i) {
     Guess& g = expiry_[Key{holder.Key(), chain[i]}];

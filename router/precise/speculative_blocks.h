@@ -49,7 +49,8 @@ class SpeculativeBlocks {
   size_t size() const;
 
  private:
-  static constexpr size_t kSweepAt = 1 << 20;  // Entries before expired ones are swept out.
+  static constexpr size_t kMinSweepAt = 1 << 16;  // Entries before expired ones are swept out,
+  static constexpr size_t kMaxEntries = 1 << 20;  // and past which all are.
 
   struct Key {
     uint64_t holder;
@@ -68,6 +69,7 @@ class SpeculativeBlocks {
 
   mutable common::Mutex mu_;
   absl::flat_hash_map<Key, Guess> expiry_ ABSL_GUARDED_BY(mu_);
+  size_t sweep_at_ ABSL_GUARDED_BY(mu_) = kMinSweepAt;
 };
 
 /// Groups have at most this many indices in a guess (beyond it, only their events count).

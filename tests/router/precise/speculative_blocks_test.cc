@@ -1,5 +1,7 @@
 #include "router/precise/speculative_blocks.h"
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -25,6 +27,26 @@ TEST(SpeculativeBlocks, ExtendsConfirmedMatchesUntilTheyExpire) {
   s.Insert(a, {chain.data(), 1}, t0 + milliseconds(500));
   s.Insert(a, {chain.data(), 1}, t0 + milliseconds(50));
   EXPECT_EQ(s.Extend(a, chain, 0, t0 + milliseconds(200)), 1u);
+}
+
+// Expired guesses go when the table has doubled since the last sweep, so it keeps the size a
+// TTL's worth of guesses needs; unexpired ones stay.
+TEST(SpeculativeBlocks, ExpiredGuessesAreSweptBeforeTheTableGrows) {
+  SpeculativeBlocks s;
+  const kvindex::Holder a{1, 0};
+  const auto t0 = Clock::now();
+  const std::vector<kvindex::BlockHash> live = {1, 2, 3};
+  s.Insert(a, live, t0 + std::chrono::hours(1));
+  constexpr size_t kChain = 50'000;  // A 800K-token prompt's blocks.
+  std::vector<kvindex::BlockHash> chain(kChain);
+  size_t most = 0;
+  for (uint64_t turn = 0; turn < 20; ++turn) {
+    for (size_t i = 0; i < kChain; ++i) chain[i] = (turn << 32) + i + 100;
+    s.Insert(a, chain, t0 - milliseconds(1));  // Expired as soon as inserted.
+    most = std::max(most, s.size());
+  }
+  EXPECT_LE(most, 2 * kChain + live.size());
+  EXPECT_EQ(s.Extend(a, live, 0, t0), 3u);
 }
 
 TEST(SpeculativeBlocks, ForgetDropsOneHolder) {
