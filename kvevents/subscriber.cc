@@ -91,11 +91,11 @@ struct KvEventSubscriber::Impl {
   }
 
   // One wait for every source: each socket's ZMQ_FD in one epoll set, woken when the socket's
-  // mailbox is signalled, plus an eventfd for SetSources() and Stop(). zmq::poll cost two
-  // poll() calls and a getpid() per socket on every wake, and a wake comes with nearly every
-  // batch. ZMQ_FD is edge-like: a socket is drained until recv says EAGAIN before its
-  // descriptor is waited on again, and one left with messages (the per-turn cap, a send on it)
-  // is kept in `pending` and read without waiting.
+  // mailbox is signalled, plus an eventfd for SetSources() and Stop(). zmq::poll made two
+  // poll() calls and asked every socket for its events (getpid() calls among them) on every
+  // wake, and a wake comes with nearly every batch. ZMQ_FD is edge-like: a socket is drained until
+  // recv says EAGAIN before its descriptor is waited on again, and one left with messages (the
+  // per-turn cap, a send on it) is kept in `pending` and read without waiting.
   void Run() {
     std::vector<Watch*> ready;
     epoll_event events[kMaxWakeEvents];
