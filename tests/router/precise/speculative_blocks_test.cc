@@ -37,7 +37,7 @@ TEST(SpeculativeBlocks, ExpiredGuessesAreSweptBeforeTheTableGrows) {
   const auto t0 = Clock::now();
   const std::vector<kvindex::BlockHash> live = {1, 2, 3};
   s.Insert(a, live, t0 + std::chrono::hours(1));
-  constexpr size_t kChain = 50'000;  // A 800K-token prompt's blocks.
+  constexpr size_t kChain = 50'000;  // An 800K-token prompt's blocks.
   std::vector<kvindex::BlockHash> chain(kChain);
   size_t most = 0;
   for (uint64_t turn = 0; turn < 20; ++turn) {
