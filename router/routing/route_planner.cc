@@ -182,22 +182,51 @@ const std::vector<kvindex::BlockHash>& RoutePlanner::TokenChainFor(RoutePlan& pl
 void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
                                 absl::Span<Worker* const> workers, Decision& d) const {
   const config::RoutingConfig& config = *plan.config;
-  std::vector<kvindex::Holder> holders;
-  std::vector<kvindex::MatchResult> matches;
+  // One index walk per block size for every eligible worker's ranks. A holder whose list is not
+  // known to be prefix-closed (any engine's, once its evictions left the index's LRU order) is
+  // matched by walking the chain to its first miss: one call walks once, to the longest hit,
+  // instead of once per worker.
+  struct SizeGroup {
+    uint32_t block_size;
+    std::vector<kvindex::Holder> holders;
+    std::vector<kvindex::MatchResult> matches;
+  };
+  struct Eligible {
+    size_t candidate;
+    size_t group;
+    size_t first;  // Its first rank's place in the group's holders.
+  };
+  absl::InlinedVector<SizeGroup, 2> groups;
+  absl::InlinedVector<Eligible, 16> eligible;
   for (size_t i = 0; i < d.candidates.size(); ++i) {
-    Candidate& c = d.candidates[i];
     const Worker& w = *workers[i];
     if (w.precise_state() != PreciseState::kVerified || !w.config().kv_events) continue;
     if (const auto api = PreciseApiOf(plan.request->endpoint); api && !w.precise_api_agrees(*api)) {
       continue;  // its engine converts this API differently: approximate for it
     }
     const uint32_t bs = w.config().kv_events->block_size;
-    const auto& chain = TokenChainFor(plan, bs);
-    holders.clear();
+    size_t g = 0;
+    while (g < groups.size() && groups[g].block_size != bs) ++g;
+    if (g == groups.size()) groups.push_back(SizeGroup{bs, {}, {}});
+    eligible.push_back(Eligible{i, g, groups[g].holders.size()});
     for (uint32_t r = 0; r < w.config().dp_size; ++r) {
-      holders.push_back(PreciseMode::HolderOf(w, r));
+      groups[g].holders.push_back(PreciseMode::HolderOf(w, r));
     }
-    precise_->index().Match(chain, holders, &matches);
+  }
+  for (SizeGroup& g : groups) {
+    precise_->index().Match(TokenChainFor(plan, g.block_size), g.holders, &g.matches);
+  }
+  for (const Eligible& e : eligible) {
+    const size_t i = e.candidate;
+    Candidate& c = d.candidates[i];
+    const Worker& w = *workers[i];
+    SizeGroup& group = groups[e.group];
+    const uint32_t bs = group.block_size;
+    const auto& chain = TokenChainFor(plan, bs);
+    const absl::Span<const kvindex::Holder> holders(group.holders.data() + e.first,
+                                                    w.config().dp_size);
+    const absl::Span<kvindex::MatchResult> matches(group.matches.data() + e.first,
+                                                   w.config().dp_size);
     // As vLLM, the engine computes at least the prompt's last token: a block-aligned prompt
     // hits all blocks but its last.
     const uint32_t max_hit = static_cast<uint32_t>((plan.tokens.size() - 1) / std::max(1u, bs));
