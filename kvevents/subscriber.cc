@@ -71,14 +71,15 @@ struct Stream {
 struct KvEventSubscriber::Impl {
   Impl(EventApplier& applier, SubscriberObserver* observer, SubscriberOptions options)
       : applier(applier), observer(observer), options(options) {
-    if (epoll_fd < 0 || wake_fd < 0) {
-      throw std::runtime_error(std::string("kv events: cannot create the wait set: ") +
-                               std::strerror(errno));
-    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;  // The wake descriptor.
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+    if (epoll_fd < 0 || wake_fd < 0 || epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) != 0) {
+      const std::string why = std::strerror(errno);
+      if (epoll_fd >= 0) close(epoll_fd);
+      if (wake_fd >= 0) close(wake_fd);
+      throw std::runtime_error("kv events: cannot create the wait set: " + why);
+    }
   }
   ~Impl() {
     if (epoll_fd >= 0) close(epoll_fd);

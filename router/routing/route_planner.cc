@@ -186,17 +186,17 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
   // known to be prefix-closed (any engine's, once its evictions left the index's LRU order) is
   // matched by walking the chain to its first miss: one call walks once, to the longest hit,
   // instead of once per worker.
-  struct SizeGroup {
+  struct Walk {  // The workers of one block size and their matches.
     uint32_t block_size;
     std::vector<kvindex::Holder> holders;
     std::vector<kvindex::MatchResult> matches;
   };
   struct Eligible {
     size_t candidate;
-    size_t group;
-    size_t first;  // Its first rank's place in the group's holders.
+    size_t walk;
+    size_t first;  // Its first rank's place in the walk's holders.
   };
-  absl::InlinedVector<SizeGroup, 2> groups;
+  absl::InlinedVector<Walk, 2> walks;
   absl::InlinedVector<Eligible, 16> eligible;
   for (size_t i = 0; i < d.candidates.size(); ++i) {
     const Worker& w = *workers[i];
@@ -205,27 +205,27 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
       continue;  // its engine converts this API differently: approximate for it
     }
     const uint32_t bs = w.config().kv_events->block_size;
-    size_t g = 0;
-    while (g < groups.size() && groups[g].block_size != bs) ++g;
-    if (g == groups.size()) groups.push_back(SizeGroup{bs, {}, {}});
-    eligible.push_back(Eligible{i, g, groups[g].holders.size()});
+    size_t k = 0;
+    while (k < walks.size() && walks[k].block_size != bs) ++k;
+    if (k == walks.size()) walks.push_back(Walk{bs, {}, {}});
+    eligible.push_back(Eligible{i, k, walks[k].holders.size()});
     for (uint32_t r = 0; r < w.config().dp_size; ++r) {
-      groups[g].holders.push_back(PreciseMode::HolderOf(w, r));
+      walks[k].holders.push_back(PreciseMode::HolderOf(w, r));
     }
   }
-  for (SizeGroup& g : groups) {
-    precise_->index().Match(TokenChainFor(plan, g.block_size), g.holders, &g.matches);
+  for (Walk& walk : walks) {
+    precise_->index().Match(TokenChainFor(plan, walk.block_size), walk.holders, &walk.matches);
   }
   for (const Eligible& e : eligible) {
     const size_t i = e.candidate;
     Candidate& c = d.candidates[i];
     const Worker& w = *workers[i];
-    SizeGroup& group = groups[e.group];
-    const uint32_t bs = group.block_size;
+    Walk& walk = walks[e.walk];
+    const uint32_t bs = walk.block_size;
     const auto& chain = TokenChainFor(plan, bs);
-    const absl::Span<const kvindex::Holder> holders(group.holders.data() + e.first,
+    const absl::Span<const kvindex::Holder> holders(walk.holders.data() + e.first,
                                                     w.config().dp_size);
-    const absl::Span<kvindex::MatchResult> matches(group.matches.data() + e.first,
+    const absl::Span<kvindex::MatchResult> matches(walk.matches.data() + e.first,
                                                    w.config().dp_size);
     // As vLLM, the engine computes at least the prompt's last token: a block-aligned prompt
     // hits all blocks but its last.
