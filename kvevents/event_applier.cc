@@ -96,6 +96,28 @@ EventApplier::Route EventApplier::RouteRemoved(const HolderState& state,
   return state.others.contains(group) ? Route::kOther : Route::kIgnore;
 }
 
+kvindex::Closure EventApplier::MarkOpen(Holder holder, HolderState& state) {
+  for (int v = 0; v < BlockTree::kViews; ++v) {
+    if ((state.tree.holes(v) > 0 || !state.tree.exact()) && state.told_closed[v]) {
+      index_.SetPrefixClosed(
+          holder, v == BlockTree::kAnyTier ? std::nullopt : std::optional<Tier>(Tier(v)), false);
+      state.told_closed[v] = false;
+    }
+  }
+  return state.tree.exact() ? kvindex::Closure::kCallerTracks : kvindex::Closure::kGuess;
+}
+
+void EventApplier::MarkClosed(Holder holder, HolderState& state) {
+  if (!state.tree.exact()) return;
+  for (int v = 0; v < BlockTree::kViews; ++v) {
+    if (state.tree.holes(v) == 0 && !state.told_closed[v]) {
+      index_.SetPrefixClosed(
+          holder, v == BlockTree::kAnyTier ? std::nullopt : std::optional<Tier>(Tier(v)), true);
+      state.told_closed[v] = true;
+    }
+  }
+}
+
 ApplyResult EventApplier::Apply(Holder holder, std::string_view model, const EventBatch& batch) {
   ApplyResult result;
   result.ignored_events = batch.ignored_events;
@@ -136,25 +158,17 @@ void EventApplier::ApplyStored(Holder holder, HolderState& state, std::string_vi
   state.last_block_size = block_size;
   std::optional<BlockHash> parent;
   if (event.parent_block_hash) {
-    auto it = state.blocks.find(*event.parent_block_hash);
-    if (it == state.blocks.end()) {
+    parent = state.tree.HashOf(*event.parent_block_hash);
+    if (!parent) {
       result.orphan_blocks += n;  // Its prefix was stored before kvgate listened.
       return;
     }
-    parent = it->second.hash;
   }
   HashBlocks(event, model, parent ? &*parent : nullptr, block_size);
-  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
-  for (size_t i = 0; i < n; ++i) {
-    Block& b = state.blocks[event.block_hashes[i]];
-    b.hash = scratch_[i];
-    if ((b.tiers & bit) == 0) {
-      b.tiers |= bit;
-      ++state.counts[static_cast<int>(tier)];
-    }
-  }
+  state.tree.AddRun(event.block_hashes, event.parent_block_hash, scratch_, tier);
   // The index refuses a 65th holder; the engine-id map still lets removals stay consistent.
-  (void)index_.InsertAfter(holder, parent, scratch_, tier);
+  (void)index_.InsertAfter(holder, parent, scratch_, tier, MarkOpen(holder, state));
+  MarkClosed(holder, state);
   result.stored_blocks += n;
 }
 
@@ -167,10 +181,24 @@ void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRe
     ++result.ignored_events;
     return;
   }
-  const int64_t group = event.group_idx.value_or(0);
-  auto& blocks = route == Route::kIndex ? state.blocks : state.others[group].blocks;
-  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   scratch_.clear();
+  if (route == Route::kIndex) {
+    for (EngineBlockId id : event.block_hashes) {
+      BlockHash hash;
+      if (state.tree.Drop(id, tier, &hash)) {
+        scratch_.push_back(hash);
+      } else {
+        ++result.unknown_removals;
+      }
+    }
+    index_.Remove(holder, scratch_, tier, MarkOpen(holder, state));
+    MarkClosed(holder, state);
+    result.removed_blocks += scratch_.size();
+    return;
+  }
+  const int64_t group = event.group_idx.value_or(0);
+  auto& blocks = state.others[group].blocks;
+  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   for (EngineBlockId id : event.block_hashes) {
     auto it = blocks.find(id);
     if (it == blocks.end() || (it->second.tiers & bit) == 0) {
@@ -179,14 +207,9 @@ void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRe
     }
     scratch_.push_back(it->second.hash);
     it->second.tiers &= static_cast<uint8_t>(~bit);
-    if (route == Route::kIndex) --state.counts[static_cast<int>(tier)];
     if (it->second.tiers == 0) blocks.erase(it);
   }
-  if (route == Route::kIndex) {
-    index_.Remove(holder, scratch_, tier);
-  } else {
-    groups_->Remove(holder, static_cast<uint32_t>(group), scratch_, tier);
-  }
+  groups_->Remove(holder, static_cast<uint32_t>(group), scratch_, tier);
   result.removed_blocks += scratch_.size();
 }
 
@@ -195,8 +218,8 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
   ++result.cleared;
   if (!event.medium) {
     index_.ClearHolder(holder);
-    state.blocks.clear();
-    state.counts = {};
+    state.tree.Clear();
+    state.told_closed = {true, true, true, true};
     for (auto& [group, other] : state.others) other.blocks.clear();
     if (groups_ != nullptr) groups_->Clear(holder, Tier::kGpu, /*all=*/true);
     return;
@@ -215,19 +238,9 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
   }
   if (groups_ != nullptr) groups_->Clear(holder, tier, /*all=*/false);
   scratch_.clear();
-  for (auto it = state.blocks.begin(); it != state.blocks.end();) {
-    if (it->second.tiers & bit) {
-      scratch_.push_back(it->second.hash);
-      it->second.tiers &= static_cast<uint8_t>(~bit);
-    }
-    if (it->second.tiers == 0) {
-      state.blocks.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  index_.Remove(holder, scratch_, tier);
-  state.counts[static_cast<int>(tier)] = 0;
+  state.tree.DropTier(tier, &scratch_);
+  index_.Remove(holder, scratch_, tier, MarkOpen(holder, state));
+  MarkClosed(holder, state);
 }
 
 void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
@@ -246,14 +259,15 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
   }
   other.spec = spec;
   const BlockHash* parent = nullptr;
+  std::optional<BlockHash> full_parent;
   if (event.parent_block_hash) {
     // The parent need not be in this group: a Mamba checkpoint's parent is the block before it,
     // which only full attention kept, and a window's first block follows positions it never
     // held. The engine's id names one position in every group, so any group's map says where.
     if (auto it = other.blocks.find(*event.parent_block_hash); it != other.blocks.end()) {
       parent = &it->second.hash;
-    } else if (auto f = state.blocks.find(*event.parent_block_hash); f != state.blocks.end()) {
-      parent = &f->second.hash;
+    } else if (full_parent = state.tree.HashOf(*event.parent_block_hash); full_parent) {
+      parent = &*full_parent;
     } else {
       for (const auto& [index, g] : state.others) {
         if (auto o = g.blocks.find(*event.parent_block_hash); o != g.blocks.end()) {
@@ -286,21 +300,16 @@ void EventApplier::Forget(Holder holder) {
 }
 
 std::vector<EngineBlockId> EventApplier::EngineBlocks(Holder holder, Tier tier) const {
-  std::vector<EngineBlockId> out;
   common::MutexLock lock(&mu_);
   auto it = holders_.find(holder);
-  if (it == holders_.end()) return out;
-  const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
-  for (const auto& [id, block] : it->second.blocks) {
-    if (block.tiers & bit) out.push_back(id);
-  }
-  return out;
+  return it == holders_.end() ? std::vector<EngineBlockId>{} : it->second.tree.Held(tier);
 }
 
 std::array<uint64_t, kvindex::kNumTiers> EventApplier::BlockCounts(Holder holder) const {
   common::MutexLock lock(&mu_);
   auto it = holders_.find(holder);
-  return it == holders_.end() ? std::array<uint64_t, kvindex::kNumTiers>{} : it->second.counts;
+  return it == holders_.end() ? std::array<uint64_t, kvindex::kNumTiers>{}
+                              : it->second.tree.counts();
 }
 
 uint32_t EventApplier::LastBlockSize(Holder holder) const {

@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/mutex.h"
+#include "kvevents/block_tree.h"
 #include "kvevents/event_decoder.h"
 #include "kvindex/hybrid_groups.h"
 #include "kvindex/prefix_index.h"
@@ -78,8 +79,9 @@ class EventApplier {
     absl::flat_hash_map<EngineBlockId, Block> blocks;
   };
   struct HolderState {
-    absl::flat_hash_map<EngineBlockId, Block> blocks;  // The index's (full-attention) group.
-    std::array<uint64_t, kvindex::kNumTiers> counts{};
+    BlockTree tree;  // The index's (full-attention) group.
+    // What the index was last told of each BlockTree view: prefix-closed or not.
+    std::array<bool, BlockTree::kViews> told_closed = {true, true, true, true};
     uint32_t last_block_size = 0;
     int64_t full_group = -1;  // The group index the index holds; -1: not seen yet.
     absl::flat_hash_map<int64_t, OtherGroup> others;
@@ -92,6 +94,11 @@ class EventApplier {
   static Route RouteRemoved(const HolderState& state, const std::optional<int64_t>& group_idx);
 
   bool TierOf(const std::optional<std::string>& medium, kvindex::Tier* tier) const;
+  // Around an index write: before it, the views the write leaves with holes are marked not
+  // prefix-closed (a concurrent match walks them); after it, the views it mended are marked
+  // closed again. Returns how the write treats closure.
+  kvindex::Closure MarkOpen(kvindex::Holder holder, HolderState& state);
+  void MarkClosed(kvindex::Holder holder, HolderState& state);
   // The event's block size (inferred from its tokens when absent); 0 when its tokens cannot be
   // re-hashed into its blocks.
   static uint32_t UsableBlockSize(const BlockStored& event);

@@ -286,6 +286,9 @@ struct PrefixIndex::List {
   uint64_t removed = 0;
   uint64_t evicted = 0;
   uint64_t global_evicted = 0;
+  // The index evicted from this list on its own since it was last empty: a kCallerTracks
+  // writer's knowledge of its blocks no longer holds.
+  bool diverged = false;
 };
 
 PrefixIndex::PrefixIndex(PrefixIndexOptions options)
@@ -380,9 +383,40 @@ void PrefixIndex::SetDirty(int slot, Tier tier, bool dirty) {
   auto& d = dirty_[static_cast<int>(tier)];
   if (dirty) {
     d.fetch_or(bit, std::memory_order_release);
-  } else {
-    d.fetch_and(~bit, std::memory_order_release);
+    dirty_[kNumTiers].fetch_or(bit, std::memory_order_release);
+    return;
   }
+  d.fetch_and(~bit, std::memory_order_release);
+  uint64_t any_tier = 0;
+  for (int t = 0; t < kNumTiers; ++t) any_tier |= dirty_[t].load(std::memory_order_relaxed);
+  if ((any_tier & bit) == 0) dirty_[kNumTiers].fetch_and(~bit, std::memory_order_release);
+}
+
+bool PrefixIndex::CallerTracks(const List& list, Closure closure) {
+  return closure == Closure::kCallerTracks && !list.diverged;
+}
+
+void PrefixIndex::SetPrefixClosed(Holder holder, std::optional<Tier> tier, bool closed) {
+  common::MutexLock lock(&writer_mu_);
+  const int slot = SlotFor(holder, false);
+  if (slot < 0) return;
+  const uint64_t bit = uint64_t{1} << slot;
+  if (tier.has_value()) {
+    if (!closed) {
+      dirty_[static_cast<int>(*tier)].fetch_or(bit, std::memory_order_release);
+    } else if (!ListOf(slot, *tier).diverged) {
+      SetDirty(slot, *tier, false);
+    }
+    return;
+  }
+  if (!closed) {
+    dirty_[kNumTiers].fetch_or(bit, std::memory_order_release);
+    return;
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (ListOf(slot, static_cast<Tier>(t)).diverged) return;
+  }
+  dirty_[kNumTiers].fetch_and(~bit, std::memory_order_release);
 }
 
 // ---- Residencies and LRU links ---------------------------------------------------------
@@ -542,6 +576,7 @@ void PrefixIndex::DropResidency(uint32_t node, int slot, Tier tier) {
   --residencies_;
   if (list.count == 0) {
     SetDirty(slot, tier, false);  // An empty list is trivially prefix-closed.
+    list.diverged = false;
   }
   Shard& s = *shards_[NodeShard(node)];
   const uint8_t t = static_cast<uint8_t>(tier);
@@ -577,6 +612,7 @@ void PrefixIndex::DropResidency(uint32_t node, int slot, Tier tier) {
 void PrefixIndex::EvictTail(int slot, Tier tier) {
   List& list = ListOf(slot, tier);
   if (list.count <= list.front_nodes) list.front_node = kNil;  // eviction reached the run
+  list.diverged = true;  // Cleared again if this empties the list.
   DropResidency(list.tail, slot, tier);
 }
 
@@ -664,7 +700,8 @@ absl::Status PrefixIndex::Insert(Holder holder, absl::Span<const BlockHash> chai
 }
 
 absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> parent,
-                                      absl::Span<const BlockHash> blocks, Tier tier) {
+                                      absl::Span<const BlockHash> blocks, Tier tier,
+                                      Closure closure) {
   common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, true);
   if (slot < 0) {
@@ -678,7 +715,7 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
   if (parent.has_value()) {
     list.front_node = kNil;  // blocks may land inside the head run
     prev = FindNode(*parent, slot, tier);
-    if (prev == kNil && !blocks.empty()) {
+    if (prev == kNil && !blocks.empty() && !CallerTracks(list, closure)) {
       SetDirty(slot, tier, true);  // Orphans: their parent is not held here.
     }
   } else if (list.front_node != kNil && list.front_blocks <= blocks.size() &&
@@ -742,7 +779,8 @@ absl::Status PrefixIndex::InsertAfter(Holder holder, std::optional<BlockHash> pa
   return absl::OkStatus();
 }
 
-uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, Tier tier) {
+uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, Tier tier,
+                             Closure closure) {
   common::MutexLock lock(&writer_mu_);
   const int slot = SlotFor(holder, false);
   if (slot < 0) {
@@ -751,6 +789,16 @@ uint64_t PrefixIndex::Remove(Holder holder, absl::Span<const BlockHash> hashes, 
   List& list = ListOf(slot, tier);
   list.front_node = kNil;
   uint64_t removed = 0;
+  if (CallerTracks(list, closure)) {
+    for (BlockHash h : hashes) {
+      if (const uint32_t node = FindNode(h, slot, tier); node != kNil) {
+        DropResidency(node, slot, tier);
+        ++removed;
+      }
+    }
+    list.removed += removed;
+    return removed;
+  }
   // Removing the LRU tail cannot break prefix-closure; engines evict tails first, so retry
   // non-tail blocks after the others (in reverse) before declaring the list not closed.
   std::vector<BlockHash> deferred;
@@ -916,11 +964,11 @@ void PrefixIndex::Match(absl::Span<const BlockHash> chain, absl::Span<const Hold
   if (selected == 0 || chain.empty()) {
     return;
   }
-  std::array<uint64_t, kNumTiers> dirty;
-  for (int t = 0; t < kNumTiers; ++t) {
+  std::array<uint64_t, kNumTiers + 1> dirty;
+  for (int t = 0; t <= kNumTiers; ++t) {
     dirty[t] = dirty_[t].load(std::memory_order_acquire);
   }
-  const uint64_t dirty_any = dirty[0] | dirty[1] | dirty[2];
+  const uint64_t dirty_any = dirty[kNumTiers];
   const Sets clean = {selected & ~dirty[0], selected & ~dirty[1], selected & ~dirty[2],
                       selected & ~dirty_any};
   Sets linear = {selected & dirty[0], selected & dirty[1], selected & dirty[2],

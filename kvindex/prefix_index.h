@@ -69,6 +69,19 @@ struct IndexStats {
 /// Renders stats as a JSON object for the admin endpoint (no I/O).
 std::string StatsToJson(const IndexStats& stats);
 
+/// Who keeps a write's (holder, tier) flag "prefix-closed" (every held block's parent held in
+/// the same tier), which lets Match() binary-search instead of walking.
+enum class Closure : uint8_t {
+  /// The index guesses: orphans and removals other than the LRU tail clear the flag, and only
+  /// an emptied list sets it again. Right for writers that do not know blocks' parents.
+  kGuess,
+  /// The caller knows every block's parent and says what the write did with SetPrefixClosed()
+  /// (kvevents' applier): the write itself leaves the flag alone. While the index has evicted
+  /// from the list on its own (capacity, memory bound) the caller's view is not the index's,
+  /// and writes fall back to kGuess until the list empties.
+  kCallerTracks,
+};
+
 /// Thread-safe. Match() and Stats() may run concurrently with everything; writers (Insert,
 /// Remove, ClearHolder, Touch, SetCapacity, RemoveHolder) serialise on one writer mutex and
 /// never block Match for more than one block's update. Match never takes a global lock.
@@ -99,11 +112,20 @@ class PrefixIndex {
   /// holder does not hold `parent` in `tier` the blocks are orphans and the holder's Match falls
   /// back to a linear walk until it is cleared.
   absl::Status InsertAfter(Holder holder, std::optional<BlockHash> parent,
-                           absl::Span<const BlockHash> blocks, Tier tier);
+                           absl::Span<const BlockHash> blocks, Tier tier,
+                           Closure closure = Closure::kGuess);
 
   /// Removes `hashes` from (holder, tier); unknown holders and hashes are ignored.
   /// @return the number of blocks removed.
-  uint64_t Remove(Holder holder, absl::Span<const BlockHash> hashes, Tier tier);
+  uint64_t Remove(Holder holder, absl::Span<const BlockHash> hashes, Tier tier,
+                  Closure closure = Closure::kGuess);
+
+  /// A kCallerTracks writer's word on whether (holder, tier) is prefix-closed; `tier` nullopt:
+  /// the "any tier" set (every block held in some tier has its parent held in some tier). Say
+  /// false before a write that leaves a block without its parent, true after the write that
+  /// mends the last. True is ignored while the index's own evictions make its list differ from
+  /// what the caller knows (any of the holder's lists, for the "any tier" set).
+  void SetPrefixClosed(Holder holder, std::optional<Tier> tier, bool closed);
 
   /// Drops everything `holder` holds in every tier (worker restart, AllBlocksCleared). Keeps
   /// the holder registered with its capacities.
@@ -158,7 +180,11 @@ class PrefixIndex {
   void EnforceCapacity(int slot, Tier tier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void EnforceGlobalBound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void ClearSlot(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Sets or clears (slot, tier)'s bit; setting also sets the "any tier" bit, and clearing the
+  // last tier's bit clears it (every tier closed implies closed in any tier).
   void SetDirty(int slot, Tier tier, bool dirty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Whether a write with `closure` on `list` leaves the flag to its caller.
+  static bool CallerTracks(const List& list, Closure closure);
   uint32_t* PrevOf(uint32_t node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   uint32_t* NextOf(uint32_t node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
 
@@ -176,8 +202,9 @@ class PrefixIndex {
   static constexpr int kRegistrySize = 256;
   std::array<std::atomic<uint64_t>, kRegistrySize> registry_{};
   std::array<std::atomic<uint64_t>, kMaxHolders> slot_key_{};  // 0 = free, else key | kValid.
-  // Bit s of dirty_[t]: (slot s, tier t) may not be prefix-closed.
-  std::array<std::atomic<uint64_t>, kNumTiers> dirty_{};
+  // Bit s of dirty_[t]: (slot s, tier t) may not be prefix-closed; dirty_[kNumTiers]: slot s's
+  // blocks held in any tier may not be. A set "any" bit implies a set tier bit.
+  std::array<std::atomic<uint64_t>, kNumTiers + 1> dirty_{};
 
   mutable common::Mutex writer_mu_;
   std::unique_ptr<List[]> lists_ ABSL_GUARDED_BY(writer_mu_);  // kMaxHolders * kNumTiers.

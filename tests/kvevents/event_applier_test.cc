@@ -3,6 +3,8 @@
 #include "kvevents/event_applier.h"
 
 #include <algorithm>
+#include <map>
+#include <random>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -162,6 +164,145 @@ TEST_F(EventApplierTest, ForgetDropsTheHolderEverywhere) {
   gone.block_hashes = {1};
   EXPECT_EQ(applier_.Apply(kW0, "m", Batch({gone})).unknown_removals, 1u);
   EXPECT_EQ(applier_.BlockCounts(kW0)[0], 0u);
+}
+
+bool PrefixClosed(const kvindex::PrefixIndex& index, Holder h, Tier tier) {
+  for (const auto& hs : index.Stats().holders) {
+    if (hs.holder == h) return hs.tiers[static_cast<int>(tier)].prefix_closed;
+  }
+  return true;
+}
+
+BlockRemoved Removed(std::vector<EngineBlockId> ids, std::optional<std::string> medium = {}) {
+  BlockRemoved r;
+  r.block_hashes = std::move(ids);
+  r.medium = std::move(medium);
+  return r;
+}
+
+// Engines evict leaves in their own order (vLLM: least recently freed first), not the index's
+// LRU order: that keeps the list prefix-closed, so matches stay binary searches. Only a block
+// evicted under a held child opens it, until the child goes or the block comes back.
+TEST_F(EventApplierTest, LeafEvictionsInAnyOrderKeepTheListPrefixClosed) {
+  applier_.Apply(kW0, "m", Batch({Stored({1, 2, 3}, std::nullopt, Tokens(0, 12))}));
+  applier_.Apply(kW0, "m", Batch({Stored({4, 5, 6}, std::nullopt, Tokens(100, 12))}));
+  applier_.Apply(kW0, "m", Batch({Removed({6})}));  // A leaf, not the index's LRU tail.
+  EXPECT_TRUE(PrefixClosed(index_, kW0, Tier::kGpu));
+  applier_.Apply(kW0, "m", Batch({Removed({2})}));  // Block 3 still held.
+  EXPECT_FALSE(PrefixClosed(index_, kW0, Tier::kGpu));
+  EXPECT_EQ(Held(index_, kW0, Chain(Tokens(0, 12), 4)), 1u);
+  applier_.Apply(kW0, "m", Batch({Stored({2}, 1, Tokens(4, 4))}));
+  EXPECT_TRUE(PrefixClosed(index_, kW0, Tier::kGpu));
+  EXPECT_EQ(Held(index_, kW0, Chain(Tokens(0, 12), 4)), 3u);
+  applier_.Apply(kW0, "m", Batch({Removed({2}), Removed({3})}));  // Mended by the child's going.
+  EXPECT_TRUE(PrefixClosed(index_, kW0, Tier::kGpu));
+  EXPECT_EQ(Held(index_, kW0, Chain(Tokens(0, 12), 4)), 1u);
+}
+
+// A block that leaves every tier while the host holds its child: the "any tier" set has a hole
+// although the GPU list stays closed, and the any-tier match must stop at it.
+TEST_F(EventApplierTest, AHoleInEveryTierStopsTheAnyTierMatch) {
+  const auto prompt = Tokens(0, 20);  // Five blocks.
+  applier_.Apply(kW0, "m",
+                 Batch({Stored({1, 2, 3, 4, 5}, std::nullopt, prompt),
+                        Stored({3, 4, 5}, 2, Tokens(8, 12), 4, "CPU")}));
+  applier_.Apply(kW0, "m", Batch({Removed({5, 4, 3}), Removed({2})}));
+  EXPECT_TRUE(PrefixClosed(index_, kW0, Tier::kGpu));
+  Holder h = kW0;
+  auto m = index_.Match(Chain(prompt, 4), {&h, 1});
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].blocks[static_cast<int>(Tier::kGpu)], 1u);
+  EXPECT_EQ(m[0].blocks[static_cast<int>(Tier::kHost)], 0u);
+  EXPECT_EQ(m[0].any_tier_blocks, 1u);
+}
+
+// Random stores (a run after a held ancestor, as engines send them), evictions of any block
+// and tier clears, on a fixed forest of blocks in two tiers: every match equals a walk over
+// what the engine holds, and the index calls a list prefix-closed exactly when it is.
+TEST_F(EventApplierTest, MatchesEqualAWalkUnderRandomEvictions) {
+  std::mt19937_64 rng(7);
+  constexpr int kIds = 40;
+  std::vector<int> parent(kIds + 1, 0);  // 0: a root block.
+  for (int i = 4; i <= kIds; ++i) parent[i] = std::uniform_int_distribution<int>(1, i - 1)(rng);
+  auto path = [&](int id) {
+    std::vector<int> p;
+    for (int i = id; i != 0; i = parent[i]) p.insert(p.begin(), i);
+    return p;
+  };
+  auto tokens_of = [&](const std::vector<int>& ids) {
+    std::vector<uint32_t> t;
+    for (int i : ids) {
+      for (uint32_t k = 0; k < 4; ++k) t.push_back(static_cast<uint32_t>(i) * 4 + k);
+    }
+    return t;
+  };
+  const std::optional<std::string> kMedia[] = {std::nullopt, "CPU"};
+  std::map<int, uint8_t> held;  // What the engine holds: id -> tier bits.
+  auto holds = [&](int id, int t) {
+    auto it = held.find(id);
+    return it != held.end() && (t < 0 ? it->second != 0 : (it->second & (1u << t)) != 0);
+  };
+  int closed_steps = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const int t = static_cast<int>(rng() % 2);
+    const int op = static_cast<int>(rng() % 100);
+    const int id = std::uniform_int_distribution<int>(1, kIds)(rng);
+    if (op < 55) {
+      const auto p = path(id);
+      size_t from = 0;  // The run starts after the deepest ancestor some tier holds.
+      for (size_t k = 1; k < p.size(); ++k) {
+        if (holds(p[k - 1], -1)) from = k;
+      }
+      const std::vector<int> run(p.begin() + static_cast<std::ptrdiff_t>(from), p.end());
+      std::vector<EngineBlockId> ids(run.begin(), run.end());
+      const std::optional<EngineBlockId> par =
+          from == 0 ? std::nullopt : std::optional<EngineBlockId>(p[from - 1]);
+      applier_.Apply(kW0, "m", Batch({Stored(ids, par, tokens_of(run), 4, kMedia[t])}));
+      for (int i : run) held[i] |= static_cast<uint8_t>(1u << t);
+    } else if (op < 98) {
+      std::vector<EngineBlockId> ids;
+      for (int k = 0; k < 3; ++k) {
+        int victim = std::uniform_int_distribution<int>(1, kIds)(rng);
+        // Mostly a leaf, as engines evict; else any block.
+        for (bool descended = op < 85; descended;) {
+          descended = false;
+          for (int c = victim + 1; c <= kIds && !descended; ++c) {
+            if (parent[c] == victim && holds(c, t)) victim = c, descended = true;
+          }
+        }
+        if (holds(victim, t)) ids.push_back(static_cast<EngineBlockId>(victim));
+        held[victim] &= static_cast<uint8_t>(~(1u << t));
+      }
+      applier_.Apply(kW0, "m", Batch({Removed(ids, kMedia[t])}));
+    } else {
+      AllBlocksCleared c;
+      c.medium = t == 0 ? "GPU" : "CPU";
+      applier_.Apply(kW0, "m", Batch({c}));
+      for (auto& [i, bits] : held) bits &= static_cast<uint8_t>(~(1u << t));
+    }
+    for (int tier = 0; tier < 2; ++tier) {
+      bool closed = true;
+      for (const auto& [i, bits] : held) {
+        if (holds(i, tier) && parent[i] != 0 && !holds(parent[i], tier)) closed = false;
+      }
+      ASSERT_EQ(PrefixClosed(index_, kW0, static_cast<Tier>(tier)), closed)
+          << "step " << step << " tier " << tier;
+      closed_steps += closed ? 1 : 0;
+    }
+    for (int probe = 0; probe < 4; ++probe) {
+      const auto p = path(std::uniform_int_distribution<int>(1, kIds)(rng));
+      Holder h = kW0;
+      auto m = index_.Match(Chain(tokens_of(p), 4), {&h, 1});
+      ASSERT_EQ(m.size(), 1u);
+      for (int tier = -1; tier < 2; ++tier) {
+        uint32_t expected = 0;
+        while (expected < p.size() && holds(p[expected], tier)) ++expected;
+        const uint32_t got = tier < 0 ? m[0].any_tier_blocks : m[0].blocks[tier];
+        ASSERT_EQ(got, expected) << "step " << step << " tier " << tier;
+      }
+    }
+  }
+  EXPECT_GT(closed_steps, 500);  // The binary search was exercised, not only the walk.
 }
 
 TEST_F(EventApplierTest, HiCacheAndLmcacheMediaMapToTiers) {

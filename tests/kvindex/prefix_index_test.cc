@@ -88,6 +88,52 @@ TEST(PrefixIndexTest, TailRemovalKeepsPrefixClosure) {
   EXPECT_EQ(index.Match(chain, {kA})[0].blocks[0], 60u);
 }
 
+// A caller that knows blocks' parents keeps the flag itself; once the index evicts on its own,
+// its list is no longer what the caller knows, and the caller's "closed" is refused until the
+// list empties.
+TEST(PrefixIndexTest, CallerTrackedClosureHoldsUntilTheIndexEvictsOnItsOwn) {
+  PrefixIndex index;
+  const auto chain = MakeChain(6, 10);
+  auto closed = [&](Tier t) {
+    return index.Stats().holders[0].tiers[static_cast<int>(t)].prefix_closed;
+  };
+  ASSERT_TRUE(index.InsertAfter(kA, std::nullopt, chain, Tier::kGpu, Closure::kCallerTracks).ok());
+  // Not the LRU tail, yet the caller knows it is a leaf: the flag stays.
+  ASSERT_TRUE(
+      index.InsertAfter(kA, chain[4], {MakeChain(7, 1)[0]}, Tier::kGpu, Closure::kCallerTracks)
+          .ok());
+  EXPECT_EQ(index.Remove(kA, {MakeChain(7, 1)[0]}, Tier::kGpu, Closure::kCallerTracks), 1u);
+  EXPECT_TRUE(closed(Tier::kGpu));
+  // A hole the caller announces, in the tier and in "any tier": matches walk, and stop at it.
+  index.SetPrefixClosed(kA, Tier::kGpu, false);
+  index.SetPrefixClosed(kA, std::nullopt, false);
+  EXPECT_EQ(index.Remove(kA, {chain[3]}, Tier::kGpu, Closure::kCallerTracks), 1u);
+  EXPECT_FALSE(closed(Tier::kGpu));
+  EXPECT_EQ(index.Match(chain, {kA})[0].blocks[0], 3u);
+  EXPECT_EQ(index.Match(chain, {kA})[0].any_tier_blocks, 3u);
+  ASSERT_TRUE(index.InsertAfter(kA, chain[2], {chain[3]}, Tier::kGpu, Closure::kCallerTracks).ok());
+  index.SetPrefixClosed(kA, Tier::kGpu, true);  // Every tier closed: so is "any tier".
+  EXPECT_TRUE(closed(Tier::kGpu));
+  EXPECT_EQ(index.Match(chain, {kA})[0].blocks[0], 10u);
+  EXPECT_EQ(index.Match(chain, {kA})[0].any_tier_blocks, 10u);
+  // The index's own eviction: "closed" is refused until the list empties, and orphans mark the
+  // list as in kGuess.
+  ASSERT_TRUE(index.SetCapacity(kA, Tier::kGpu, 8).ok());
+  index.SetPrefixClosed(kA, Tier::kGpu, false);
+  index.SetPrefixClosed(kA, Tier::kGpu, true);
+  EXPECT_FALSE(closed(Tier::kGpu));
+  EXPECT_EQ(index.Remove(kA, absl::MakeSpan(chain).first(8), Tier::kGpu, Closure::kCallerTracks),
+            8u);
+  EXPECT_TRUE(closed(Tier::kGpu));  // Emptied.
+  ASSERT_TRUE(index
+                  .InsertAfter(kA, std::nullopt, absl::MakeSpan(chain).first(2), Tier::kGpu,
+                               Closure::kCallerTracks)
+                  .ok());
+  index.SetPrefixClosed(kA, Tier::kGpu, false);
+  index.SetPrefixClosed(kA, Tier::kGpu, true);
+  EXPECT_TRUE(closed(Tier::kGpu));
+}
+
 TEST(PrefixIndexTest, CapacityLruEvictsTailsOfLeastRecentChains) {
   PrefixIndex index;
   ASSERT_TRUE(index.SetCapacity(kA, Tier::kGpu, 100).ok());

@@ -1,0 +1,154 @@
+// BlockTree: the holes (held blocks whose parent is not held) per tier and in any tier, by hand
+// and against a naive recount over random stores and evictions.
+#include "kvevents/block_tree.h"
+
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace kvgate::kvevents {
+namespace {
+
+using kvindex::Tier;
+constexpr int kGpu = static_cast<int>(Tier::kGpu);
+constexpr int kHost = static_cast<int>(Tier::kHost);
+constexpr int kAny = BlockTree::kAnyTier;
+
+// A chain 1 <- 2 <- 3 (1 the root), hashes 100 + id.
+void AddChain(BlockTree& tree, Tier tier, std::initializer_list<EngineBlockId> ids,
+              std::optional<EngineBlockId> parent = std::nullopt) {
+  for (EngineBlockId id : ids) {
+    tree.Add(id, parent, 100 + id, tier);
+    parent = id;
+  }
+}
+
+TEST(BlockTree, EvictingLeavesKeepsEveryTierClosedAndAMiddleBlockOpensIt) {
+  BlockTree tree;
+  AddChain(tree, Tier::kGpu, {1, 2, 3});
+  AddChain(tree, Tier::kGpu, {4, 5}, 2);  // A fork after block 2.
+  kvindex::BlockHash h = 0;
+  ASSERT_TRUE(tree.Drop(5, Tier::kGpu, &h));  // A leaf, in any order.
+  EXPECT_EQ(h, 105u);
+  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  EXPECT_EQ(tree.holes(kGpu), 0u);
+  EXPECT_EQ(tree.holes(kAny), 0u);
+  // Block 2 still has a held child (4): evicting it leaves 4 without its parent.
+  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(tree.holes(kGpu), 1u);
+  EXPECT_EQ(tree.holes(kAny), 1u);
+  // Stored again, it mends the hole.
+  tree.Add(2, 1, 102, Tier::kGpu);
+  EXPECT_EQ(tree.holes(kGpu), 0u);
+  EXPECT_EQ(tree.holes(kAny), 0u);
+  EXPECT_FALSE(tree.Drop(3, Tier::kGpu, &h));  // Not held any more.
+  EXPECT_TRUE(tree.exact());
+  EXPECT_EQ(tree.counts()[kGpu], 3u);
+}
+
+TEST(BlockTree, AnyTierCountsAParentHeldInAnotherTier) {
+  BlockTree tree;
+  AddChain(tree, Tier::kGpu, {1, 2, 3});
+  // Offloading the leaf: the host holds 3 but not its parent 2, which the GPU holds.
+  tree.Add(3, 2, 103, Tier::kHost);
+  EXPECT_EQ(tree.holes(kHost), 1u);
+  EXPECT_EQ(tree.holes(kAny), 0u);
+  kvindex::BlockHash h = 0;
+  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  EXPECT_EQ(tree.holes(kGpu), 0u);
+  // Block 2 leaves the GPU, and no tier holds it: 3 (host) lacks its parent everywhere.
+  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(tree.holes(kGpu), 0u);
+  EXPECT_EQ(tree.holes(kHost), 1u);
+  EXPECT_EQ(tree.holes(kAny), 1u);
+  tree.Add(2, 1, 102, Tier::kHost);
+  EXPECT_EQ(tree.holes(kHost), 1u);  // 2's own parent is only on the GPU.
+  EXPECT_EQ(tree.holes(kAny), 0u);
+}
+
+TEST(BlockTree, KeptParentsAreFreedWithTheirLastHeldChild) {
+  BlockTree tree;
+  AddChain(tree, Tier::kGpu, {1, 2, 3});
+  kvindex::BlockHash h = 0;
+  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(tree.size(), 3u);  // 2 is kept: 3 names it as parent.
+  EXPECT_FALSE(tree.HashOf(2).has_value());
+  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  EXPECT_EQ(tree.size(), 1u);
+  std::vector<kvindex::BlockHash> dropped;
+  tree.DropTier(Tier::kGpu, &dropped);
+  EXPECT_EQ(dropped, std::vector<kvindex::BlockHash>{101});
+  EXPECT_EQ(tree.size(), 0u);
+  EXPECT_EQ(tree.holes(kGpu) + tree.holes(kAny), 0u);
+}
+
+TEST(BlockTree, AnIdReusedUnderAnotherParentIsNotTrusted) {
+  BlockTree tree;
+  AddChain(tree, Tier::kGpu, {1, 2, 3});
+  tree.Add(3, 1, 103, Tier::kHost);  // 3's parent was 2.
+  EXPECT_FALSE(tree.exact());
+  tree.Clear();
+  EXPECT_TRUE(tree.exact());
+  tree.Add(7, 7, 107, Tier::kGpu);  // Its own parent.
+  EXPECT_FALSE(tree.exact());
+}
+
+// Random stores (a block only after a parent some tier holds, as the applier accepts them) and
+// evictions of any block, in two tiers, on a fixed forest; after each step the holes equal a
+// naive recount.
+TEST(BlockTreeProperty, HolesEqualANaiveRecount) {
+  std::mt19937_64 rng(20261205);
+  constexpr int kIds = 48;
+  std::vector<std::optional<EngineBlockId>> parent(kIds + 1);
+  for (int i = 1; i <= kIds; ++i) {
+    if (i > 3) parent[i] = std::uniform_int_distribution<int>(1, i - 1)(rng);
+  }
+  BlockTree tree;
+  std::map<EngineBlockId, uint8_t> held;  // id -> tier bits
+  auto holds = [&](EngineBlockId id, int view) {
+    auto it = held.find(id);
+    if (it == held.end()) return false;
+    return view == kAny ? it->second != 0 : (it->second & (1u << view)) != 0;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const auto id = static_cast<EngineBlockId>(std::uniform_int_distribution<int>(1, kIds)(rng));
+    const Tier tier = rng() % 2 == 0 ? Tier::kGpu : Tier::kHost;
+    const int t = static_cast<int>(tier);
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 50) {
+      if (parent[id] && !holds(*parent[id], kAny)) continue;
+      tree.Add(id, parent[id], 1000 + id, tier);
+      held[id] |= static_cast<uint8_t>(1u << t);
+    } else if (op < 99) {
+      kvindex::BlockHash h = 0;
+      ASSERT_EQ(tree.Drop(id, tier, &h), holds(id, t)) << "step " << step;
+      if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
+    } else {
+      std::vector<kvindex::BlockHash> dropped;
+      tree.DropTier(tier, &dropped);
+      size_t expected = 0;
+      for (auto& [i, bits] : held) {
+        if (bits & (1u << t)) ++expected;
+        bits &= static_cast<uint8_t>(~(1u << t));
+      }
+      ASSERT_EQ(dropped.size(), expected);
+    }
+    for (int view : {kGpu, kHost, kAny}) {
+      uint64_t holes = 0;
+      for (const auto& [i, bits] : held) {
+        if (holds(i, view) && parent[i] && !holds(*parent[i], view)) ++holes;
+      }
+      ASSERT_EQ(tree.holes(view), holes) << "step " << step << " view " << view;
+    }
+    ASSERT_TRUE(tree.exact());
+  }
+  // Nothing is kept past need once every tier is dropped.
+  std::vector<kvindex::BlockHash> dropped;
+  tree.DropTier(Tier::kGpu, &dropped);
+  tree.DropTier(Tier::kHost, &dropped);
+  EXPECT_EQ(tree.size(), 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::kvevents
