@@ -1,6 +1,7 @@
 #include "kvevents/block_tree.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace kvgate::kvevents {
 
@@ -14,7 +15,7 @@ BlockTree::Block* BlockTree::ParentOf(const Block& b) {
 
 bool BlockTree::Unused(const Block& b) {
   if (b.tiers != 0) return false;
-  for (uint32_t c : b.children) {
+  for (uint16_t c : b.children) {
     if (c != 0) return false;
   }
   return true;
@@ -22,7 +23,11 @@ bool BlockTree::Unused(const Block& b) {
 
 void BlockTree::Enter(Block& b, Block* p, int view) {
   if (p != nullptr) {
-    ++p->children[view];
+    if (p->children[view] == UINT16_MAX) {
+      exact_ = false;  // Counted no further: Leave then finds the count wrong.
+    } else {
+      ++p->children[view];
+    }
     if (!Holds(*p, view)) ++holes_[view];
   }
   // Its children held in this view were holes until now.

@@ -60,10 +60,13 @@ class BlockTree {
   struct Block {
     kvindex::BlockHash hash = 0;
     EngineBlockId parent = 0;
-    std::array<uint32_t, kViews> children{};  // Children held, per view.
-    uint8_t tiers = 0;                        // Bit per kvindex::Tier.
+    // Children held, per view. 16 bits keep an entry at 32 bytes; a block with 65,535 held
+    // children (a prompt prefix that many sessions fork from) makes the tree inexact.
+    std::array<uint16_t, kViews> children{};
+    uint8_t tiers = 0;  // Bit per kvindex::Tier.
     bool has_parent = false;
   };
+  static_assert(sizeof(Block) == 32);
 
   static bool Holds(const Block& b, int view) {
     return view == kAnyTier ? b.tiers != 0 : (b.tiers & (1u << view)) != 0;

@@ -132,6 +132,7 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
   std::array<uint64_t, kvindex::kNumTiers> total{};
   std::string ranks;
   bool complete = true;
+  const kvindex::IndexStats index_stats = precise.index().Stats();
   for (uint32_t r = 0; r < w.config().dp_size; ++r) {
     const kvindex::Holder holder = PreciseMode::HolderOf(w, r);
     const auto counts = precise.applier().BlockCounts(holder);
@@ -143,6 +144,19 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
     if (r > 0) ranks += ",";
     common::StrAppend(&ranks, "{\"dp_rank\":", r, ",\"blocks\":");
     AppendTierCounts(ranks, counts);
+    // Whether a match binary-searches this rank's blocks per tier (false: it walks them); a
+    // rank the index has no blocks of is trivially closed.
+    const kvindex::HolderStats* hs = nullptr;
+    for (const auto& h : index_stats.holders) {
+      if (h.holder == holder) hs = &h;
+    }
+    ranks += ",\"prefix_closed\":{";
+    for (int t = 0; t < kvindex::kNumTiers; ++t) {
+      common::StrAppend(&ranks, t > 0 ? "," : "", "\"",
+                        kvindex::TierName(static_cast<kvindex::Tier>(t)),
+                        "\":", hs == nullptr || hs->tiers[t].prefix_closed ? "true" : "false");
+    }
+    ranks += "}";
     AppendGroups(ranks, precise.groups().Groups(holder));
     if (st == nullptr) {
       complete = false;

@@ -94,6 +94,15 @@ TEST(BlockTree, AnIdReusedUnderAnotherParentIsNotTrusted) {
   EXPECT_FALSE(tree.exact());
 }
 
+TEST(BlockTree, APrefixWithMoreChildrenThanItCountsIsNotTrusted) {
+  BlockTree tree;
+  tree.Add(1, std::nullopt, 101, Tier::kGpu);
+  for (EngineBlockId id = 2; id < 2 + 65'535; ++id) tree.Add(id, 1, 100 + id, Tier::kGpu);
+  EXPECT_TRUE(tree.exact());
+  tree.Add(70'000, 1, 7, Tier::kGpu);
+  EXPECT_FALSE(tree.exact());
+}
+
 // Random stores (a block only after a parent some tier holds, as the applier accepts them) and
 // evictions of any block, in two tiers, on a fixed forest; after each step the holes equal a
 // naive recount.

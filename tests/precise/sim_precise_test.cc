@@ -94,6 +94,8 @@ GatewayView ReadGateway(uint16_t port) {
     v.state[url] = std::string(std::string_view(p["state"]));
     v.reason[url] = std::string(std::string_view(p["reason"]));
     for (auto rank : p["ranks"].get_array()) {
+      bool closed = false;  // Every rank says whether its matches binary-search.
+      EXPECT_EQ(rank["prefix_closed"]["gpu"].get(closed), simdjson::SUCCESS) << url;
       simdjson::dom::element ids;
       const bool listed = rank["engine_block_ids"]["gpu"].get(ids) == simdjson::SUCCESS;
       v.gpu[url].push_back(listed ? Ids(ids) : BlockSet{});
