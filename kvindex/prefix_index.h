@@ -203,7 +203,8 @@ class PrefixIndex {
   std::array<std::atomic<uint64_t>, kRegistrySize> registry_{};
   std::array<std::atomic<uint64_t>, kMaxHolders> slot_key_{};  // 0 = free, else key | kValid.
   // Bit s of dirty_[t]: (slot s, tier t) may not be prefix-closed; dirty_[kNumTiers]: slot s's
-  // blocks held in any tier may not be. A set "any" bit implies a set tier bit.
+  // blocks held in any tier may not be. Every tier closed implies closed in any tier, so the
+  // last tier bit cleared clears it.
   std::array<std::atomic<uint64_t>, kNumTiers + 1> dirty_{};
 
   mutable common::Mutex writer_mu_;
