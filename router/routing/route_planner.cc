@@ -182,10 +182,9 @@ const std::vector<kvindex::BlockHash>& RoutePlanner::TokenChainFor(RoutePlan& pl
 void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
                                 absl::Span<Worker* const> workers, Decision& d) const {
   const config::RoutingConfig& config = *plan.config;
-  // One index walk per block size for every eligible worker's ranks. A holder whose list is not
-  // known to be prefix-closed (any engine's, once its evictions left the index's LRU order) is
-  // matched by walking the chain to its first miss: one call walks once, to the longest hit,
-  // instead of once per worker.
+  // One index match per block size for every eligible worker's ranks. A holder whose list is
+  // not prefix-closed (it evicted a block whose child it still holds) is matched by walking the
+  // chain to its first miss: one call walks once, to the longest hit, instead of once per worker.
   struct Walk {  // The workers of one block size and their matches.
     uint32_t block_size;
     std::vector<kvindex::Holder> holders;
