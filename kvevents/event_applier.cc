@@ -96,11 +96,17 @@ EventApplier::Route EventApplier::RouteRemoved(const HolderState& state,
   return state.others.contains(group) ? Route::kOther : Route::kIgnore;
 }
 
+namespace {
+// The index's name of a BlockTree view: a tier, or nullopt for "any tier".
+std::optional<Tier> ViewTier(int view) {
+  return view == BlockTree::kAnyTier ? std::nullopt : std::optional<Tier>(Tier(view));
+}
+}  // namespace
+
 kvindex::Closure EventApplier::MarkOpen(Holder holder, HolderState& state) {
   for (int v = 0; v < BlockTree::kViews; ++v) {
     if ((state.tree.holes(v) > 0 || !state.tree.exact()) && state.told_closed[v]) {
-      index_.SetPrefixClosed(
-          holder, v == BlockTree::kAnyTier ? std::nullopt : std::optional<Tier>(Tier(v)), false);
+      index_.SetPrefixClosed(holder, ViewTier(v), false);
       state.told_closed[v] = false;
     }
   }
@@ -111,8 +117,7 @@ void EventApplier::MarkClosed(Holder holder, HolderState& state) {
   if (!state.tree.exact()) return;
   for (int v = 0; v < BlockTree::kViews; ++v) {
     if (state.tree.holes(v) == 0 && !state.told_closed[v]) {
-      index_.SetPrefixClosed(
-          holder, v == BlockTree::kAnyTier ? std::nullopt : std::optional<Tier>(Tier(v)), true);
+      index_.SetPrefixClosed(holder, ViewTier(v), true);
       state.told_closed[v] = true;
     }
   }

@@ -108,9 +108,11 @@ void AppendGroupMatch(std::string& out, const GatewayState& state, const RoutePl
 }
 
 // Precise mode's view of one worker: its state, blocks per tier (from its events) and each DP
-// rank's event stream; with `block_ids`, the engine's ids of every block it holds.
+// rank's event stream; with `block_ids`, the engine's ids of every block it holds. `index_stats`:
+// the precise index's, read once for every worker.
 void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
-                   const std::vector<kvevents::SourceStatus>& sources, bool block_ids) {
+                   const std::vector<kvevents::SourceStatus>& sources,
+                   const kvindex::IndexStats& index_stats, bool block_ids) {
   const auto now = SteadyClock::now();
   const PreciseMode& precise = state.precise;
   out += "{\"state\":";
@@ -132,7 +134,6 @@ void AppendPrecise(std::string& out, const GatewayState& state, const Worker& w,
   std::array<uint64_t, kvindex::kNumTiers> total{};
   std::string ranks;
   bool complete = true;
-  const kvindex::IndexStats index_stats = precise.index().Stats();
   for (uint32_t r = 0; r < w.config().dp_size; ++r) {
     const kvindex::Holder holder = PreciseMode::HolderOf(w, r);
     const auto counts = precise.applier().BlockCounts(holder);
@@ -413,6 +414,7 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
   const auto now = SteadyClock::now();
   const auto sources = state.precise.Sources();
   const kvindex::IndexStats stats = state.planner.index().Stats();
+  const kvindex::IndexStats precise_stats = state.precise.index().Stats();
   std::string out = "{\"workers\":[";
   bool first = true;
   const SnapshotConstSharedPtr snapshot = state.snapshot();
@@ -473,7 +475,7 @@ std::string WorkersJson(const GatewayState& state, bool block_ids) {
     if (!found) out += "{\"blocks\":{\"gpu\":0,\"host\":0,\"store\":0}}";
     out += ",\"precise\":";
     if (w->config().kv_events) {
-      AppendPrecise(out, state, *w, sources, block_ids);
+      AppendPrecise(out, state, *w, sources, precise_stats, block_ids);
     } else {
       out += "null";
     }
