@@ -224,7 +224,7 @@ absl::Status Canonicalizer::Impl::AnthropicSystem(od::value v, std::string_view*
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "system"));
   if (t == od::json_type::null) return absl::OkStatus();
   if (t == od::json_type::string) {
-    KVINDEX_JSON_TRY(v.get_string().get(*text), "system");  // used as is
+    KVINDEX_JSON_TRY(GetText(v, text), "system");  // used as is
     return absl::OkStatus();
   }
   if (t != od::json_type::array) {
@@ -278,7 +278,7 @@ absl::Status Canonicalizer::Impl::AnthropicMessage(od::value v,
       od::json_type t = od::json_type::null;
       KVINDEX_STATUS_TRY(TypeOf(fv, &t, key));
       if (t == od::json_type::string) {
-        KVINDEX_JSON_TRY(fv.get_string().get(text), key);
+        KVINDEX_JSON_TRY(GetText(fv, &text), key);
         content = Content::kString;
       } else if (t == od::json_type::array) {
         od::array blocks;
@@ -499,7 +499,7 @@ absl::Status Canonicalizer::Impl::AnthropicToolResult(od::value v, std::string_v
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "content"));
   if (t == od::json_type::null) return absl::OkStatus();
   if (t == od::json_type::string) {
-    KVINDEX_JSON_TRY(v.get_string().get(b->text), "content");
+    KVINDEX_JSON_TRY(GetText(v, &b->text), "content");
     if (role != "user") b->repr = conv_.Own(common::StrCat("Tool result: ", b->text));
     return absl::OkStatus();
   }
@@ -631,7 +631,7 @@ absl::Status Canonicalizer::Impl::AnthropicTools(od::value v) {
       const size_t i = static_cast<size_t>(at - std::begin(kOrder));
       if (i == 0 && ft == od::json_type::string) {
         std::string_view s;
-        KVINDEX_JSON_TRY(fv.get_string().get(s), key);
+        KVINDEX_JSON_TRY(GetText(fv, &s), key);
         name = s;
         rendered[0].clear();
         if (json_mode_) {

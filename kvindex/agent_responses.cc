@@ -20,7 +20,7 @@ absl::Status Canonicalizer::Impl::ResponsesInput(od::value v, Recorder* rec) {
     agent::Message m;
     m.role = "user";
     m.content = agent::Message::Content::kString;
-    KVINDEX_JSON_TRY(v.get_string().get(m.text), "input");
+    KVINDEX_JSON_TRY(GetText(v, &m.text), "input");
     conv_.messages.push_back(m);
     return absl::OkStatus();
   }
@@ -63,7 +63,7 @@ absl::Status Canonicalizer::Impl::ResponsesParts(od::array parts, std::string_vi
       if (key == "type") {
         KVINDEX_STATUS_TRY(StringOrNull(fv, key, &type, &has_type));
       } else if ((key == "text" || key == "refusal") && t == od::json_type::string) {
-        KVINDEX_JSON_TRY(fv.get_string().get(text), key);
+        KVINDEX_JSON_TRY(GetText(fv, &text), key);
         has_text = true;
       } else if (key == "image_url" && t == od::json_type::string) {
         KVINDEX_JSON_TRY(fv.get_string().get(url), key);
@@ -123,13 +123,13 @@ absl::Status Canonicalizer::Impl::ResponsesItem(od::value v) {
     } else if (key == "namespace") {
       KVINDEX_STATUS_TRY(StringOrNull(fv, key, &ns, &has_ns));
     } else if ((key == "arguments" || key == "input") && t == od::json_type::string) {
-      KVINDEX_JSON_TRY(fv.get_string().get(arguments), key);
+      KVINDEX_JSON_TRY(GetText(fv, &arguments), key);
     } else if (key == "arguments" || key == "input") {
       std::string args;
       KVINDEX_STATUS_TRY(py_json::Dumps(fv, &args, 2, options_.max_nesting_depth));
       arguments = conv_.Own(std::move(args));
     } else if ((key == "content" || key == "output") && t == od::json_type::string) {
-      KVINDEX_JSON_TRY(fv.get_string().get(text), key);
+      KVINDEX_JSON_TRY(GetText(fv, &text), key);
       content = Content::kString;
     } else if ((key == "content" || key == "output") && t == od::json_type::array) {
       od::array parts;

@@ -298,7 +298,7 @@ absl::Status Canonicalizer::Impl::Message(od::value v, std::string* out) {
       KVINDEX_STATUS_TRY(TypeOf(fv, &t, "content"));
       content_.clear();
       if (t == od::json_type::string) {
-        KVINDEX_JSON_TRY(fv.get_string().get(content_text), "content");
+        KVINDEX_JSON_TRY(GetText(fv, &content_text), "content");
         content = Content::kText;
       } else if (t == od::json_type::array) {
         od::array parts;
@@ -364,7 +364,7 @@ absl::Status Canonicalizer::Impl::PartPayloadHash(od::value v, uint64_t* hash) {
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "content part"));
   std::string_view s;
   if (t == od::json_type::string) {
-    KVINDEX_JSON_TRY(v.get_string().get(s), "content part");
+    KVINDEX_JSON_TRY(GetText(v, &s), "content part");
     *hash = XXH3_64bits(s.data(), s.size());
     return absl::OkStatus();
   }
@@ -424,7 +424,7 @@ absl::Status Canonicalizer::Impl::ContentParts(od::array parts, std::string* out
     KVINDEX_STATUS_TRY(TypeOf(pv, &t, "content[]"));
     if (t == od::json_type::string) {  // Lenient: a bare string part is text.
       std::string_view s;
-      KVINDEX_JSON_TRY(pv.get_string().get(s), "content[]");
+      KVINDEX_JSON_TRY(GetText(pv, &s), "content[]");
       Field(kTagText, s, out);
       continue;
     }
@@ -510,7 +510,7 @@ absl::Status Canonicalizer::Impl::FunctionCall(od::value v, std::string* out) {
       args_json.clear();
       has_args = false;
       if (t == od::json_type::string) {
-        KVINDEX_JSON_TRY(fv.get_string().get(args), key);
+        KVINDEX_JSON_TRY(GetText(fv, &args), key);
         has_args = true;
       } else {  // Some clients send arguments as an object.
         KVINDEX_STATUS_TRY(Json(fv, &args_json, 1, options_.max_nesting_depth));
@@ -630,7 +630,7 @@ absl::Status Canonicalizer::Impl::Json(od::value v, std::string* out, int depth,
     }
     case od::json_type::string: {
       std::string_view s;
-      KVINDEX_JSON_TRY(v.get_string().get(s), "string");
+      KVINDEX_JSON_TRY(GetText(v, &s), "string");
       if (out == nullptr) return absl::OkStatus();
       out->push_back('s');
       AppendEscaped(s, out);

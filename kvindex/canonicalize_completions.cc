@@ -21,7 +21,7 @@ absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out
   KVINDEX_STATUS_TRY(TypeOf(v, &t, "prompt"));
   if (t == od::json_type::string) {
     std::string_view s;
-    KVINDEX_JSON_TRY(v.get_string().get(s), "prompt");
+    KVINDEX_JSON_TRY(GetText(v, &s), "prompt");
     out->prompts.push_back({PromptKind::kText, std::string(s), {}});
     return absl::OkStatus();
   }
@@ -57,7 +57,7 @@ absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out
     list_mode = true;
     if (et == od::json_type::string) {
       std::string_view s;
-      KVINDEX_JSON_TRY(ev.get_string().get(s), "prompt[]");
+      KVINDEX_JSON_TRY(GetText(ev, &s), "prompt[]");
       out->prompts.push_back({PromptKind::kText, std::string(s), {}});
     } else if (et == od::json_type::array) {
       od::array tokens;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,25 @@ inline void AppendHex(uint64_t h, std::string* out) {
     h >>= 4;
   }
   out->append(buf, 16);
+}
+
+// A string value's text. A string without a backslash is its own decoding, so it is read in
+// place in the body instead of copied into the parser's string buffer: most of a prompt's
+// bytes. The view lives as long as the body, which outlives the walk as the string buffer does.
+inline simdjson::error_code GetText(od::value& v, std::string_view* s) {
+  std::string_view raw = v.raw_json_token();  // the token and the whitespace after it
+  while (!raw.empty() &&
+         (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  if (raw.size() >= 2 && raw.front() == '"' && raw.back() == '"') {
+    const std::string_view text = raw.substr(1, raw.size() - 2);
+    if (std::memchr(text.data(), '\\', text.size()) == nullptr) {
+      *s = text;
+      return simdjson::SUCCESS;
+    }
+  }
+  return v.get_string().get(*s);
 }
 
 inline absl::Status TypeOf(od::value& v, od::json_type* t, std::string_view where) {

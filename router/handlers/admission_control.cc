@@ -24,40 +24,41 @@ class AdmissionControl : public PreHandler {
   explicit AdmissionControl(GatewayState& state) : state_(state) {}
 
   // router::PreHandler
-  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
-    if (!route.limited) co_return false;
+  Verdict Check(ThreadContext&, Exchange& ex, const Route& route, Refusal* refusal) override {
+    if (!route.limited) return Verdict::kPass;
     const config::Config& cfg = *ex.snapshot->config;
     const config::LimitsConfig& limits = cfg.limits;
-
-    // Rate limits: the key's own, else limits.rate; keyed by the key's name, else the address.
     const config::RateLimitConfig* rate = &limits.rate;
-    if (!ex.api_key.empty()) {
-      for (const auto& k : cfg.auth.api_keys) {
-        if (k.name == ex.api_key && k.rate) rate = &*k.rate;
-      }
-    }
-    const std::string& who = ex.api_key.empty() ? ex.conn.peer : ex.api_key;
+    const std::string& who = Who(cfg, ex, &rate);
     const uint64_t tokens = ex.body.size() / kBytesPerToken;
     const RateLimiter::Decision d =
         state_.rate_limiter.Take(who, *rate, tokens, SteadyClock::now());
     if (!d.allowed) {
       state_.metrics.RateLimited(d.limit).Increment();
-      std::string message =
-          d.never ? common::StrCat("Request too large: about ", tokens,
-                                   " prompt tokens, more than the limit of ",
-                                   rate->prompt_tokens_per_minute, " per minute for ", who, ".")
-                  : common::StrCat("Rate limit reached for ", who, " on ", d.limit,
-                                   " per minute. Please try again in ",
-                                   std::ceil(d.retry_after_seconds), "s.");
-      const std::string retry_after = RetryAfter(d.retry_after_seconds);
-      co_await WriteError(tc, ex, 429, message, d.limit, "rate_limit_exceeded", retry_after);
-      co_return true;
+      *refusal = {429,
+                  d.never
+                      ? common::StrCat("Request too large: about ", tokens,
+                                       " prompt tokens, more than the limit of ",
+                                       rate->prompt_tokens_per_minute, " per minute for ", who, ".")
+                      : common::StrCat("Rate limit reached for ", who, " on ", d.limit,
+                                       " per minute. Please try again in ",
+                                       std::ceil(d.retry_after_seconds), "s."),
+                  std::string(d.limit), "rate_limit_exceeded", RetryAfter(d.retry_after_seconds)};
+      return Verdict::kRefuse;
     }
-
-    if (limits.max_concurrent_requests == 0) co_return false;  // no cap: no lock, no waiter
+    if (limits.max_concurrent_requests == 0) return Verdict::kPass;  // no cap: no lock, no waiter
     if (state_.admission.TryAcquire(limits.max_concurrent_requests, &ex.admission)) {
-      co_return false;
+      return Verdict::kPass;
     }
+    return Verdict::kWait;
+  }
+
+  // The cap is reached: a place in the queue.
+  net::awaitable<bool> Wait(ThreadContext& tc, Exchange& ex, const Route&) override {
+    const config::Config& cfg = *ex.snapshot->config;
+    const config::LimitsConfig& limits = cfg.limits;
+    const config::RateLimitConfig* rate = &limits.rate;
+    const std::string& who = Who(cfg, ex, &rate);
     // A client that leaves while its request waits gives up its place in the queue.
     ArmDisconnectWatch(ex.conn);
     // One client's share of the queue: at least a place, at most queue_size.
@@ -101,6 +102,18 @@ class AdmissionControl : public PreHandler {
   }
 
  private:
+  // Who the limits count against: the API key's name, else the client's address; `*rate`
+  // becomes the key's own rate limit where it has one.
+  static const std::string& Who(const config::Config& cfg, const Exchange& ex,
+                                const config::RateLimitConfig** rate) {
+    if (!ex.api_key.empty()) {
+      for (const auto& k : cfg.auth.api_keys) {
+        if (k.name == ex.api_key && k.rate) *rate = &*k.rate;
+      }
+    }
+    return ex.api_key.empty() ? ex.conn.peer : ex.api_key;
+  }
+
   GatewayState& state_;
 };
 

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "common/strings.h"
-#include "router/http/response_writer.h"
 #include "router/http/thread_context.h"
 #include "router/runtime/gateway_state.h"
 #include "spdlog/spdlog.h"
@@ -62,22 +61,22 @@ namespace {
 class AdminTokenCheck : public PreHandler {
  public:
   // router::PreHandler
-  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
-    if (!route.admin) co_return false;
+  Verdict Check(ThreadContext&, Exchange& ex, const Route& route, Refusal* refusal) override {
+    if (!route.admin) return Verdict::kPass;
     const std::string& token = ex.snapshot->config->admin.token;
     if (token.empty()) {
-      if (ex.conn.admin_listener) co_return false;  // the operator bound it apart
-      co_await WriteError(tc, ex, 404,
-                          "admin endpoints are off the API listener unless admin.token is set "
-                          "(or admin.listen gives them a listener of their own)",
-                          "invalid_request_error", "not_found");
-      co_return true;
+      if (ex.conn.admin_listener) return Verdict::kPass;  // the operator bound it apart
+      *refusal = {404,
+                  "admin endpoints are off the API listener unless admin.token is set "
+                  "(or admin.listen gives them a listener of their own)",
+                  "invalid_request_error", "not_found", ""};
+      return Verdict::kRefuse;
     }
     const auto bearer = BearerToken(ex.head.Find("authorization"));
-    if (bearer && ConstantTimeEquals(*bearer, token)) co_return false;
-    co_await WriteError(tc, ex, 401, "admin token required", "authentication_error",
-                        "invalid_admin_token", "www-authenticate: Bearer\r\n");
-    co_return true;
+    if (bearer && ConstantTimeEquals(*bearer, token)) return Verdict::kPass;
+    *refusal = {401, "admin token required", "authentication_error", "invalid_admin_token",
+                "www-authenticate: Bearer\r\n"};
+    return Verdict::kRefuse;
   }
 };
 
@@ -102,7 +101,7 @@ class ApiKeyCheck : public PreHandler {
   explicit ApiKeyCheck(GatewayState& state) : state_(state) {}
 
   // router::PreHandler
-  net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) override {
+  Verdict Check(ThreadContext&, Exchange& ex, const Route& route, Refusal* refusal) override {
     // Two credentials are one too many: which would a worker, or a proxy between, believe?
     int authorization = 0, x_api_key = 0;
     for (const http1::Header& h : ex.head.headers) {
@@ -112,14 +111,14 @@ class ApiKeyCheck : public PreHandler {
     if (authorization > 1 || x_api_key > 1) {
       spdlog::warn("request {}: refused: more than one {} header, from {}", ex.request_id,
                    authorization > 1 ? "Authorization" : "x-api-key", ex.conn.peer);
-      co_await WriteError(tc, ex, 400,
-                          authorization > 1 ? "more than one Authorization header"
-                                            : "more than one x-api-key header",
-                          "invalid_request_error", "duplicate_credentials");
-      co_return true;
+      *refusal = {400,
+                  authorization > 1 ? "more than one Authorization header"
+                                    : "more than one x-api-key header",
+                  "invalid_request_error", "duplicate_credentials", ""};
+      return Verdict::kRefuse;
     }
     const auto& keys = ex.snapshot->config->auth.api_keys;
-    if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) co_return false;
+    if (route.admin || keys.empty() || IsOpenPath(ex.head.path)) return Verdict::kPass;
     // An address that used up its failures is not heard until its window ends: no hashing, no
     // per-request log line.
     const config::AuthConfig& auth = ex.snapshot->config->auth;
@@ -130,14 +129,16 @@ class ApiKeyCheck : public PreHandler {
         wait > 0) {
       state_.metrics.AuthFailures("throttled").Increment();
       LogAuthFailure(state_, ex, "throttled", now);
-      const std::string message = common::StrCat(
-          "Too many failed API keys from ", ex.conn.peer, " (", limit.max_failures, " within ",
-          auth.failure_window_ms, " ms). Please try again in ", std::ceil(wait), "s.");
-      const std::string retry_after = common::StrCat(
-          "retry-after: ", std::max<int64_t>(1, std::llround(std::ceil(wait))), "\r\n");
-      co_await WriteError(tc, ex, 429, message, "requests", "too_many_failed_api_keys", retry_after,
-                          /*log=*/false);
-      co_return true;
+      *refusal = {429,
+                  common::StrCat("Too many failed API keys from ", ex.conn.peer, " (",
+                                 limit.max_failures, " within ", auth.failure_window_ms,
+                                 " ms). Please try again in ", std::ceil(wait), "s."),
+                  "requests",
+                  "too_many_failed_api_keys",
+                  common::StrCat(
+                      "retry-after: ", std::max<int64_t>(1, std::llround(std::ceil(wait))), "\r\n"),
+                  /*log=*/false};
+      return Verdict::kRefuse;
     }
     // Anthropic's clients (Claude Code with ANTHROPIC_API_KEY) send the key as x-api-key.
     auto bearer = BearerToken(ex.head.Find("authorization"));
@@ -153,19 +154,21 @@ class ApiKeyCheck : public PreHandler {
       }
       if (match != nullptr) {
         ex.api_key = match->name;
-        co_return false;
+        return Verdict::kPass;
       }
     }
     state_.metrics.AuthFailures(bearer ? "invalid" : "missing").Increment();
     state_.auth_failures.RecordFailure(ex.conn.peer, limit, now);
     LogAuthFailure(state_, ex, bearer ? "invalid" : "missing", now);
-    co_await WriteError(tc, ex, 401,
-                        bearer ? "Incorrect API key provided."
-                               : "You didn't provide an API key. Send it as "
-                                 "'Authorization: Bearer YOUR_KEY' (or 'x-api-key: YOUR_KEY').",
-                        "invalid_request_error", "invalid_api_key", "www-authenticate: Bearer\r\n",
-                        /*log=*/false);
-    co_return true;
+    *refusal = {401,
+                bearer ? "Incorrect API key provided."
+                       : "You didn't provide an API key. Send it as "
+                         "'Authorization: Bearer YOUR_KEY' (or 'x-api-key: YOUR_KEY').",
+                "invalid_request_error",
+                "invalid_api_key",
+                "www-authenticate: Bearer\r\n",
+                /*log=*/false};
+    return Verdict::kRefuse;
   }
 
  private:

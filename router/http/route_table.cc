@@ -21,6 +21,8 @@ RouteTable::RouteTable(std::vector<Route> routes, std::vector<std::string_view> 
       separate_admin_(separate_admin),
       pre_handlers_(std::move(pre_handlers)) {}
 
+net::awaitable<bool> PreHandler::Wait(ThreadContext&, Exchange&, const Route&) { co_return false; }
+
 bool RouteTable::Visible(const Route& r, bool admin_listener) const {
   if (!separate_admin_) return true;
   if (r.admin) return admin_listener;
@@ -40,7 +42,8 @@ net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
                         "service_unavailable", "too_many_connections", "retry-after: 1\r\n");
     co_return;
   }
-  if (co_await ApplyCors(tc, ex)) co_return;  // a browser's preflight, answered here
+  // A browser's preflight is answered here. Only with CORS on: a coroutine frame a request.
+  if (tc.config().cors.enabled() && co_await ApplyCors(tc, ex)) co_return;
   const bool admin_listener = ex.conn.admin_listener;
   const uint32_t method = MethodBit(ex.head.method);
   const Route* found = nullptr;
@@ -69,7 +72,18 @@ net::awaitable<void> RouteTable::Serve(ThreadContext& tc, Exchange& ex) const {
     co_return;
   }
   for (const PreHandlerPtr& p : pre_handlers_) {
-    if (co_await p->Intercept(tc, ex, *found)) co_return;
+    Refusal refusal;
+    switch (p->Check(tc, ex, *found, &refusal)) {
+      case PreHandler::Verdict::kPass:
+        continue;
+      case PreHandler::Verdict::kWait:
+        if (co_await p->Wait(tc, ex, *found)) co_return;
+        continue;
+      case PreHandler::Verdict::kRefuse:
+        co_await WriteError(tc, ex, refusal.status, refusal.message, refusal.type, refusal.code,
+                            refusal.extra_headers, refusal.log);
+        co_return;
+    }
   }
   co_await found->handler(tc, ex);
 }

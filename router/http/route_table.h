@@ -1,7 +1,7 @@
 // File: router/http/route_table.h
 // Which handler serves a request: routes by normalised path (exact, or a prefix) and method,
 // per listener, with a chain of pre-handlers that run before the route's handler and may
-// answer instead — the admin token check today; API keys and admission control go there too.
+// answer instead: the admin token check, API keys, admission control.
 // A path that matches with another method is a 405, anything else a 404, both as OpenAI
 // errors. Built once per gateway thread at start; immutable after.
 #pragma once
@@ -40,11 +40,26 @@ struct Route {
   bool limited = false;  // an inference endpoint: rate limits and the concurrency cap apply
 };
 
-/// Runs before a route's handler. Return true when it answered the request itself.
+/// A pre-handler's answer in place of the route's handler: an OpenAI-style error.
+struct Refusal {
+  int status = 0;
+  std::string message;
+  std::string type;
+  std::string code;
+  std::string extra_headers;  // whole "name: value\r\n" lines
+  bool log = true;            // false: the pre-handler logged it itself (rate-limited)
+};
+
+/// Runs before a route's handler. Check decides without suspending, so a request that passes
+/// costs no coroutine frame (one allocation and several resumptions a pre-handler): kPass lets
+/// it on, kRefuse answers `*refusal` (the table writes it). One that must wait (the admission
+/// queue) returns kWait, and Wait then runs; it returns true when it answered the request.
 class PreHandler {
  public:
+  enum class Verdict { kPass, kRefuse, kWait };
   virtual ~PreHandler() = default;
-  virtual net::awaitable<bool> Intercept(ThreadContext& tc, Exchange& ex, const Route& route) = 0;
+  virtual Verdict Check(ThreadContext& tc, Exchange& ex, const Route& route, Refusal* refusal) = 0;
+  virtual net::awaitable<bool> Wait(ThreadContext& tc, Exchange& ex, const Route& route);
 };
 using PreHandlerPtr = std::unique_ptr<PreHandler>;
 

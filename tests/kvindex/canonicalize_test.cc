@@ -67,6 +67,48 @@ TEST(CanonicalizeTest, IndependentOfWhitespaceKeyOrderAndEscapes) {
   EXPECT_FALSE(Hashes(a).empty());
 }
 
+// Text without a backslash is read in place in the body; it must equal the decoded text, with
+// neither the quotes nor the whitespace before the next separator, in every API.
+TEST(CanonicalizeTest, TextReadInPlaceEqualsTheDecodedText) {
+  struct Case {
+    ApiKind api;
+    std::string_view spaced;   // backslash-free strings, whitespace after them
+    std::string_view escaped;  // the same strings, each with an escape (decoded by simdjson)
+  };
+  const Case cases[] = {
+      {ApiKind::kChatCompletions,
+       "{\"messages\":[{\"role\":\"user\",\"content\":\"plain text\" \n\t ,\"name\":\"n\"},"
+       "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"part one\"\r\n }]},"
+       "{\"role\":\"user\",\"content\":\"last\"  }]}",
+       R"({"messages":[{"role":"user","content":"pl\u0061in text","name":"n"},)"
+       R"({"role":"assistant","content":[{"type":"text","text":"p\u0061rt one"}]},)"
+       R"({"role":"user","content":"l\u0061st"}]})"},
+      {ApiKind::kMessages,
+       "{\"model\":\"m\",\"max_tokens\":8,\"system\":\"be brief\" ,\"messages\":["
+       "{\"role\":\"user\",\"content\":\"plain text\"\n},{\"role\":\"assistant\",\"content\":"
+       "[{\"type\":\"text\",\"text\":\"part one\" }]}]}",
+       R"({"model":"m","max_tokens":8,"system":"be bri\u0065f","messages":[)"
+       R"({"role":"user","content":"pl\u0061in text"},{"role":"assistant","content":)"
+       R"([{"type":"text","text":"p\u0061rt one"}]}]})"},
+      {ApiKind::kResponses, "{\"model\":\"m\",\"input\":\"plain text\"\t}",
+       R"({"model":"m","input":"pl\u0061in text"})"},
+  };
+  for (const Case& c : cases) {
+    auto spaced = CanonicalizeRequest(c.spaced, c.api);
+    auto escaped = CanonicalizeRequest(c.escaped, c.api);
+    ASSERT_TRUE(spaced.ok()) << spaced.status();
+    ASSERT_TRUE(escaped.ok()) << escaped.status();
+    ASSERT_EQ(spaced->prompts.size(), 1u);
+    ASSERT_EQ(escaped->prompts.size(), 1u);
+    EXPECT_EQ(spaced->prompts[0].bytes, escaped->prompts[0].bytes) << c.spaced;
+    EXPECT_THAT(spaced->prompts[0].bytes, HasSubstr("plain text"));
+  }
+  // A string that ends in an escaped backslash, or holds an escaped quote, is decoded.
+  EXPECT_THAT(Chat(R"({"messages":[{"role":"user","content":"a \\"}]})"), HasSubstr("a \\"));
+  EXPECT_THAT(Chat(R"({"messages":[{"role":"user","content":"say \"hi\" "}]})"),
+              HasSubstr("say \"hi\" "));
+}
+
 TEST(CanonicalizeTest, ExtractsModelAndSalt) {
   auto r = CanonicalizeRequest(R"({"cache_salt":"s1","model":"m","messages":[]})",
                                ApiKind::kChatCompletions);
