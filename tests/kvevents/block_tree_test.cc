@@ -2,7 +2,9 @@
 // and against a naive recount over random stores and evictions.
 #include "kvevents/block_tree.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -157,6 +159,86 @@ TEST(BlockTreeProperty, HolesEqualANaiveRecount) {
   tree.DropTier(Tier::kGpu, &dropped);
   tree.DropTier(Tier::kHost, &dropped);
   EXPECT_EQ(tree.size(), 0u);
+}
+
+// Stored runs (BlockStored's blocks, each the parent of the next) that grow the table while
+// they are added, and removals of chain stretches leaf first and root first.
+TEST(BlockTreeProperty, RunsKeepHolesEqualANaiveRecount) {
+  std::mt19937_64 rng(20261206);
+  constexpr int kChains = 6;
+  constexpr int kLength = 40;
+  auto id_of = [](int chain, int k) { return static_cast<EngineBlockId>(chain * 100 + k + 1); };
+  // Chain c > 0 forks from chain c - 1 at its 6th block.
+  auto parent_of = [&](int chain, int k) -> std::optional<EngineBlockId> {
+    if (k > 0) return id_of(chain, k - 1);
+    if (chain > 0) return id_of(chain - 1, 5);
+    return std::nullopt;
+  };
+  BlockTree tree;
+  std::map<EngineBlockId, uint8_t> held;
+  std::map<EngineBlockId, std::optional<EngineBlockId>> parents;
+  auto holds = [&](EngineBlockId id, int view) {
+    auto it = held.find(id);
+    if (it == held.end()) return false;
+    return view == kAny ? it->second != 0 : (it->second & (1u << view)) != 0;
+  };
+  for (int step = 0; step < 6000; ++step) {
+    if (step % 500 == 0) {  // from an empty table again, so that runs grow it
+      tree.Clear();
+      held.clear();
+    }
+    const int chain = static_cast<int>(rng() % kChains);
+    const int k0 = static_cast<int>(rng() % kLength);
+    const Tier tier = rng() % 2 == 0 ? Tier::kGpu : Tier::kHost;
+    const int t = static_cast<int>(tier);
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 45) {
+      const std::optional<EngineBlockId> parent = parent_of(chain, k0);
+      if (parent && !holds(*parent, kAny)) continue;
+      const int k1 = std::min<int>(kLength, k0 + 1 + static_cast<int>(rng() % 30));
+      std::vector<EngineBlockId> ids;
+      std::vector<kvindex::BlockHash> hashes;
+      for (int k = k0; k < k1; ++k) {
+        ids.push_back(id_of(chain, k));
+        hashes.push_back(1000 + ids.back());
+        parents[ids.back()] = parent_of(chain, k);
+        held[ids.back()] |= static_cast<uint8_t>(1u << t);
+      }
+      tree.AddRun(ids, parent, hashes, tier);
+    } else if (op < 70) {
+      const EngineBlockId id = id_of(chain, k0);
+      kvindex::BlockHash h = 0;
+      ASSERT_EQ(tree.Drop(id, tier, &h), holds(id, t)) << "step " << step;
+      if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
+    } else if (op < 98) {  // a BlockRemoved: a stretch of a chain, leaf first or root first
+      std::vector<EngineBlockId> ids;
+      for (int k = k0; k >= 0 && k > k0 - 12; --k) ids.push_back(id_of(chain, k));
+      if (rng() % 3 == 0) std::reverse(ids.begin(), ids.end());
+      size_t expected = 0;
+      for (EngineBlockId id : ids) {
+        if (holds(id, t)) ++expected;
+        if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
+      }
+      size_t dropped = 0;
+      for (EngineBlockId id : ids) {
+        kvindex::BlockHash h = 0;
+        dropped += tree.Drop(id, tier, &h) ? 1 : 0;
+      }
+      ASSERT_EQ(dropped, expected) << "step " << step;
+    } else {
+      std::vector<kvindex::BlockHash> dropped;
+      tree.DropTier(tier, &dropped);
+      for (auto& [i, bits] : held) bits &= static_cast<uint8_t>(~(1u << t));
+    }
+    for (int view : {kGpu, kHost, kAny}) {
+      uint64_t holes = 0;
+      for (const auto& [i, bits] : held) {
+        if (holds(i, view) && parents[i] && !holds(*parents[i], view)) ++holes;
+      }
+      ASSERT_EQ(tree.holes(view), holes) << "step " << step << " view " << view;
+    }
+    ASSERT_TRUE(tree.exact()) << "step " << step;
+  }
 }
 
 }  // namespace
