@@ -103,6 +103,33 @@ TEST(CanonicalizeTest, TextReadInPlaceEqualsTheDecodedText) {
     EXPECT_EQ(spaced->prompts[0].bytes, escaped->prompts[0].bytes) << c.spaced;
     EXPECT_THAT(spaced->prompts[0].bytes, HasSubstr("plain text"));
   }
+  // Read in place, a string is still consumed: what follows it is checked as after any value.
+  for (std::string_view bad : {R"({"messages":[{"role":"user","content":"a":"b"}]})",
+                               R"({"messages":[{"role":"user","content":["a":1]}]})",
+                               R"({"model":"m","tools":[{"type":"function","function":{"name":"f",)"
+                               R"("parameters":{"properties":"p": {"type":"string"}}}}],)"
+                               R"("messages":[]})"}) {
+    EXPECT_EQ(CanonicalizeRequest(bad, ApiKind::kChatCompletions).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  // Found by the messages fuzzer: a schema's string followed by ':'.
+  EXPECT_FALSE(
+      CanonicalizeRequest(
+          "{\"model\": \"m\", \"max_tokens\": 64, \"stream\": true, \"system\": [{\"type\": "
+          "\"text\", \"text\": \"x-anthrnohlgil-eader: cc_version=2.1.3; cch=aa;\"}, {\"type\": "
+          "\"text\", \"text\": \"You are a coding agent.\", \"cache_control\": {\"type\": "
+          "\"ephemeral\"}}], \"tools\": [{\"name\": \"Bash\", \"description\": \"Run\", "
+          "\"input_schema\": {\"properties\":\"nucommand\": {\"type\": \"string\"}, \"n\": "
+          "{\"type\": \"number\", \"minimum\": "
+          "15\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n01.0}}}}], \"metadata\": "
+          "{\"user_id\": \"{\\\"device_id\\\":\\\"d\\\",\\\"session_id\\\":\\\"s-0\\\"}\"}, "
+          "\"messages\": [{\"role\": \"system\", \"content\": \"lead\"}, {\"role\": \"user\", "
+          "\"content\": [{\"type\": \"text\", \"text\": \"ok\"}, {\"type\": \"t}ool_use\", \"id\": "
+          "\"t1\", \"paraname\": \"Bash\", \"@nput\":  \"tool_use\", \"id\": \"tent\", \"source\": "
+          "{\"type\": \"text\", \"data\": \"d\"}}]}]}",
+          ApiKind::kMessages)
+          .ok());
   // A string that ends in an escaped backslash, or holds an escaped quote, is decoded.
   EXPECT_THAT(Chat(R"({"messages":[{"role":"user","content":"a \\"}]})"), HasSubstr("a \\"));
   EXPECT_THAT(Chat(R"({"messages":[{"role":"user","content":"say \"hi\" "}]})"),
