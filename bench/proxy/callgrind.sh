@@ -9,7 +9,8 @@
 # Env: POLICY=kvaware (or round_robin), BIN=build, KVGATE=$BIN/kvgate (another build of the
 # gateway to compare, e.g. an older commit's), PROXY=haproxy to count HAProxy instead (one
 # thread, bench/proxy/haproxy.cfg.in), KEEP=DIR to keep the callgrind files (cg.4k, cg.sse,
-# cg.agentic) for callgrind_annotate. Health checks and engine scrapes are off, so the control
+# cg.agentic) for callgrind_annotate, EVENT_DELAY_MS=N to pace the SSE events N ms apart (each
+# event then arrives as its own piece, as tokens do; without it they arrive in a few pieces). Health checks and engine scrapes are off, so the control
 # thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +35,7 @@ UP=$(sed -n 's/port=//p' "$tmp/fake.out")
 # load PORT KIND COUNT EVENTS: a keep-alive client that reads every response to its end.
 load() {
   /usr/bin/python3 - "$@" <<'PY'
-import http.client, json, sys
+import http.client, json, os, sys
 port, kind, count, events = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 stream = kind == "sse"
 content = "a" * (4096 - 80)
@@ -56,6 +57,8 @@ body = json.dumps({"model": "fake-model", "stream": stream, "messages": messages
 headers = {"Content-Type": "application/json",
            "x-fake-chunks": str(events if stream else 8),
            "x-fake-chunk-bytes": "0" if stream else "512",
+           # EVENT_DELAY_MS paces a stream's events, each then its own piece, like tokens.
+           "x-fake-delay-ms": os.environ.get("EVENT_DELAY_MS", "0") if stream else "0",
            # The same prompt every time: an engine would report it all cached.
            "x-fake-cached-tokens": str(len(body) // 4)}
 conn = http.client.HTTPConnection("127.0.0.1", port)

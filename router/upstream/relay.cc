@@ -160,7 +160,12 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
   result.sent_head = true;
   uint64_t sent = 0;
   for (size_t i = 1; i < first.size(); ++i) sent += first[i].size();
-  if (co_await WriteAll(ex.conn, first, write_timeout)) {
+  error_code wec;
+  size_t written = 0;
+  if (!WriteNow(ex.conn, first, &wec, &written)) {
+    wec = co_await FinishWrite(ex.conn, first, written, write_timeout);
+  }
+  if (wec) {
     result.client_gone = true;
     co_return result;
   }
@@ -209,7 +214,10 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
     uint64_t bytes = 0;
     for (const auto& b : out.buffers()) bytes += b.size();
     if (bytes > 0) {
-      if (co_await WriteAll(ex.conn, out.buffers(), write_timeout)) {
+      if (!WriteNow(ex.conn, out.buffers(), &wec, &written)) {
+        wec = co_await FinishWrite(ex.conn, out.buffers(), written, write_timeout);
+      }
+      if (wec) {
         result.client_gone = true;
         co_return result;
       }

@@ -290,5 +290,40 @@ TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
   EXPECT_TRUE(WaitFor([&] { return f.cancelled() >= 1; }, 10s));
 }
 
+// The same stalled client, then reading on: every byte the worker sent arrives, in order. A
+// write the client's socket takes only in part keeps its rest (the relay writes at once and
+// waits only for what is left).
+TEST_F(GatewayTest, AClientThatStallsAndReadsOnGetsEveryByteOfAStream) {
+  FakeUpstream& f = StartWithOneFake(FakeUpstream::Options{.threads = 2});
+  constexpr int kEvents = 4096;  // 4096 x 16 KiB = 64 MiB: more than the socket buffers hold
+  StreamingRequest slow(
+      port_, "/v1/chat/completions", ChatBody(true),
+      {{"x-fake-chunks", std::to_string(kEvents)}, {"x-fake-chunk-bytes", "16384"}});
+  ASSERT_TRUE(slow.ReadHeader());
+  uint64_t last = 0;
+  int stable = 0;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (stable < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(100ms);
+    const uint64_t now = f.streamed_bytes();
+    stable = now == last && now > 0 ? stable + 1 : 0;
+    last = now;
+  }
+  ASSERT_EQ(stable, 3) << "the worker never stopped: " << f.streamed_bytes() << " bytes";
+  const std::string body = slow.ReadAll(60s);
+  size_t pos = 0;
+  for (int i = 0; i < kEvents; ++i) {
+    const std::string content = "\"content\":\"tok" + std::to_string(i) + " ";
+    const size_t at = body.find(content, pos);
+    ASSERT_NE(at, std::string::npos) << "event " << i << " missing or out of order";
+    const size_t x = at + content.size();
+    const size_t end = body.find('"', x);
+    ASSERT_NE(end, std::string::npos);
+    ASSERT_EQ(end - x + content.size() - 11, 16384u) << "event " << i << " lost bytes";
+    pos = end;
+  }
+  EXPECT_THAT(body.substr(pos), HasSubstr("data: [DONE]"));
+}
+
 }  // namespace
 }  // namespace kvgate::testing
