@@ -157,24 +157,19 @@ tcp::socket::wait_type ReadinessWait(const ClientConnection& conn) {
   return conn.tls ? conn.tls->wait_type() : tcp::socket::wait_read;
 }
 
-bool WriteNow(ClientConnection& conn, absl::Span<const net::const_buffer> buffers, error_code* ec,
-              size_t* written) {
+net::awaitable<error_code> WriteAll(ClientConnection& conn,
+                                    absl::Span<const net::const_buffer> buffers,
+                                    std::chrono::milliseconds timeout) {
   // Most writes complete at once; only a client that is not reading makes us wait (and only
   // then does the write deadline replace the caller's).
+  error_code ec;
   size_t total = 0;
   for (const auto& b : buffers) total += b.size();
-  *written = conn.tls ? conn.tls->WriteSome(buffers, *ec) : conn.socket.write_some(buffers, *ec);
-  if (*ec == net::error::would_block || *ec == net::error::try_again) {
-    *ec = {};
-    *written = 0;
-    return false;
-  }
-  return *ec || *written == total;
-}
-
-net::awaitable<error_code> FinishWrite(ClientConnection& conn,
-                                       absl::Span<const net::const_buffer> buffers, size_t written,
-                                       std::chrono::milliseconds timeout) {
+  size_t written =
+      conn.tls ? conn.tls->WriteSome(buffers, ec) : conn.socket.write_some(buffers, ec);
+  if (!ec && written == total) co_return error_code{};
+  if (ec && ec != net::error::would_block && ec != net::error::try_again) co_return ec;
+  if (ec) written = 0;
   // The rest is copied: callers may pass buffers (a thread's scratch) that other requests
   // reuse while this one waits.
   const std::string rest = UnwrittenBytes(buffers, written);
@@ -191,15 +186,6 @@ net::awaitable<error_code> FinishWrite(ClientConnection& conn,
   conn.ClearDeadline();
   if (expired) co_return net::error::timed_out;
   co_return wec;
-}
-
-net::awaitable<error_code> WriteAll(ClientConnection& conn,
-                                    absl::Span<const net::const_buffer> buffers,
-                                    std::chrono::milliseconds timeout) {
-  error_code ec;
-  size_t written = 0;
-  if (WriteNow(conn, buffers, &ec, &written)) co_return ec;
-  co_return co_await FinishWrite(conn, buffers, written, timeout);
 }
 
 void ArmDisconnectWatch(ClientConnection& conn) {

@@ -151,16 +151,6 @@ net::awaitable<error_code> WriteAll(ClientConnection& conn,
                                     absl::Span<const net::const_buffer> buffers,
                                     std::chrono::milliseconds timeout);
 
-/// WriteAll in two steps, for the relay's writes (one a streamed event): most complete at
-/// once, and a coroutine costs a frame a call. WriteNow writes what the socket takes; true
-/// when that ended the write (all of it written, or `*ec` a failure), false when the rest
-/// must wait: then `co_await FinishWrite` with the same buffers and `written`.
-bool WriteNow(ClientConnection& conn, absl::Span<const net::const_buffer> buffers, error_code* ec,
-              size_t* written);
-net::awaitable<error_code> FinishWrite(ClientConnection& conn,
-                                       absl::Span<const net::const_buffer> buffers, size_t written,
-                                       std::chrono::milliseconds timeout);
-
 /// Starts / stops the disconnect watch (idempotent). The watch is an async_wait on the client
 /// socket, not a coroutine; when the client closes it sets `client_gone` and cancels the
 /// linked worker sockets (UpstreamLink). A client that sends more bytes (a pipelined request) is

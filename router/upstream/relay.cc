@@ -160,12 +160,7 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
   result.sent_head = true;
   uint64_t sent = 0;
   for (size_t i = 1; i < first.size(); ++i) sent += first[i].size();
-  error_code wec;
-  size_t written = 0;
-  if (!WriteNow(ex.conn, first, &wec, &written)) {
-    wec = co_await FinishWrite(ex.conn, first, written, write_timeout);
-  }
-  if (wec) {
+  if (co_await WriteAll(ex.conn, first, write_timeout)) {
     result.client_gone = true;
     co_return result;
   }
@@ -214,10 +209,7 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
     uint64_t bytes = 0;
     for (const auto& b : out.buffers()) bytes += b.size();
     if (bytes > 0) {
-      if (!WriteNow(ex.conn, out.buffers(), &wec, &written)) {
-        wec = co_await FinishWrite(ex.conn, out.buffers(), written, write_timeout);
-      }
-      if (wec) {
+      if (co_await WriteAll(ex.conn, out.buffers(), write_timeout)) {
         result.client_gone = true;
         co_return result;
       }
