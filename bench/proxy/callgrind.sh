@@ -10,8 +10,8 @@
 # gateway to compare, e.g. an older commit's), PROXY=haproxy to count HAProxy instead (one
 # thread, bench/proxy/haproxy.cfg.in), KEEP=DIR to keep the callgrind files (cg.4k, cg.sse,
 # cg.agentic) for callgrind_annotate, EVENT_DELAY_MS=N to pace the SSE events N ms apart (each
-# event then arrives as its own piece, as tokens do; without it they arrive in a few pieces). Health checks and engine scrapes are off, so the control
-# thread adds nothing to the count.
+# event then arrives as its own piece, as tokens do; without it they arrive in a few pieces).
+# Health checks and engine scrapes are off, so the control thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${1:-2000}
