@@ -241,6 +241,21 @@ TEST_F(KvAwareGatewayTest, EveryPolicyServesTraffic) {
 namespace kvgate::testing {
 namespace {
 
+// True once the worker's streamed bytes have stopped growing for three polls in a row (the
+// socket buffers on both sides are full), within 30 s.
+bool WaitForBackpressure(FakeUpstream& f) {
+  uint64_t last = 0;
+  int stable = 0;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (stable < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(100ms);
+    const uint64_t now = f.streamed_bytes();
+    stable = now == last && now > 0 ? stable + 1 : 0;
+    last = now;
+  }
+  return stable == 3;
+}
+
 // A client that stops reading a 1 GiB stream: the relay reads from the worker only as fast as
 // the client drains, so the gateway's memory stays bounded while others keep being served.
 TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
@@ -252,16 +267,8 @@ TEST_F(GatewayTest, ClientThatStopsReadingAGigabyteStreamHoldsBoundedMemory) {
   ASSERT_TRUE(slow.ReadHeader());
   // Let the stream run into backpressure: the worker's bytes stop growing once the socket
   // buffers on both sides are full.
-  uint64_t last = 0;
-  int stable = 0;
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (stable < 3 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(100ms);
-    const uint64_t now = f.streamed_bytes();
-    stable = now == last && now > 0 ? stable + 1 : 0;
-    last = now;
-  }
-  ASSERT_EQ(stable, 3) << "the worker never stopped: " << f.streamed_bytes() << " bytes";
+  ASSERT_TRUE(WaitForBackpressure(f))
+      << "the worker never stopped: " << f.streamed_bytes() << " bytes";
   const uint64_t rss_stalled = ProcessRssBytes(::getpid());
   const uint64_t heap_stalled = HeapInUseBytes();
   // What left the worker is what the kernel's socket buffers hold, not the stream.
@@ -300,16 +307,8 @@ TEST_F(GatewayTest, AClientThatStallsAndReadsOnGetsEveryByteOfAStream) {
       port_, "/v1/chat/completions", ChatBody(true),
       {{"x-fake-chunks", std::to_string(kEvents)}, {"x-fake-chunk-bytes", "16384"}});
   ASSERT_TRUE(slow.ReadHeader());
-  uint64_t last = 0;
-  int stable = 0;
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (stable < 3 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(100ms);
-    const uint64_t now = f.streamed_bytes();
-    stable = now == last && now > 0 ? stable + 1 : 0;
-    last = now;
-  }
-  ASSERT_EQ(stable, 3) << "the worker never stopped: " << f.streamed_bytes() << " bytes";
+  ASSERT_TRUE(WaitForBackpressure(f))
+      << "the worker never stopped: " << f.streamed_bytes() << " bytes";
   const std::string body = slow.ReadAll(60s);
   size_t pos = 0;
   for (int i = 0; i < kEvents; ++i) {
