@@ -59,16 +59,29 @@ uint32_t GroupHit(const GroupSpec& spec, uint32_t block_size, uint32_t full_bloc
     }
     case GroupKind::kSlidingWindow: {
       // The token at the hit attends to the W-1 tokens before it: those blocks must be there.
-      const uint32_t needed = WindowBlocks(spec.sliding_window, block_size);
-      uint32_t run = 0;
-      for (uint32_t i = full_blocks; i-- > 0;) {
-        if (!cached(i)) {
-          run = 0;
+      // The hit is the top of the highest run of `need` cached blocks, else the run from block
+      // 0. Every such run holds one of the blocks probed `need` apart from the top, so a long
+      // prefix whose window blocks are gone costs a lookup per window, not one per block.
+      const uint32_t need = std::max<uint32_t>(1, WindowBlocks(spec.sliding_window, block_size));
+      int64_t probe = int64_t{full_blocks} - 1;
+      while (probe >= 0) {
+        const auto p = static_cast<uint32_t>(probe);
+        if (!cached(p)) {
+          probe -= need;
           continue;
         }
-        if (++run >= needed) return i + run;
+        uint32_t top = p + 1;  // Stops within `need`: the probe above was a miss, or the end.
+        while (top < full_blocks && cached(top)) ++top;
+        uint32_t bottom = p;
+        while (bottom > 0 && top - bottom < need && cached(bottom - 1)) --bottom;
+        if (top - bottom >= need || bottom == 0) return top;
+        probe = int64_t{bottom} - 2;  // Block bottom - 1 is a miss: probe on from below it.
       }
-      return run;  // The run that reaches block 0, shorter than the window: still a hit.
+      // No run as long as the window: the run that reaches block 0 (no probe fell in it), shorter
+      // than the window, is still a hit.
+      uint32_t run = 0;
+      while (run < full_blocks && run < need && cached(run)) ++run;
+      return run;
     }
     case GroupKind::kMamba:
       for (uint32_t i = full_blocks; i-- > 0;) {

@@ -56,6 +56,7 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
   absl::Cleanup disarm = [&ex] { DisarmDisconnectWatch(ex.conn); };
 
   Result result;
+  plan.learn_when_sent = true;  // Decide's learning waits for the write (Learn below)
   const uint32_t max_attempts = o.retry ? std::max(1u, cfg.retry.max_attempts) : 1u;
   for (uint32_t attempt = 0; attempt < max_attempts; ++attempt) {
     // `first`'s worker is among `tried` already.
@@ -86,6 +87,9 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
         ex.predicted_cached_tokens = d.predicted_cached_tokens + d.predicted_store_tokens;
       }
     }
+    const auto learn = [&] { planner.Learn(plan, d, SteadyClock::now()); };
+    const absl::FunctionRef<void()> on_sent(learn);
+    a.on_sent = &on_sent;
     const AttemptResult r = co_await upstream_.Send(tc, ex, a);
 
     const WorkerSeries& series = tc.ForWorker(worker.id(), worker.name());

@@ -444,10 +444,20 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
   if (!commit) return d;
   plan.tried.push_back(d.worker->id());
   if (plan.learn) d.worker->AddRecentWork(r.prompt_tokens, now, half_life_s);
-  if (prefix && plan.learn) {
+  d.learn_pending = plan.learn;
+  if (!plan.learn_when_sent) Learn(plan, d, now);
+  return d;
+}
+
+void RoutePlanner::Learn(RoutePlan& plan, Decision& d, SteadyClock::time_point now) {
+  if (!d.learn_pending) return;
+  d.learn_pending = false;
+  const config::RoutingConfig& config = *plan.config;
+  const bool prefix = plan.policy->UsesPrefixCache() && !plan.chain.empty();
+  if (prefix) {
     // Approximate learning: the worker will hold this prompt once it has prefilled it. Learned
-    // now, so that the session's next request (a sub-agent burst) already sees it; taken back
-    // by Complete when the worker does not serve it.
+    // before the answer, so that the session's next request (a sub-agent burst) already sees
+    // it; taken back by Complete when the worker does not serve it.
     if (auto s = index_.Insert(HolderOf(*d.worker), plan.chain, kvindex::Tier::kGpu); !s.ok()) {
       IndexError(s, *d.worker);
     } else {
@@ -456,9 +466,9 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
       groups_.Learn(HolderOf(*d.worker), plan.chain, config.block_tokens,
                     static_cast<uint32_t>(d.learned_from));
     }
-    cluster().Learned(*d.worker, plan.chain, r.prompt_tokens);
+    cluster().Learned(*d.worker, plan.chain, plan.prompt_tokens);
   }
-  if (d.candidates[d.index].precise && plan.learn) {
+  if (d.candidates[d.index].precise) {
     // Until its BlockStored event arrives, the chosen rank is about to hold the prompt.
     const uint32_t bs = std::max<uint32_t>(1, d.worker->config().kv_events->block_size);
     const kvindex::Holder holder =
@@ -489,7 +499,6 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
           absl::MakeConstSpan(groups).subspan(std::min<size_t>(from, groups.size())));
     }
   }
-  return d;
 }
 
 Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const RouteOutcome& outcome) {
@@ -507,7 +516,10 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
     cluster().Forgot(w, unlearned);
     d.learned = false;
   }
-  if (!served && d.candidates[d.index].precise && plan.learn) {
+  // A decision whose request was never written taught nothing (Learn did not run).
+  const bool taught = plan.learn && !d.learn_pending;
+  d.learn_pending = false;
+  if (!served && d.candidates[d.index].precise && taught) {
     // Likewise the guess that the chosen rank is about to hold the prompt: the blocks it
     // matched at decision time stay (an earlier request's guesses, or its events').
     const uint32_t bs = std::max<uint32_t>(1, w.config().kv_events->block_size);

@@ -5,8 +5,9 @@
 //             chains for precise mode once per engine block size, on first use;
 //   Decide    one attempt: match the prefix indexes, snapshot every candidate's values, then,
 //             under the decision lock, read the reserved loads, ask the policy and reserve the
-//             chosen worker (so the next decision on any thread sees it); afterwards the
-//             approximate index learns the prompt;
+//             chosen worker (so the next decision on any thread sees it);
+//   Learn     the approximate index learns the prompt (and precise mode guesses it): at once,
+//             or, for the proxy, once the request is written to the worker;
 //   Complete  the attempt ended: release the reservation, learn the prefill rate, reconcile
 //             the prediction with the engine's reported cached tokens; an attempt the worker
 //             did not serve unlearns what Decide learned.
@@ -58,6 +59,11 @@ struct RoutePlan {
   // false: the request leaves no trace in the fleet's caches or the rates kvgate learns
   // (count_tokens, reads of stored responses): nothing is inserted or reconciled.
   bool learn = true;
+  // Set by the dispatcher: Decide leaves what the decision teaches the indexes to Learn(),
+  // which it calls once the request is written to the worker. That work (an agent's 300K-token
+  // chain walked in the approximate index, ~1 ms) then overlaps the worker's prefill instead of
+  // adding to the client's wait.
+  bool learn_when_sent = false;
   std::string pinned_response;  // the stored response that fixes the worker ("" none)
 };
 
@@ -78,6 +84,8 @@ struct Decision {
   // inserted for the worker, and are taken back when the attempt did not run (Complete).
   bool learned = false;
   size_t learned_from = 0;
+  // Committed, and its learning not done yet (RoutePlan::learn_when_sent): Learn() does it.
+  bool learn_pending = false;
 };
 
 /// How an attempt ended.
@@ -125,9 +133,14 @@ class RoutePlanner {
                                          SteadyClock::time_point now);
 
   /// Decides among the plan's workers not yet tried (at least one must remain). With `commit`
-  /// the chosen worker's load is reserved and the prompt learned; without, nothing changes
-  /// (explain) and `scores` are filled.
+  /// the chosen worker's load is reserved and the prompt learned (with `plan.learn_when_sent`,
+  /// left to Learn); without, nothing changes (explain) and `scores` are filled.
   Decision Decide(RoutePlan& plan, uint32_t attempt, bool commit, SteadyClock::time_point now);
+
+  /// What a committed decision teaches: the approximate index (and its group imitation, and the
+  /// other replicas) that the worker will hold the prompt, and in precise mode the chosen rank's
+  /// route-time guesses. Once per decision; a no-op when Decide did it already.
+  void Learn(RoutePlan& plan, Decision& decision, SteadyClock::time_point now);
 
   /// The attempt routed by `decision` ended (any way): releases its reservation and learns.
   Prediction Complete(const RoutePlan& plan, Decision& decision, const RouteOutcome& outcome);

@@ -392,6 +392,7 @@ net::awaitable<std::optional<AttemptResult>> SendOnce(const Wire& wire, ThreadCo
                      "connect_error");
   }
   const auto sent_at = Clock::now();
+  if (attempt.on_sent != nullptr) (*attempt.on_sent)();
   // For a small request the other ready handlers run while the worker answers: its answer is
   // then usually there when read, and sends to the workers go out together (see RunSession;
   // 4 KiB: +9-46% req/s). Not after a large body: the handlers run in between parse other

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "net/asio.h"
 #include "router/http/exchange.h"
 
@@ -31,6 +32,9 @@ struct UpstreamAttempt {
   // The decision's reservation on `worker`: its prefill part ends with the answer's first body
   // byte (the queue a later request waits behind is prefill, not decode). Null: none.
   Reservation* reservation = nullptr;
+  // Called once the request is written to the worker, which is computing by then: work that
+  // must come before the answer but need not delay the send (RoutePlanner::Learn). Null: none.
+  const absl::FunctionRef<void()>* on_sent = nullptr;
 };
 
 enum class AttemptOutcome : uint8_t {

@@ -2,7 +2,9 @@
 // on hand-made residencies, and HybridGroups' bookkeeping.
 #include "kvindex/hybrid_groups.h"
 
+#include <random>
 #include <set>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -38,6 +40,56 @@ TEST(GroupHit, SlidingWindowNeedsTheBlocksItsWindowCovers) {
   EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {2, 3, 4, 5, 6, 7, 8, 9}), 10u);
   EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {1, 2, 3, 4, 5, 6, 7, 8}), 9u);
   EXPECT_EQ(Hit({GroupKind::kSlidingWindow, 128}, 16, 10, {2, 3, 4, 5, 6, 7, 8}), 0u);
+}
+
+// The block-by-block scan down from the hit, as vLLM's sliding-window manager walks it.
+uint32_t WindowHitByScan(uint32_t needed, uint32_t full_blocks, const std::vector<bool>& cached) {
+  uint32_t run = 0;
+  for (uint32_t i = full_blocks; i-- > 0;) {
+    if (!cached[i]) {
+      run = 0;
+      continue;
+    }
+    if (++run >= needed) return i + run;
+  }
+  return run;
+}
+
+// GroupHit probes a window apart instead of scanning every block: the same hit on random
+// residencies (sparse, dense, in runs), and on a prefix the group has dropped entirely, one
+// lookup per window's worth of blocks.
+TEST(GroupHit, SlidingWindowProbesEqualTheBlockByBlockScan) {
+  std::mt19937_64 rng(32);
+  for (int round = 0; round < 20000; ++round) {
+    const uint32_t block_size = 16;
+    const uint32_t window = std::uniform_int_distribution<uint32_t>(0, 200)(rng);
+    const uint32_t full = std::uniform_int_distribution<uint32_t>(0, 120)(rng);
+    const double density = std::uniform_real_distribution<double>(0, 1)(rng);
+    const uint32_t mean_run = std::uniform_int_distribution<uint32_t>(1, 16)(rng);
+    std::vector<bool> cached(full);
+    bool state = false;
+    for (uint32_t i = 0; i < full; ++i) {
+      if (std::uniform_int_distribution<uint32_t>(0, mean_run - 1)(rng) == 0) {
+        state = std::uniform_real_distribution<double>(0, 1)(rng) < density;
+      }
+      cached[i] = state;
+    }
+    const GroupSpec swa{GroupKind::kSlidingWindow, window};
+    const uint32_t needed = WindowBlocks(window, block_size);
+    const uint32_t got = GroupHit(swa, block_size, full,
+                                  [&](uint32_t i) { return static_cast<bool>(cached.at(i)); });
+    ASSERT_EQ(got, WindowHitByScan(needed, full, cached))
+        << "round " << round << ", window " << window << ", " << full << " blocks";
+  }
+  // 20,000 blocks, none held in the window's group: a lookup per 8 blocks (window 128).
+  uint32_t lookups = 0;
+  EXPECT_EQ(GroupHit({GroupKind::kSlidingWindow, 128}, 16, 20000,
+                     [&](uint32_t) {
+                       ++lookups;
+                       return false;
+                     }),
+            0u);
+  EXPECT_LE(lookups, 20000u / 8 + 8);
 }
 
 TEST(GroupHit, MambaTakesTheLastStateAtOrBeforeTheHit) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,9 +16,37 @@
 #include "tokenizer/hf_split.h"
 #include "tokenizer/hf_text.h"
 #include "tokenizer/incremental.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvgate::tokenizer {
 namespace {
+
+// bytes4 (kvgate-sim's rule): each 4 bytes of the canonical prompt read as a little-endian word,
+// a short tail zero-padded.
+TEST(Bytes4TokenizerTest, IdsAreTheLittleEndianWordsOfThePrompt) {
+  const Tokenizer* bytes4 = TokenizerByName("bytes4");
+  ASSERT_NE(bytes4, nullptr);
+  kvindex::CanonicalPrompt prompt;
+  std::vector<uint32_t> ids;
+  prompt.bytes = "abcdefghij";
+  ASSERT_TRUE(bytes4->Tokenize(prompt, &ids).ok());
+  EXPECT_THAT(ids, ::testing::ElementsAre(0x64636261u, 0x68676665u, 0x6a69u));
+  prompt.bytes.clear();
+  ASSERT_TRUE(bytes4->Tokenize(prompt, &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  std::mt19937 rng(4);
+  prompt.bytes.resize(1'000'003);
+  for (char& c : prompt.bytes) c = static_cast<char>(rng());
+  ASSERT_TRUE(bytes4->Tokenize(prompt, &ids).ok());
+  ASSERT_EQ(ids.size(), 250'001u);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    uint32_t want = 0;
+    for (size_t k = 0; k < 4 && t * 4 + k < prompt.bytes.size(); ++k) {
+      want |= uint32_t{static_cast<unsigned char>(prompt.bytes[t * 4 + k])} << (8 * k);
+    }
+    ASSERT_EQ(ids[t], want) << "token " << t;
+  }
+}
 
 using kvgate::testing::TempDir;
 using ::testing::ElementsAre;

@@ -55,6 +55,7 @@ class FakeUpstreamStage : public Upstream {
   net::awaitable<AttemptResult> Send(ThreadContext& tc, Exchange& ex,
                                      const UpstreamAttempt& attempt) override {
     sent_.push_back(Record(attempt));
+    if (attempt.on_sent != nullptr) (*attempt.on_sent)();  // as if the request was written
     Scripted s;
     if (sends_.empty()) {
       s.result.reason = "no scripted outcome left";  // a kRetry: the test sees it fail

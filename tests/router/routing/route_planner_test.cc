@@ -292,6 +292,49 @@ TEST_F(PlannerTest, RetriesGoToWorkersNotTriedYet) {
   EXPECT_EQ(r->plan.tried.size(), 3u);
 }
 
+// The proxy decides, writes the request, then learns (RoutePlan::learn_when_sent): the load is
+// reserved at once, the prompt is learned once by Learn, and an attempt whose request was never
+// written taught nothing for Complete to take back.
+TEST_F(PlannerTest, LearningLeftForTheSendHappensOnceAndOnlyWhenSent) {
+  Init(2);
+  const std::string body = Chat({{"user", Text("deferred", 16000)}});  // ~4000 tokens
+  auto held = [&](const Routed& r, const Worker* w) {
+    return planner_->index().Match(r.plan.chain, {RoutePlanner::HolderOf(*w)})[0].blocks[0];
+  };
+  auto r = PlanOnly(body);
+  r->plan.learn_when_sent = true;
+  r->d = planner_->Decide(r->plan, 0, true, now_);
+  Worker* w = r->d.worker;
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(r->d.learn_pending);
+  EXPECT_GT(w->load().pending_prefill_tokens, 0);  // reserved by Decide
+  EXPECT_EQ(held(*r, w), 0u);                      // not learned yet
+
+  planner_->Learn(r->plan, r->d, now_);
+  EXPECT_FALSE(r->d.learn_pending);
+  EXPECT_TRUE(r->d.learned);
+  const uint32_t blocks = held(*r, w);
+  EXPECT_GE(blocks, 4000u / 16 - 1);
+  planner_->Learn(r->plan, r->d, now_);  // a second call changes nothing
+  EXPECT_EQ(held(*r, w), blocks);
+  Finish(*r);
+  EXPECT_EQ(held(*r, w), blocks);
+
+  // Never written (a connect failure): nothing learned, nothing to unlearn, load released.
+  const std::string other = Chat({{"user", Text("never-sent", 16000)}});
+  auto n = PlanOnly(other);
+  n->plan.learn_when_sent = true;
+  n->d = planner_->Decide(n->plan, 0, true, now_);
+  Worker* nw = n->d.worker;
+  RouteOutcome failed;
+  planner_->Complete(n->plan, n->d, failed);
+  EXPECT_FALSE(n->d.learn_pending);
+  EXPECT_EQ(held(*n, nw), 0u);
+  EXPECT_EQ(nw->load().pending_prefill_tokens, 0);
+  planner_->Learn(n->plan, n->d, now_);  // too late: Complete closed the decision
+  EXPECT_EQ(held(*n, nw), 0u);
+}
+
 TEST_F(PlannerTest, PlanRefusesUnknownModelsAndEmptyFleets) {
   Init(2);
   config::WorkerConfig c;
