@@ -2,8 +2,8 @@
 // How kvgate-sim drives its engines in real time: the process's simulated clock, the
 // hand-rendered Prometheus histograms, and EngineRunner, which steps one Engine on the io thread
 // (each step ending on a timer at its simulated end; store loads on the store client's threads)
-// and publishes its KV events. Included by worker_server.h, server.cc and pd_agent.h only (it
-// brings Asio). Thread-compatible: io thread only.
+// and hands its KV events to the process's event thread. Included by worker_server.h, server.cc
+// and pd_agent.h only (it brings Asio). Thread-compatible: io thread only.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -80,14 +80,18 @@ struct Pending {
 };
 
 // Drives one Engine on the io thread: one step at a time, each ending on a timer at its
-// simulated end time. Thread-compatible (io thread only).
+// simulated end time. Its publisher is used on `events` only: as vLLM's ZmqEventPublisher
+// encodes and sends on a thread of its own, a step's events (megabytes of msgpack for a
+// 300K-token prefill, token ids included) never hold up the engines' shared io thread.
+// Thread-compatible (io thread only).
 class EngineRunner {
  public:
-  EngineRunner(net::io_context& io, const SimOptions& o, uint32_t rank, const SimClock& clock,
-               std::unique_ptr<KvEventPublisher> publisher)
+  EngineRunner(net::io_context& io, net::any_io_executor events, const SimOptions& o, uint32_t rank,
+               const SimClock& clock, std::unique_ptr<KvEventPublisher> publisher)
       : rank_(rank),
         clock_(clock),
         engine_(o.profile, o.model, o.seed),
+        events_(std::move(events)),
         publisher_(std::move(publisher)),
         timer_(io),
         ttft_(kTtftBuckets),
@@ -197,11 +201,13 @@ class EngineRunner {
     for (auto& op : ops) op();
   }
 
-  void Publish(const std::vector<KvEvent>& events) {
+  void Publish(std::vector<KvEvent> events) {
     if (!publisher_ || events.empty()) return;
     const double ts =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    publisher_->Publish(ts, events);
+    // Batches stay in order: one event thread, posts run in the order made.
+    net::post(events_,
+              [p = publisher_.get(), ts, events = std::move(events)] { p->Publish(ts, events); });
   }
 
   void OnStepEnd(StepResult r) {
@@ -210,8 +216,9 @@ class EngineRunner {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_.RealAt(step_end_))
             .count();
     max_lag_ = std::max(max_lag_, lag_);
-    // Events first: a client that got its last token may look at the cache right away.
-    Publish(r.events);
+    // Events first: a client that got its last token may look at the cache right away (sent
+    // on the event thread, so usually before the answer's bytes; vLLM promises no order).
+    Publish(std::move(r.events));
     for (RequestOutput& out : r.outputs) {
       auto it = pending_.find(out.id);
       if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
@@ -233,13 +240,14 @@ class EngineRunner {
     if (engine_.HasWork()) {
       StartStep();
     } else if (publisher_) {
-      publisher_->ServiceReplay();
+      net::post(events_, [p = publisher_.get()] { p->ServiceReplay(); });
     }
   }
 
   const uint32_t rank_;
   const SimClock& clock_;
   Engine engine_;
+  net::any_io_executor events_;  // where publisher_ is used
   std::unique_ptr<KvEventPublisher> publisher_;
   net::steady_timer timer_;
   bool stepping_ = false;

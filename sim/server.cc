@@ -23,9 +23,12 @@ struct SimProcess::Impl {
   SimClock clock;
   zmq::context_t zmq_context{1};
   net::io_context io;  // Declared after the ZMQ context and before the servers.
+  // Every engine's KV-event publisher runs here (EngineRunner), on `events_thread`.
+  net::io_context events_io{1};
   std::shared_ptr<store::StoreClient> store;  // Shared by every engine (--store).
   std::vector<std::unique_ptr<SimServer>> servers;
   std::thread thread;
+  std::thread events_thread;
 };
 
 SimProcess::SimProcess(SimOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -50,8 +53,13 @@ absl::Status SimProcess::Start() {
     s.store = std::move(*client);
     spdlog::info("kvgate-sim: engines use the store at {}", s.options.store);
   }
+  s.events_thread = std::thread([&s] {
+    auto guard = net::make_work_guard(s.events_io);
+    s.events_io.run();
+  });
   for (uint32_t i = 0; i < s.options.workers; ++i) {
-    auto server = std::make_unique<SimServer>(s.io, s.zmq_context, s.options, i, s.clock, s.store);
+    auto server = std::make_unique<SimServer>(s.io, s.events_io, s.zmq_context, s.options, i,
+                                              s.clock, s.store);
     if (absl::Status st = server->Start(); !st.ok()) return st;
     spdlog::info("kvgate-sim worker {} listening on {}:{} ", i, s.options.host, server->port());
     s.servers.push_back(std::move(server));
@@ -77,6 +85,9 @@ void SimProcess::StartThread() {
 void SimProcess::Stop() {
   impl_->io.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  // After the engines: nothing posts events any more. What was not sent yet is dropped.
+  impl_->events_io.stop();
+  if (impl_->events_thread.joinable()) impl_->events_thread.join();
 }
 
 std::vector<uint16_t> SimProcess::ports() const {

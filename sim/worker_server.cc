@@ -38,10 +38,11 @@ std::string HeaderValue(const Request& req, std::string_view name) {
 
 }  // namespace
 
-SimServer::SimServer(net::io_context& io, zmq::context_t& zmq_context, const SimOptions& options,
-                     uint32_t index, const SimClock& clock,
+SimServer::SimServer(net::io_context& io, net::io_context& events_io, zmq::context_t& zmq_context,
+                     const SimOptions& options, uint32_t index, const SimClock& clock,
                      std::shared_ptr<store::StoreClient> store)
     : io_(io),
+      events_io_(events_io),
       zmq_(zmq_context),
       o_(options),
       index_(index),
@@ -72,7 +73,8 @@ absl::Status SimServer::Start() {
       if (!p.ok()) return p.status();
       pub = std::move(*p);
     }
-    runners_.push_back(std::make_unique<EngineRunner>(io_, o_, r, clock_, std::move(pub)));
+    runners_.push_back(std::make_unique<EngineRunner>(io_, events_io_.get_executor(), o_, r, clock_,
+                                                      std::move(pub)));
     if (store_) {
       // Each DP rank has its own GPU cache and connector; they share the store.
       StoreCacheOptions so;
@@ -107,7 +109,7 @@ absl::Status SimServer::Start() {
   }
   net::co_spawn(io_, AcceptLoop(), net::detached);
   if (runners_[0]->publisher() && runners_[0]->publisher()->has_replay()) {
-    replay_timer_.emplace(io_);
+    replay_timer_.emplace(events_io_);
     ArmReplayTimer();
   }
   return absl::OkStatus();

@@ -33,9 +33,11 @@ namespace kvgate::sim {
 
 class SimServer {
  public:
-  /// `store`: the --store client every engine shares, or null.
-  SimServer(net::io_context& io, zmq::context_t& zmq_context, const SimOptions& options,
-            uint32_t index, const SimClock& clock, std::shared_ptr<store::StoreClient> store);
+  /// `store`: the --store client every engine shares, or null. `events_io`: the process's
+  /// KV-event thread, where every publisher call of this server's engines runs.
+  SimServer(net::io_context& io, net::io_context& events_io, zmq::context_t& zmq_context,
+            const SimOptions& options, uint32_t index, const SimClock& clock,
+            std::shared_ptr<store::StoreClient> store);
   ~SimServer();
   SimServer(const SimServer&) = delete;
   SimServer& operator=(const SimServer&) = delete;
@@ -141,6 +143,7 @@ class SimServer {
   std::optional<uint32_t> StoreTokens(const Pending& p) const;
 
   net::io_context& io_;
+  net::io_context& events_io_;
   zmq::context_t& zmq_;
   const SimOptions& o_;
   const uint32_t index_;
@@ -151,7 +154,7 @@ class SimServer {
   std::vector<std::unique_ptr<StoreKvCache>> caches_;  // Before runners_: outlive the engines.
   std::vector<std::unique_ptr<EngineRunner>> runners_;
   std::unique_ptr<PdAgent> pd_;  // P/D roles only; after runners_: it frees their held blocks.
-  std::optional<net::steady_timer> replay_timer_;
+  std::optional<net::steady_timer> replay_timer_;  // on events_io_
   RequestParser parser_{o_};
   AgentApi agents_{o_};  // Its store of responses is this worker's own.
   uint64_t requests_ = 0;

@@ -203,7 +203,8 @@ TEST(StoreConnector, ALoadInFlightHoldsUpOnlyItsOwnEngine) {
   SimOptions o;
   o.profile = SmallProfile();
   const SimClock clock(std::chrono::steady_clock::now(), 0.001);
-  EngineRunner loading(io, o, 0, clock, nullptr), other(io, o, 1, clock, nullptr);
+  EngineRunner loading(io, io.get_executor(), o, 0, clock, nullptr),
+      other(io, io.get_executor(), o, 1, clock, nullptr);
   HeldLoadStore store;
   loading.SetExternalCache(&store);
   auto pending = [&] { return std::make_shared<Pending>(io.get_executor()); };
