@@ -10,7 +10,7 @@
 //             or, for the proxy, once the request is written to the worker;
 //   Complete  the attempt ended: release the reservation, learn the prefill rate, reconcile
 //             the prediction with the engine's reported cached tokens; an attempt the worker
-//             did not serve unlearns what Decide learned.
+//             did not serve unlearns what Learn taught.
 // Lock order: decision_mu_ is a leaf. Nothing under it takes another lock (loads are atomics,
 // policies are lock-free by contract); index shard locks and Worker::mu_ are taken only before
 // or after it. Thread-safe.
