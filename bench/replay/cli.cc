@@ -1,5 +1,6 @@
 #include "bench/replay/cli.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -60,9 +61,15 @@ per-worker load (X-Kvgate-Worker).
                                0.05: 285714). Default 0 = no floor
   --floor-context-factor F     a prefilled token's extra cost per token of context before it,
                                as a share of its own (kvgate-sim: prefill_per_token_ctx_s /
-                               prefill_per_token_s = 1.43e-5). The floor then counts the
-                               compulsory tokens as if they began the prompt (the least context
-                               they can have): c x (1 + F x c / 2) / rate. Default 0
+                               prefill_per_token_s = 1.43e-5). The compulsory tokens end the
+                               prompt and attend to all P tokens of it before them, cached or
+                               not: c x (1 + F x (P - c + c / 2)) / rate. Default 0
+  --floor-step-seconds S       an engine step's fixed cost in wall-clock seconds (kvgate-sim:
+                               step_fixed_s x --time-scale): each request's floor adds one per
+                               step its compulsory prefill needs at least. Default 0
+  --floor-step-tokens N        the tokens one step prefills at most (vLLM's
+                               max_num_batched_tokens, kvgate-sim's 8192): c tokens take
+                               ceil(max(c, 1) / N) steps; 0 = one step. Default 0
   --request-timeout SECONDS    per-request timeout (default 600)
   --header NAME:VALUE          extra request header (repeatable)
   --connection-per-request     open a new connection for every request and close it after
@@ -83,6 +90,7 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
   CliOptions cli;
   ReplayOptions& o = cli.replay;
   uint64_t sample_size = 50;
+  uint64_t step_tokens = 0;
   auto u64 = [](uint64_t* out) {
     return [out](std::string_view flag, std::string_view v) -> absl::Status {
       if (!common::ParseUint64(v, out)) return Bad(flag, "expected a non-negative integer");
@@ -124,6 +132,8 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       {"fleet-capacity-tokens", u64(&o.fleet_capacity_tokens)},
       {"floor-prefill-rate", dbl(&o.floor_prefill_rate, false)},
       {"floor-context-factor", dbl(&o.floor_context_factor, false)},
+      {"floor-step-seconds", dbl(&o.floor_step_s, false)},
+      {"floor-step-tokens", u64(&step_tokens)},
       {"request-timeout", dbl(&o.request_timeout_s, true)},
       {"share-prefix",
        [&](std::string_view flag, std::string_view v) -> absl::Status {
@@ -223,6 +233,8 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     if (sample_size == 0) return Bad("request-sample-size", "expected a positive integer");
     o.request_sample_size = sample_size;
   }
+  if (step_tokens > UINT32_MAX) return Bad("floor-step-tokens", "expected at most 4294967295");
+  o.floor_step_tokens = static_cast<uint32_t>(step_tokens);
   if (o.target.empty()) return Bad("target", "required");
   if (o.trace.empty()) return Bad("trace", "required");
   if (o.body.thinking && o.api != Api::kMessages) return Bad("thinking", "needs --api messages");

@@ -23,6 +23,18 @@ BoundsRequest AgenticFloorRequest(const AgentRequest& request, std::string_view 
   return b;
 }
 
+double FloorSeconds(const FloorModel& m, uint64_t compulsory, uint64_t prompt_tokens) {
+  if (m.prefill_tokens_per_s <= 0) return 0;
+  const double c = static_cast<double>(compulsory);
+  // Context before the compulsory run; a caller's prompt shorter than it counts it as the prompt.
+  const double before = static_cast<double>(std::max(prompt_tokens, compulsory) - compulsory);
+  const double tokens = c * (1 + m.context_factor * (before + c / 2)) / m.prefill_tokens_per_s;
+  const uint64_t steps =
+      m.step_tokens == 0 ? 1
+                         : (std::max<uint64_t>(compulsory, 1) + m.step_tokens - 1) / m.step_tokens;
+  return tokens + static_cast<double>(steps) * m.step_s;
+}
+
 FloorSummary SummarizeFloor(std::vector<double> floors_s, uint64_t compulsory_tokens,
                             const LatencySummary& ttft) {
   FloorSummary f;

@@ -1,7 +1,7 @@
 // File: bench/replay/floor.h
 // The TTFT floor of a run: each request's compulsory prefill (tokens no cache could have held,
-// because no earlier request of the run sent their blocks) at one worker's prefill rate,
-// without queueing. A lower bound that the measured TTFTs are read against. Value types and
+// because no earlier request of the run sent their blocks) on an idle worker, without queueing:
+// a lower bound that the measured TTFTs are read against. Value types and
 // pure functions are thread-safe; CompulsoryTokens is thread-compatible.
 #pragma once
 
@@ -36,13 +36,22 @@ class CompulsoryTokens {
 BoundsRequest AgenticFloorRequest(const AgentRequest& request, std::string_view ns,
                                   uint64_t prefix_blocks, bool share_prefix);
 
-/// One request's floor: its `compulsory` tokens prefilled at `rate` tokens per second, each
-/// dearer by `context_factor` per token of context before it, counted as if they began the
-/// prompt (the least context they can have, so the floor stays a lower bound).
-inline double FloorSeconds(uint64_t compulsory, double rate, double context_factor) {
-  const double c = static_cast<double>(compulsory);
-  return c * (1 + context_factor * c / 2) / rate;
-}
+/// What a prefill costs at least on one worker, as a chunked-prefill engine (and kvgate-sim)
+/// spends it: a token's own cost, dearer by its context, and a fixed cost per engine step.
+struct FloorModel {
+  double prefill_tokens_per_s = 0;  // A context-free token's rate (wall clock); 0 = no floor.
+  // A token's extra cost per token of context before it, as a share of its own cost.
+  double context_factor = 0;
+  double step_s = 0;         // An engine step's fixed cost (wall clock); 0 = none counted.
+  uint32_t step_tokens = 0;  // Tokens one step prefills at most; 0 = no bound (one step).
+};
+
+/// One request's floor: its `compulsory` tokens, which end a prompt of `prompt_tokens` (no
+/// router can serve them from a cache, and each attends to every token before it, cached or
+/// not), prefilled at the model's rate in as few steps as the step budget allows (at least one:
+/// an engine computes a fully cached prompt's last token). A lone request on an idle worker
+/// takes exactly this (tests/replay/floor_sim_test.cc), anything else more.
+double FloorSeconds(const FloorModel& model, uint64_t compulsory, uint64_t prompt_tokens);
 
 struct FloorSummary {
   bool computed = false;

@@ -263,8 +263,9 @@ class Session {
       if (blocks && attempt == 0) {
         // Counted as the request goes out: new connections may reorder requests sent at once.
         rec->compulsory_tokens = compulsory_.Add(*blocks);
-        rec->floor_s = FloorSeconds(rec->compulsory_tokens, options_.floor_prefill_rate,
-                                    options_.floor_context_factor);
+        rec->floor_s = FloorSeconds({options_.floor_prefill_rate, options_.floor_context_factor,
+                                     options_.floor_step_s, options_.floor_step_tokens},
+                                    rec->compulsory_tokens, blocks->input_tokens);
       }
       conn->stream.expires_after(timeout);
       auto [wec, wn] = co_await http::async_write(conn->stream, req, kNoThrow);

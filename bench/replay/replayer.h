@@ -51,6 +51,10 @@ struct ReplayOptions {
   // A token's extra cost per token of context before it, as a share of its own cost (the
   // simulator's prefill_per_token_ctx_s / prefill_per_token_s); 0 = flat rate.
   double floor_context_factor = 0;
+  // An engine step's fixed cost (wall-clock seconds) and its prefill token budget
+  // (max_num_batched_tokens): a prefill of c tokens takes at least ceil(c / budget) steps.
+  double floor_step_s = 0;
+  uint32_t floor_step_tokens = 0;
 };
 
 struct ReplayResult {

@@ -284,6 +284,15 @@ TEST(CliTest, FloorPrefillRate) {
   EXPECT_FALSE(ParseCommandLine(
                    {"--target", "http://h:1", "--trace", "t.json", "--floor-prefill-rate", "-1"})
                    .ok());
+  auto steps =
+      ParseCommandLine({"--target", "http://h:1", "--trace", "t.json", "--floor-step-seconds",
+                        "0.000325", "--floor-step-tokens", "8192"});
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_DOUBLE_EQ(steps->replay.floor_step_s, 0.000325);
+  EXPECT_EQ(steps->replay.floor_step_tokens, 8192u);
+  EXPECT_FALSE(ParseCommandLine({"--target", "http://h:1", "--trace", "t.json",
+                                 "--floor-step-tokens", "4294967296"})
+                   .ok());
 }
 
 TEST(CliTest, ApiFlags) {

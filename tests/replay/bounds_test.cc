@@ -108,11 +108,23 @@ TEST(CompulsoryTokensTest, TwoConversationsShareThePrefixAsTheBoundsDo) {
   }
 }
 
-TEST(FloorTest, CompulsoryTokensPayForTheContextTheyCanLeastHave) {
-  EXPECT_DOUBLE_EQ(FloorSeconds(10000, 1000, 0), 10.0);  // a flat rate
-  // 300K tokens at 1.43e-5 a context token: each costs 1 + 1.43e-5 x 150K = 3.1x on average.
-  EXPECT_NEAR(FloorSeconds(300000, 14286, 1.43e-5), 300000 * (1 + 1.43e-5 * 150000) / 14286, 1e-9);
-  EXPECT_EQ(FloorSeconds(0, 14286, 1.43e-5), 0);
+TEST(FloorTest, CompulsoryTokensPayForTheContextBeforeThemAndTheirSteps) {
+  EXPECT_DOUBLE_EQ(FloorSeconds({1000, 0, 0, 0}, 10000, 10000), 10.0);  // a flat rate
+  EXPECT_EQ(FloorSeconds({0, 1.43e-5, 0.5, 8192}, 10000, 10000), 0);    // no rate: no floor
+  // A 300K-token first turn at 1.43e-5 a context token: each costs 1 + 1.43e-5 x 150K = 3.1x.
+  const FloorModel attention{14286, 1.43e-5, 0, 0};
+  EXPECT_NEAR(FloorSeconds(attention, 300000, 300000), 300000 * (1 + 1.43e-5 * 150000) / 14286,
+              1e-9);
+  // A follow-up's 2,000 new tokens after a 98,000-token history attend to all of it.
+  EXPECT_NEAR(FloorSeconds(attention, 2000, 100000), 2000 * (1 + 1.43e-5 * 99000) / 14286, 1e-9);
+  EXPECT_NEAR(FloorSeconds(attention, 2000, 1000), FloorSeconds(attention, 2000, 2000), 1e-12);
+  EXPECT_EQ(FloorSeconds(attention, 0, 100000), 0);
+  // Steps: one per 8,192-token chunk, and one for a prompt with nothing left to compute.
+  const FloorModel steps{14286, 0, 0.25, 8192};
+  EXPECT_NEAR(FloorSeconds(steps, 0, 5000), 0.25, 1e-12);
+  EXPECT_NEAR(FloorSeconds(steps, 8192, 8192), 8192.0 / 14286 + 0.25, 1e-12);
+  EXPECT_NEAR(FloorSeconds(steps, 8193, 8193), 8193.0 / 14286 + 0.5, 1e-12);
+  EXPECT_NEAR(FloorSeconds({14286, 0, 0.25, 0}, 20000, 20000), 20000.0 / 14286 + 0.25, 1e-12);
 }
 
 TEST(CompulsoryTokensTest, PrefixSemanticsAndTails) {
