@@ -3,6 +3,7 @@
 
 #include <msgpuck.h>
 
+#include <algorithm>
 #include <deque>
 #include <zmq.hpp>
 
@@ -13,10 +14,17 @@
 namespace kvgate::kvevents {
 namespace {
 
-// msgpuck encodes into a raw buffer; each Put* reserves the worst case first.
+// msgpuck encodes into a raw buffer; each Put* makes room for the worst case first. The
+// string grows by doubling and is cut to what was written by Finish(): a step's batch holds a
+// value per token id (hundreds of thousands for a long prefill), and resizing the string for
+// each of them (zero-filling, then shrinking) cost more than encoding.
 class Writer {
  public:
-  explicit Writer(std::string* out) : out_(out) {}
+  explicit Writer(std::string* out) : out_(out), used_(out->size()) {}
+  void Reserve(size_t bytes) {
+    if (out_->size() < used_ + bytes) out_->resize(used_ + bytes);
+  }
+  void Finish() { out_->resize(used_); }
   void Array(uint32_t n) {
     Put(mp_sizeof_array(n), [&](char* p) { return mp_encode_array(p, n); });
   }
@@ -45,13 +53,19 @@ class Writer {
  private:
   template <typename F>
   void Put(size_t max, F encode) {
-    const size_t at = out_->size();
-    out_->resize(at + max);
-    char* end = encode(out_->data() + at);
-    out_->resize(static_cast<size_t>(end - out_->data()));
+    if (out_->size() - used_ < max) out_->resize(std::max(2 * out_->size(), used_ + max + 64));
+    char* end = encode(out_->data() + used_);
+    used_ = static_cast<size_t>(end - out_->data());
   }
   std::string* out_;
+  size_t used_;  // Bytes written; out_ holds more, unwritten, until Finish().
 };
+
+// An upper bound of the bytes EncodeEvent writes for `e` (names and keys included).
+size_t MaxEncodedSize(const PublishedEvent& e) {
+  return 256 + 18 * e.block_hashes.size() + 5 * e.token_ids.size() +
+         (e.kv_cache_spec_kind ? e.kv_cache_spec_kind->size() : 0);
+}
 
 void EncodeEvent(const PublishedEvent& e, EventEncoding encoding, Writer& w) {
   const bool map = encoding == EventEncoding::kMap;
@@ -168,11 +182,15 @@ std::string_view MediumName(Medium medium) {
 void EncodeEventBatch(double ts, absl::Span<const PublishedEvent> events,
                       std::optional<int> dp_rank, EventEncoding encoding, std::string* out) {
   Writer w(out);
+  size_t bound = 32;
+  for (const PublishedEvent& e : events) bound += MaxEncodedSize(e);
+  w.Reserve(bound);  // One allocation for the batch.
   w.Array(dp_rank ? 3 : 2);
   w.Double(ts);
   w.Array(static_cast<uint32_t>(events.size()));
   for (const PublishedEvent& e : events) EncodeEvent(e, encoding, w);
   if (dp_rank) w.Int(*dp_rank);
+  w.Finish();
 }
 
 struct KvEventPublisher::Impl {
@@ -221,7 +239,17 @@ absl::StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
 void KvEventPublisher::Publish(double ts, absl::Span<const PublishedEvent> events) {
   Impl& s = *impl_;
   if (!events.empty()) {
+    // The buffer of the batch that leaves the replay buffer now, or of the last one sent: a
+    // batch's size varies little from step to step, so its pages are reused, not faulted in
+    // again (a long prefill's batch is megabytes).
     std::string payload;
+    if (!s.router) {
+      payload = std::move(s.scratch);
+    } else if (s.buffer.size() >= s.options.buffer_steps && !s.buffer.empty()) {
+      payload = std::move(s.buffer.front().second);
+      s.buffer.pop_front();
+    }
+    payload.clear();
     EncodeEventBatch(ts, events, s.options.dp_rank, s.options.encoding, &payload);
     const uint64_t seq = s.next_seq++;
     const std::string seq8 = EncodeSequence(seq);
@@ -235,6 +263,8 @@ void KvEventPublisher::Publish(double ts, absl::Span<const PublishedEvent> event
     if (s.router) {
       s.buffer.emplace_back(seq, std::move(payload));
       while (s.buffer.size() > s.options.buffer_steps) s.buffer.pop_front();
+    } else {
+      s.scratch = std::move(payload);
     }
   }
   ServiceReplay();

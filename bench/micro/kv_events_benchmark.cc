@@ -1,6 +1,6 @@
 // Precise mode's events path on one thread (issue 7): decode msgpack batches as vLLM publishes
-// them and apply them to the precise index. Target: >= 2 M blocks/s. Results:
-// docs/benchmarks.md.
+// them and apply them to the precise index; and encode them as kvgate-sim publishes them. Target:
+// >= 2 M blocks/s. Results: docs/benchmarks.md.
 #include <msgpuck.h>
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "benchmark/benchmark.h"
 #include "kvevents/event_applier.h"
 #include "kvevents/event_decoder.h"
+#include "kvevents/publisher.h"
 #include "kvindex/prefix_index.h"
 
 namespace kvgate::kvevents {
@@ -94,6 +95,34 @@ void BM_Decode(benchmark::State& state) {
       static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Decode)->Arg(16)->Arg(128);
+
+// Encoding one step's batch as kvgate-sim publishes it (the publisher's side of precise mode):
+// `range(0)` new blocks of a hybrid model, stored in both of its groups (full attention and a
+// sliding window, the same token ids in each, as vLLM sends them), into a reused buffer.
+void BM_EncodeHybridStep(benchmark::State& state) {
+  const uint32_t blocks = static_cast<uint32_t>(state.range(0));
+  std::vector<PublishedEvent> events(2);
+  for (int g = 0; g < 2; ++g) {
+    PublishedEvent& e = events[static_cast<size_t>(g)];
+    for (uint32_t b = 0; b < blocks; ++b) e.block_hashes.push_back((uint64_t{1} << 63) | (b + 1));
+    for (uint32_t t = 0; t < blocks * kBlockSize; ++t) e.token_ids.push_back(1000 + t % 120000);
+    e.block_size = kBlockSize;
+    e.group_idx = g;
+    e.kv_cache_spec_kind = g == 0 ? "full_attention" : "sliding_window";
+    if (g == 1) e.kv_cache_spec_sliding_window = 128;
+  }
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    EncodeEventBatch(1.7e9, events, 0, EventEncoding::kArray, &out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2 * blocks * kBlockSize,
+                         benchmark::Counter::kIsRate);
+  state.counters["bytes"] = static_cast<double>(out.size());
+}
+BENCHMARK(BM_EncodeHybridStep)->Arg(16)->Arg(512);
 
 }  // namespace
 }  // namespace kvgate::kvevents

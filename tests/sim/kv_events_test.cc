@@ -1,6 +1,7 @@
 #include "sim/kv_events.h"
 
 #include <chrono>
+#include <map>
 #include <zmq.hpp>
 
 #include "gtest/gtest.h"
@@ -208,6 +209,38 @@ TEST(EncodeEventBatch, RemovedCarriesItsGroup) {
   }
 }
 
+// A long prefill's batch (a value per token id) appended after bytes already in the string:
+// those bytes stay, and what follows them decodes to the events, nothing after.
+KvEvent LongStored(uint32_t blocks, uint32_t first_token) {
+  KvEvent e;
+  e.type = KvEvent::Type::kBlockStored;
+  for (uint32_t b = 0; b < blocks; ++b) e.block_hashes.push_back((uint64_t{1} << 63) | b);
+  for (uint32_t t = 0; t < blocks * 16; ++t) e.token_ids.push_back(first_token + t);
+  e.block_size = 16;
+  e.group_idx = 1;
+  e.kv_cache_spec_kind = "sliding_window";
+  e.kv_cache_spec_sliding_window = 128;
+  return e;
+}
+
+TEST(EncodeEventBatch, LongBatchesAppendExactlyTheirBytes) {
+  const KvEvent events[] = {LongStored(5000, 70000), Stored()};
+  std::string fresh;
+  EncodeEventBatch(kTs, events, 0, EventEncoding::kArray, &fresh);
+  std::string out = "prefix";
+  EncodeEventBatch(kTs, events, 0, EventEncoding::kArray, &out);
+  ASSERT_EQ(out.size(), 6 + fresh.size());
+  EXPECT_EQ(out.substr(0, 6), "prefix");
+  EXPECT_EQ(out.substr(6), fresh);
+  auto batch = kvevents::DecodeEventBatch(fresh);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->events.size(), 2u);
+  const auto* stored = std::get_if<kvevents::BlockStored>(&batch->events[0]);
+  ASSERT_NE(stored, nullptr);
+  EXPECT_EQ(stored->token_ids, events[0].token_ids);
+  EXPECT_EQ(stored->block_hashes, events[0].block_hashes);
+}
+
 TEST(Endpoints, OffsetAndBindRules) {
   EXPECT_EQ(OffsetEndpoint("tcp://*:5557", 0), "tcp://*:5557");
   EXPECT_EQ(OffsetEndpoint("tcp://*:5557", 3), "tcp://*:5560");
@@ -268,6 +301,53 @@ TEST(KvEventPublisher, ReplaysBufferedBatchesThenEndMarker) {
     EXPECT_EQ(frames[2].size(), 57u);
   }
   EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, ~uint64_t{0}}));
+}
+
+// The publisher reuses the buffer of the batch leaving its replay buffer for the next one: each
+// replayed batch must still be its own bytes, whatever size the buffer had before.
+TEST(KvEventPublisher, ReusedBuffersHoldOnlyTheirOwnBatch) {
+  zmq::context_t ctx(1);
+  PublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.buffer_steps = 2;
+  auto pub = KvEventPublisher::Create(ctx, o);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  // Sizes large, small, small (into the large one's buffer), medium (into a small one's).
+  const std::vector<uint32_t> blocks = {400, 1, 2, 30};
+  std::vector<std::string> expected;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const KvEvent events[] = {LongStored(blocks[i], static_cast<uint32_t>(i) * 1000)};
+    (*pub)->Publish(kTs, events);
+    expected.emplace_back();
+    EncodeEventBatch(kTs, events, o.dp_rank, o.encoding, &expected.back());
+  }
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::rcvtimeo, 50);
+  dealer.connect((*pub)->replay_endpoint());
+  dealer.send(zmq::const_buffer("", 0), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(std::string(8, '\0')));
+  std::map<uint64_t, std::string> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    (*pub)->ServiceReplay();
+    std::vector<zmq::message_t> frames;
+    zmq::message_t m;
+    if (!dealer.recv(m)) continue;
+    frames.push_back(std::move(m));
+    while (frames.back().more()) {
+      zmq::message_t next;
+      ASSERT_TRUE(dealer.recv(next));
+      frames.push_back(std::move(next));
+    }
+    ASSERT_EQ(frames.size(), 3u);
+    if (Be64(frames[1]) == ~uint64_t{0}) break;
+    got[Be64(frames[1])] = frames[2].to_string();
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[2], expected[2]);
+  EXPECT_EQ(got[3], expected[3]);
 }
 
 }  // namespace
