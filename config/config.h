@@ -221,7 +221,10 @@ struct KvAwarePolicyConfig {
   double decode_interference_seconds = 0.002;  // added TTFT per running decode sequence
   uint32_t spill_bound = 2;                    // requests above the fair share a worker may take
   double affinity_margin_seconds = 0.1;        // predicted TTFT a session owner may lose by
-  double balance_weight = 0.1;                 // weight of recent routed work (session spread)
+  // Charged per request already in flight on a candidate, × that candidate's host/store load
+  // time: a load holds the engine's step, so they wait for it too. 0 ignores it.
+  double load_delay_weight = 1.0;
+  double balance_weight = 0.1;  // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
   double kv_full_wait_seconds = 10.0;  // wait predicted when a prompt does not fit the free KV
   // Answers carry x-kvgate-prediction: the predicted TTFT and its parts (calibration, replay).

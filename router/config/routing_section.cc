@@ -232,8 +232,8 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
             s, q,
             {"min_match_tokens", "prefill_tokens_per_second", "prefill_context_factor",
              "host_tokens_per_second", "store_tokens_per_second", "decode_interference_seconds",
-             "spill_bound", "affinity_margin_seconds", "balance_weight", "balance_half_life_ms",
-             "kv_full_wait_seconds", "prediction_header"})) {
+             "spill_bound", "affinity_margin_seconds", "load_delay_weight", "balance_weight",
+             "balance_half_life_ms", "kv_full_wait_seconds", "prediction_header"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
       r.Double(s, q, "prefill_context_factor", &k.prefill_context_factor, 0, 1e-2);
@@ -242,6 +242,7 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Double(s, q, "decode_interference_seconds", &k.decode_interference_seconds, 0, 10);
       r.Uint(s, q, "spill_bound", &k.spill_bound, 0, 1'000'000);
       r.Double(s, q, "affinity_margin_seconds", &k.affinity_margin_seconds, 0, 3600);
+      r.Double(s, q, "load_delay_weight", &k.load_delay_weight, 0, 100);
       r.Double(s, q, "balance_weight", &k.balance_weight, 0, 1e3);
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
       r.Double(s, q, "kv_full_wait_seconds", &k.kv_full_wait_seconds, 0, 3600);

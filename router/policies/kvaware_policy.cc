@@ -105,16 +105,22 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   const double fleet_overhead = FleetOverhead(c);
   std::vector<double> score(c.size());
   std::vector<double> ttft(c.size());
+  std::vector<double> delay(c.size(), 0.0);  // what a load here costs the requests running here
   std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
   for (size_t i = 0; i < c.size(); ++i) {
     const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
     const double unfitted = c[i].prefill_overhead_s > 0 ? 0 : fleet_overhead;
-    ttft[i] = PredictTtft(request, c[i], rate) + unfitted;
-    if (scores != nullptr) {
-      parts[i] = PredictParts(request, c[i], rate);
-      parts[i].overhead += unfitted;
-    }
-    score[i] = ttft[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
+    TtftParts part = PredictParts(request, c[i], rate);
+    part.overhead += unfitted;
+    ttft[i] = part.total();
+    // An engine loads host or store KV before the step that needs it runs (vLLM's connectors
+    // load in start_load_kv, ahead of the forward pass): the requests already running there wait
+    // for the load as well, a cost the moved request's own TTFT does not show.
+    delay[i] = config_.load_delay_weight * (part.host_load + part.store_load) *
+               static_cast<double>(std::max<int64_t>(0, c[i].load.in_flight));
+    if (scores != nullptr) parts[i] = part;
+    score[i] =
+        ttft[i] + delay[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
 
   // Session affinity: one worker alone holds this prompt's deepest match and that match is the
@@ -138,8 +144,8 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     if (c[best].cached_any_blocks > second && matched >= config_.min_match_tokens) {
       double best_other = -1;
       for (size_t j = 0; j < c.size(); ++j) {
-        if (j != best && eligible[j] && (best_other < 0 || ttft[j] < best_other)) {
-          best_other = ttft[j];
+        if (j != best && eligible[j] && (best_other < 0 || ttft[j] + delay[j] < best_other)) {
+          best_other = ttft[j] + delay[j];
         }
       }
       if (!eligible[best]) {

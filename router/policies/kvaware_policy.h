@@ -17,7 +17,10 @@
 // in-flight count reached the fair share plus spill_bound are skipped (unless all are), so a
 // hot prefix spills to other workers — which then hold it too — instead of pinning one.
 // A session's own worker keeps it unless its predicted TTFT is worse than the best other by
-// more than affinity_margin_seconds (moving a session costs its later turns their cache).
+// more than affinity_margin_seconds (moving a session costs its later turns their cache). A
+// candidate that must load host or store KV is also charged load_delay_weight × the load time ×
+// its in-flight requests (in the score and in that comparison, not in the prediction): the
+// engine loads before the step runs, so everything running there waits for it too.
 // Thread-safe (stateless: it reads only the candidates' values).
 #pragma once
 

@@ -54,6 +54,15 @@ routing:
   EXPECT_THAT(Error("routing:\n  responses: {max_pins: 0}\n"), HasSubstr("max_pins"));
 }
 
+TEST(ConfigLoader, KvAwareLoadDelayWeight) {
+  auto c = LoadConfigFromString("routing:\n  kvaware: {load_delay_weight: 2.5}\n", "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->routing.kvaware.load_delay_weight, 2.5);
+  EXPECT_DOUBLE_EQ(LoadConfigFromString("", "e.yaml")->routing.kvaware.load_delay_weight, 1.0);
+  EXPECT_THAT(Error("routing:\n  kvaware: {load_delay_weight: -1}\n"),
+              HasSubstr("load_delay_weight"));
+}
+
 TEST(ConfigLoader, FullWorkerEntry) {
   auto c = LoadConfigFromString(R"(
 listen: "127.0.0.1:9000"

@@ -389,6 +389,28 @@ TEST_F(KvAwareTest, StoreMakesMovingASessionCheap) {
   EXPECT_NE(Choose(p), 1u);  // 0.16 s to load elsewhere beats 0.8 s of queue
 }
 
+// A load holds its worker's step: the requests running there wait for it too. The session is
+// in the store (0.16 s to load anywhere); its owner has 0.5 s of queue.
+TEST_F(KvAwareTest, ALoadIsChargedForTheRequestsItHoldsUp) {
+  for (auto& c : candidates_) c.cached_blocks[2] = 1000;
+  candidates_[1].cached_blocks[0] = 1000;
+  candidates_[1].cached_any_blocks = 1000;
+  candidates_[1].load.pending_prefill_tokens = 5000;
+  candidates_[0].load.in_flight = candidates_[2].load.in_flight = 3;
+  KvAwarePolicy p(cfg_);  // load_delay_weight 1
+  // Elsewhere: 0.16 s for the request, 3 x 0.16 s for the three it holds up, against 0.5 s.
+  EXPECT_EQ(Choose(p), 1u);
+  std::vector<CandidateScore> s;
+  EXPECT_EQ(p.Choose(request_, candidates_, &s), 1u);
+  EXPECT_NEAR(s[0].predicted_ttft_s, 0.16, 1e-9);  // the prediction leaves it out
+  EXPECT_NEAR(s[0].score, 0.16 + 3 * 0.16, 1e-9);
+  cfg_.load_delay_weight = 0;
+  KvAwarePolicy blind(cfg_);
+  EXPECT_NE(Choose(blind), 1u);       // without it the session moves
+  candidates_[2].load.in_flight = 0;  // an idle worker: the load holds up nobody
+  EXPECT_EQ(Choose(p), 2u);
+}
+
 TEST_F(KvAwareTest, LearnedPrefillRateChangesPrediction) {
   KvAwarePolicy p(cfg_);
   candidates_[2].prefill_rate = 40000;  // this worker was seen to prefill 40k tokens/s
