@@ -1,8 +1,8 @@
 // File: bench/replay/floor.h
 // The TTFT floor of a run: each request's compulsory prefill (tokens no cache could have held,
 // because no earlier request of the run sent their blocks) on an idle worker, without queueing:
-// a lower bound that the measured TTFTs are read against. Value types and
-// pure functions are thread-safe; CompulsoryTokens is thread-compatible.
+// a lower bound that the measured TTFTs are read against. Value types and pure functions are
+// thread-safe; CompulsoryTokens is thread-compatible.
 #pragma once
 
 #include <cstdint>

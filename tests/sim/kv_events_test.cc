@@ -1,7 +1,6 @@
 #include "sim/kv_events.h"
 
 #include <chrono>
-#include <map>
 #include <zmq.hpp>
 
 #include "gtest/gtest.h"
@@ -259,58 +258,73 @@ uint64_t Be64(const zmq::message_t& m) {
   return v;
 }
 
-TEST(KvEventPublisher, ReplaysBufferedBatchesThenEndMarker) {
-  zmq::context_t ctx(1);
-  PublisherOptions o;
-  o.endpoint = "tcp://127.0.0.1:*";
-  o.replay_endpoint = "tcp://127.0.0.1:*";
-  o.buffer_steps = 2;
-  auto pub = KvEventPublisher::Create(ctx, o);
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  const KvEvent events[] = {Stored()};
-  for (int i = 0; i < 3; ++i) (*pub)->Publish(kTs, events);  // Keeps seq 1 and 2.
-  EXPECT_EQ((*pub)->next_seq(), 3u);
-
+// Asks `pub`'s replay socket for every batch from sequence 0 and collects the answers in the
+// order they came, the end marker (sequence ~0, empty) last.
+std::vector<std::pair<uint64_t, std::string>> ReplayAll(zmq::context_t& ctx,
+                                                        KvEventPublisher& pub) {
+  std::vector<std::pair<uint64_t, std::string>> got;
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.set(zmq::sockopt::rcvtimeo, 50);
-  dealer.connect((*pub)->replay_endpoint());
-  const std::string start("\0\0\0\0\0\0\0\0", 8);
+  dealer.connect(pub.replay_endpoint());
   dealer.send(zmq::const_buffer("", 0), zmq::send_flags::sndmore);
-  dealer.send(zmq::buffer(start));
-  std::vector<uint64_t> seqs;
+  dealer.send(zmq::buffer(std::string(8, '\0')));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
-    (*pub)->ServiceReplay();
+    pub.ServiceReplay();
     std::vector<zmq::message_t> frames;
     zmq::message_t m;
     if (!dealer.recv(m)) continue;
     frames.push_back(std::move(m));
     while (frames.back().more()) {
       zmq::message_t next;
-      ASSERT_TRUE(dealer.recv(next));
+      if (!dealer.recv(next)) {
+        ADD_FAILURE() << "a replayed batch ended early";
+        return got;
+      }
       frames.push_back(std::move(next));
     }
-    ASSERT_EQ(frames.size(), 3u);  // "", seq8, payload
+    EXPECT_EQ(frames.size(), 3u);  // "", seq8, payload
+    if (frames.size() != 3) return got;
     EXPECT_EQ(frames[0].size(), 0u);
-    seqs.push_back(Be64(frames[1]));
-    if (seqs.back() == ~uint64_t{0}) {
-      EXPECT_EQ(frames[2].size(), 0u);
-      break;
-    }
-    EXPECT_EQ(frames[2].size(), 57u);
+    got.emplace_back(Be64(frames[1]), frames[2].to_string());
+    if (got.back().first == ~uint64_t{0}) break;
   }
-  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, ~uint64_t{0}}));
+  return got;
+}
+
+// A publisher on loopback whose replay socket keeps the last two batches.
+PublisherOptions KeepingTwoBatches() {
+  PublisherOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.buffer_steps = 2;
+  return o;
+}
+
+TEST(KvEventPublisher, ReplaysBufferedBatchesThenEndMarker) {
+  zmq::context_t ctx(1);
+  const PublisherOptions o = KeepingTwoBatches();
+  auto pub = KvEventPublisher::Create(ctx, o);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const KvEvent events[] = {Stored()};
+  for (int i = 0; i < 3; ++i) (*pub)->Publish(kTs, events);  // Keeps seq 1 and 2.
+  EXPECT_EQ((*pub)->next_seq(), 3u);
+  const auto got = ReplayAll(ctx, **pub);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].first, 1u);
+  EXPECT_EQ(got[1].first, 2u);
+  EXPECT_EQ(got[2].first, ~uint64_t{0});
+  EXPECT_EQ(got[0].second.size(), 57u);
+  EXPECT_EQ(got[1].second.size(), 57u);
+  EXPECT_TRUE(got[2].second.empty());
 }
 
 // The publisher reuses the buffer of the batch leaving its replay buffer for the next one: each
 // replayed batch must still be its own bytes, whatever size the buffer had before.
 TEST(KvEventPublisher, ReusedBuffersHoldOnlyTheirOwnBatch) {
   zmq::context_t ctx(1);
-  PublisherOptions o;
-  o.endpoint = "tcp://127.0.0.1:*";
-  o.replay_endpoint = "tcp://127.0.0.1:*";
-  o.buffer_steps = 2;
+  const PublisherOptions o = KeepingTwoBatches();
   auto pub = KvEventPublisher::Create(ctx, o);
   ASSERT_TRUE(pub.ok()) << pub.status();
   // Sizes large, small, small (into the large one's buffer), medium (into a small one's).
@@ -322,32 +336,10 @@ TEST(KvEventPublisher, ReusedBuffersHoldOnlyTheirOwnBatch) {
     expected.emplace_back();
     EncodeEventBatch(kTs, events, o.dp_rank, o.encoding, &expected.back());
   }
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.set(zmq::sockopt::rcvtimeo, 50);
-  dealer.connect((*pub)->replay_endpoint());
-  dealer.send(zmq::const_buffer("", 0), zmq::send_flags::sndmore);
-  dealer.send(zmq::buffer(std::string(8, '\0')));
-  std::map<uint64_t, std::string> got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    (*pub)->ServiceReplay();
-    std::vector<zmq::message_t> frames;
-    zmq::message_t m;
-    if (!dealer.recv(m)) continue;
-    frames.push_back(std::move(m));
-    while (frames.back().more()) {
-      zmq::message_t next;
-      ASSERT_TRUE(dealer.recv(next));
-      frames.push_back(std::move(next));
-    }
-    ASSERT_EQ(frames.size(), 3u);
-    if (Be64(frames[1]) == ~uint64_t{0}) break;
-    got[Be64(frames[1])] = frames[2].to_string();
-  }
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[2], expected[2]);
-  EXPECT_EQ(got[3], expected[3]);
+  const auto got = ReplayAll(ctx, **pub);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], std::make_pair(uint64_t{2}, expected[2]));
+  EXPECT_EQ(got[1], std::make_pair(uint64_t{3}, expected[3]));
 }
 
 }  // namespace
