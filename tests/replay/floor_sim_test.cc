@@ -1,34 +1,30 @@
 // The TTFT floor against the simulator it is read with: a request alone on an idle kvgate-sim
 // engine takes exactly its floor (so the floor is as high as a lower bound can be), and one
 // sharing steps with other work takes more.
+#include <map>
 #include <vector>
 
 #include "bench/replay/floor.h"
 #include "gtest/gtest.h"
 #include "sim/engine.h"
 #include "sim/profile.h"
+#include "tests/sim/sim_test_util.h"
 
 namespace kvgate::replay {
 namespace {
 
-std::vector<uint32_t> Tokens(uint32_t n, uint32_t first) {
-  std::vector<uint32_t> t(n);
-  for (uint32_t i = 0; i < n; ++i) t[i] = first + i;
-  return t;
-}
-
-// Simulated seconds from `arrival` to the first token of request `id`, stepping `engine` until
-// it has no work; `now` is advanced.
-double FirstTokenAfter(sim::Engine& engine, uint64_t id, double arrival, double* now) {
-  double first = -1;
+// Steps `engine` from `*now` until it has no work; each request's first token time (simulated
+// seconds), by id.
+std::map<uint64_t, double> FirstTokens(sim::Engine& engine, double* now) {
+  std::map<uint64_t, double> first;
   while (engine.HasWork()) {
     const sim::StepResult r = engine.Step(*now);
     *now += r.duration;
     for (const auto& out : r.outputs) {
-      if (out.id == id && out.first_token_time >= 0 && first < 0) first = out.first_token_time;
+      if (out.first_token_time >= 0) first.try_emplace(out.id, out.first_token_time);
     }
   }
-  return first - arrival;
+  return first;
 }
 
 // bench/compare's floor for a profile, in simulated seconds (time scale 1).
@@ -44,23 +40,23 @@ TEST(FloorSimTest, ALoneRequestTakesItsFloorToTheStep) {
   double now = 0;
 
   // A cold 20,000-token first turn: three chunks of at most 8,192 tokens.
-  const std::vector<uint32_t> first = Tokens(20000, 100);
+  const std::vector<uint32_t> first = sim::Prompt(20000, 100);
   engine.AddRequest({1, first, 1, now});
-  EXPECT_NEAR(FirstTokenAfter(engine, 1, 0, &now), FloorSeconds(model, 20000, 20000), 1e-9);
+  EXPECT_NEAR(FirstTokens(engine, &now).at(1), FloorSeconds(model, 20000, 20000), 1e-9);
 
   // The follow-up: the whole first turn cached, 5,000 new tokens that attend to all of it.
   std::vector<uint32_t> second = first;
-  const std::vector<uint32_t> added = Tokens(5000, 900000);
+  const std::vector<uint32_t> added = sim::Prompt(5000, 900000);
   second.insert(second.end(), added.begin(), added.end());
   double arrival = now;
   engine.AddRequest({2, second, 1, arrival});
-  EXPECT_NEAR(FirstTokenAfter(engine, 2, arrival, &now), FloorSeconds(model, 5000, 25000), 1e-9);
+  EXPECT_NEAR(FirstTokens(engine, &now).at(2) - arrival, FloorSeconds(model, 5000, 25000), 1e-9);
 
   // The same request again: the partial last block is all that is left (25,000 = 1,562 blocks
   // of 16 and 8 tokens).
   arrival = now;
   engine.AddRequest({3, second, 1, arrival});
-  EXPECT_NEAR(FirstTokenAfter(engine, 3, arrival, &now), FloorSeconds(model, 8, 25000), 1e-9);
+  EXPECT_NEAR(FirstTokens(engine, &now).at(3) - arrival, FloorSeconds(model, 8, 25000), 1e-9);
 }
 
 TEST(FloorSimTest, WorkSharingTheStepsOnlyAddsToIt) {
@@ -69,21 +65,13 @@ TEST(FloorSimTest, WorkSharingTheStepsOnlyAddsToIt) {
   sim::Engine engine(p, "m", 1);
   double now = 0;
   // Two cold prompts at once: the second shares its steps' token budget with the first.
-  engine.AddRequest({1, Tokens(12000, 100), 1, 0});
-  engine.AddRequest({2, Tokens(12000, 500000), 1, 0});
-  double first = -1, second = -1;
-  while (engine.HasWork()) {
-    const sim::StepResult r = engine.Step(now);
-    now += r.duration;
-    for (const auto& out : r.outputs) {
-      if (out.first_token_time < 0) continue;
-      if (out.id == 1 && first < 0) first = out.first_token_time;
-      if (out.id == 2 && second < 0) second = out.first_token_time;
-    }
-  }
+  engine.AddRequest({1, sim::Prompt(12000, 100), 1, 0});
+  engine.AddRequest({2, sim::Prompt(12000, 500000), 1, 0});
+  const std::map<uint64_t, double> first = FirstTokens(engine, &now);
+  ASSERT_EQ(first.size(), 2u);
   const double floor = FloorSeconds(model, 12000, 12000);
-  EXPECT_GE(first, floor);
-  EXPECT_GT(second, floor + p.step_fixed_s);
+  EXPECT_GE(first.at(1), floor);
+  EXPECT_GT(first.at(2), floor + p.step_fixed_s);
 }
 
 }  // namespace
