@@ -6,8 +6,14 @@ namespace kvgate::router {
 
 void StoreLoadRate::Observe(double tokens, double extra_seconds) {
   if (!(tokens >= kMinTokens)) return;
-  const double sample = std::max(0.0, extra_seconds) / tokens;
-  if (!(sample < 1e3)) return;  // NaN or absurd: nothing to learn
+  // A load that took no time beyond the predicted queue and recompute was hidden by their
+  // over-prediction: it says nothing of the store's rate. Taken as a zero it pulled the median
+  // to zero whenever such loads held half the window's tokens, and kvaware then charged nothing
+  // for a load of any size (issue 32: 103 of 246 long loads of a qwen3-next-like run were
+  // charged at 10^8-10^9 tokens a second).
+  if (!(extra_seconds > 0)) return;
+  const double sample = extra_seconds / tokens;
+  if (!(sample < 1e3)) return;  // absurd: nothing to learn
   common::MutexLock lock(&mu_);
   window_[samples_ % kWindow] = Sample{tokens, sample};
   ++samples_;

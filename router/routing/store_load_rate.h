@@ -8,7 +8,8 @@
 // sample carries the noise of everything else in its TTFT (the step it joined, other requests'
 // loads in that step, a host stall) divided by its own size, so a short load's sample scatters
 // widely and a long one's is close to the real cost: weighting by tokens lets the long loads,
-// whose cost kvaware most needs right, decide. The median ignores the stalls. The moving average
+// whose cost kvaware most needs right, decide. The median ignores the stalls. Loads hidden by an
+// over-predicted queue are left out rather than counted as free (see Observe). The moving average
 // it replaces gave every load one vote and capped outliers at 10x: on qwen3-next-like with the
 // store its rate wandered between 0.6M and 17M tokens/s around a real ~4M, and the store part
 // of 100K+-token loads was predicted 1.6x too slow at the median (issue 32).
@@ -30,7 +31,8 @@ class StoreLoadRate {
   static constexpr size_t kWindow = 64;
 
   /// One request loaded `tokens` from the store, and its TTFT exceeded its queue and recompute
-  /// time by `extra_seconds` (clamped at zero: a queue shorter than predicted).
+  /// time by `extra_seconds`. A load with no time beyond them (a queue shorter than predicted
+  /// hid it) is not a sample: a load is never free.
   void Observe(double tokens, double extra_seconds);
 
   /// Tokens per second (the configured figure until observed; at most 1e9).

@@ -13,9 +13,27 @@ TEST(StoreLoadRate, LearnsFromTheTimeBeyondQueueAndRecompute) {
   EXPECT_EQ(r.samples(), 0u);
   r.Observe(20000, 0.5);  // 25 us a token
   EXPECT_NEAR(r.TokensPerSecond(100000), 40000, 1e-6);
-  StoreLoadRate fast;
-  fast.Observe(20000, -0.1);  // a queue shorter than predicted: free, clamped
-  EXPECT_EQ(fast.TokensPerSecond(100000), 1e9);
+  StoreLoadRate hidden;
+  hidden.Observe(20000, -0.1);  // a queue shorter than predicted hid the load: no sample
+  hidden.Observe(20000, 0.0);
+  EXPECT_EQ(hidden.samples(), 0u);
+  EXPECT_EQ(hidden.TokensPerSecond(100000), 100000);
+}
+
+// Loads that an over-predicted queue hid (no time beyond it) hold most of the window's tokens:
+// the rate is what the measured loads say, not "free". Counted as zeros they made the median
+// zero and the rate 1e9 tokens/s, so kvaware charged nothing for any load.
+TEST(StoreLoadRate, LoadsHiddenByTheQueueDoNotMakeTheStoreFree) {
+  StoreLoadRate r;
+  for (int i = 0; i < 60; ++i) {
+    if (i % 3 == 0) {
+      r.Observe(100000, 2.5);  // 25 us a token
+    } else {
+      r.Observe(100000, i % 2 == 0 ? 0.0 : -0.3);
+    }
+  }
+  EXPECT_EQ(r.samples(), 20u);
+  EXPECT_NEAR(r.TokensPerSecond(1e6), 40000, 1e-6);
 }
 
 // Long loads at 4 us a token and many short ones whose TTFT carried 2 ms of someone else's
