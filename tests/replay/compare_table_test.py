@@ -115,5 +115,29 @@ class TableTest(unittest.TestCase):
         self.assertNotIn("ttft_mean_above_floor", old["agentic"][0])
 
 
+class PreciseNoteTest(unittest.TestCase):
+    def precise(self, policy, mean, lag):
+        return {"policy": policy, "ttft_mean": mean,
+                "precise": {"verified": 8, "lag_p99_le": lag, "lag_samples": 38326.0}}
+
+    def test_a_lag_that_is_a_large_share_of_the_ttft_is_flagged(self):
+        # 0.25 s wall at time scale 0.05 is 5 s simulated, against a mean TTFT of 1.27 s.
+        note = compare.precise_note(self.precise("kvaware-precise+store", 1.27, 0.25), 8, 0.05)
+        self.assertIn("p99 ≤ 250 ms (≤ 5 s simulated) over 38326 batches", note[0])
+        self.assertIn("stale view", note[0])
+
+    def test_a_lag_the_machine_kept_small_is_only_reported(self):
+        # 0.02 s wall at time scale 0.2 is 0.1 s simulated, a seventh of 0.70 s.
+        note = compare.precise_note(self.precise("kvaware-precise+store", 0.70, 0.02), 8, 0.2)
+        self.assertIn("(≤ 0.1 s simulated)", note[0])
+        self.assertNotIn("stale view", note[0])
+
+    def test_rows_without_events_have_no_note(self):
+        self.assertEqual(compare.precise_note({"policy": "kvaware", "ttft_mean": 1.0}, 8, 0.05),
+                         [])
+        note = compare.precise_note(self.precise("kvaware-precise", 1.0, None), 8, 0.05)
+        self.assertIn("p99 n/a", note[0])
+
+
 if __name__ == "__main__":
     unittest.main()
