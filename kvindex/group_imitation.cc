@@ -110,6 +110,28 @@ void GroupImitation::Learn(Holder holder, absl::Span<const BlockHash> chain, uin
   }
 }
 
+void GroupImitation::LearnOutput(Holder holder, uint64_t prompt_tokens, uint64_t output_tokens,
+                                 uint32_t block_size) {
+  if (output_tokens == 0 || block_size == 0) return;
+  // The last token sampled is never computed: the decode's KV covers [prompt, prompt+output-1).
+  const uint64_t crossed =
+      (prompt_tokens + output_tokens - 1) / block_size - prompt_tokens / block_size;
+  common::MutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return;
+  for (Group& g : h->second) {
+    const uint64_t n = std::min(crossed, g.spec.capacity_blocks);
+    for (uint64_t i = 0; i < n; ++i) {
+      // A name no chain block has: the decode's tokens hash as no later prompt's bytes do.
+      // (splitmix64 of a counter; a chain hash equal to one is a 2^-64 chance.)
+      uint64_t z = (++output_blocks_) * 0x9e3779b97f4a7c15ULL;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      Touch(g, z ^ (z >> 31));
+    }
+  }
+}
+
 void GroupImitation::Unlearn(Holder holder, absl::Span<const BlockHash> blocks) {
   common::MutexLock lock(&mu_);
   auto h = holders_.find(holder);

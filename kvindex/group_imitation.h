@@ -9,9 +9,12 @@
 //   - Mamba keeps one state per checkpoint: a prompt touches the checkpoint it started from and
 //     leaves one at the end of each prefill chunk (when the chunk size is known) and at its last
 //     full block.
-// Where it must guess: the decode's own checkpoints and window moves (the router never sees the
-// output's blocks), and where chunks end when prefills share a step. Thread-safe (one mutex; short
-// critical sections on routing threads).
+//   - a decode caches a block of every group at each block boundary its output crosses (a
+//     window's new block, Mamba's next checkpoint, the previous one freed): blocks no later
+//     prompt names (the next turn re-sends the answer through the chat template), which push
+//     older ones out. Counted from the response's usage when it reports the output's size.
+// Where it must guess: where chunks end when prefills share a step. Thread-safe (one mutex;
+// short critical sections on routing threads).
 #pragma once
 
 #include <cstdint>
@@ -73,6 +76,12 @@ class GroupImitation {
   /// used blocks beyond capacity.
   void Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
              uint32_t hit_blocks);
+  /// `holder` generated `output_tokens` after a prompt of `prompt_tokens`: each group caches one
+  /// block per block boundary the decode crossed, evicting its least recently used blocks as
+  /// the engine's pool does. Without it a Mamba pool of a few hundred states, which a 300-token
+  /// answer turns over by 19, looks ten times as long-lived as it is.
+  void LearnOutput(Holder holder, uint64_t prompt_tokens, uint64_t output_tokens,
+                   uint32_t block_size);
   /// The attempt did not run: drops `blocks` (what Learn added past the hit) from every group.
   void Unlearn(Holder holder, absl::Span<const BlockHash> blocks);
 
@@ -88,6 +97,7 @@ class GroupImitation {
 
   mutable common::Mutex mu_;
   absl::flat_hash_map<Holder, std::vector<Group>> holders_ ABSL_GUARDED_BY(mu_);
+  uint64_t output_blocks_ ABSL_GUARDED_BY(mu_) = 0;  // names the decode's blocks apart
 };
 
 }  // namespace kvgate::kvindex

@@ -107,6 +107,8 @@ net::awaitable<RetryDispatcher::Result> RetryDispatcher::Serve(ThreadContext& tc
     outcome.error_answer = ex.response.status() < 200 || ex.response.status() >= 300;
     if (o.learn && plan.learn) {
       outcome.cached_tokens = r.cached_tokens;
+      outcome.prompt_tokens = r.prompt_tokens;
+      outcome.output_tokens = r.output_tokens;
       // What kvaware predicts and learns is the client's wait: its own time before the send
       // counts (0.76 ms a request on average in the agentic replay on 2 cores, 10% of a short
       // prompt's TTFT there: issue 30).

@@ -531,6 +531,13 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
           absl::MakeConstSpan(chain).subspan(from));
     }
   }
+  if (served && taught && outcome.output_tokens > 0 && !d.candidates[d.index].precise) {
+    // The decode cached blocks no prompt names in a hybrid worker's other groups (a Mamba
+    // checkpoint per block of output): approximate mode ages those groups by them.
+    const int64_t prompt = outcome.prompt_tokens >= 0 ? outcome.prompt_tokens : plan.prompt_tokens;
+    groups_.LearnOutput(HolderOf(w), static_cast<uint64_t>(prompt),
+                        static_cast<uint64_t>(outcome.output_tokens), config.block_tokens);
+  }
   if (outcome.success && outcome.ttft_seconds > 0) {
     // What the engine prefilled: the prompt less what it reported cached (GPU, host and store
     // alike), else what the decision predicted.

@@ -96,6 +96,10 @@ struct RouteOutcome {
   // Decide learned is unlearned.
   bool error_answer = false;
   int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens, -1 if absent
+  // usage's prompt and generated tokens, -1 if absent: a hybrid worker's decode checkpoints
+  // and window blocks (approximate mode imitates them, GroupImitation::LearnOutput).
+  int64_t prompt_tokens = -1;
+  int64_t output_tokens = -1;
   // Request fully read from the client -> the first body byte of a streamed answer (vLLM and
   // SGLang send it with the first token; the head comes before the prefill), or a P/D
   // prefill's whole answer; -1 when unknown (a whole answer's arrival includes its decode).

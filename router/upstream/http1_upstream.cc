@@ -317,6 +317,7 @@ net::awaitable<AttemptResult> RelayToClient(const Wire& wire, ThreadContext& tc,
   }
   result.cached_tokens = usage.cached_tokens();
   result.prompt_tokens = usage.prompt_tokens();
+  result.output_tokens = usage.output_tokens();
   result.response_id = usage.response_id();
   if (!relay.sent_head && !relay.client_gone) {
     result.outcome = AttemptOutcome::kBadResponse;

@@ -57,7 +57,8 @@ struct AttemptResult {
   double ttft_since_read_seconds = -1;
   int64_t cached_tokens = -1;  // from the relayed response's usage, -1 if absent
   int64_t prompt_tokens = -1;
-  std::string response_id;  // POST /v1/responses: the response's id ("" when none came)
+  int64_t output_tokens = -1;  // the tokens it generated, -1 if absent
+  std::string response_id;     // POST /v1/responses: the response's id ("" when none came)
 };
 
 /// A whole response read into memory (a P/D prefill stage, whose answer the client never sees).

@@ -11,6 +11,8 @@ constexpr std::string_view kKeys[] = {"\"prompt_tokens\"",
                                       "\"input_tokens\"",
                                       "\"cache_read_input_tokens\"",
                                       "\"cache_creation_input_tokens\"",
+                                      "\"completion_tokens\"",
+                                      "\"output_tokens\"",
                                       "\"id\""};
 constexpr int kMaxDigits = 18;  // a value stops there (no int64 overflow)
 
@@ -31,6 +33,10 @@ int64_t UsageScanner::cached_tokens() const {
       return counts_[kCacheRead];
   }
   return -1;
+}
+
+int64_t UsageScanner::output_tokens() const {
+  return counts_[dialect_ == Dialect::kOpenAi ? kCompletion : kOutput];
 }
 
 int64_t UsageScanner::prompt_tokens() const {
@@ -98,7 +104,8 @@ template <typename OnKey>
 void UsageScanner::KeysAt(std::string_view text, size_t at, bool counts, OnKey&& on_key) const {
   if (at + 1 >= text.size()) return;
   const char first = text[at + 1];
-  if (first != 'p' && first != 'c' && first != 'i') return;  // no key starts otherwise
+  if (first != 'p' && first != 'c' && first != 'i' && first != 'o')
+    return;  // no key starts otherwise
   for (int k = 0; k < kNumKeys; ++k) {
     const Key key = static_cast<Key>(k);
     const std::string_view name = kKeys[k];

@@ -5,7 +5,8 @@
 // names its counts differently (its Dialect): OpenAI chat and completions `prompt_tokens` and
 // `cached_tokens`; Anthropic Messages `input_tokens` (vLLM: the uncached rest once the cache
 // fields are there), `cache_read_input_tokens` and `cache_creation_input_tokens`; Responses
-// `input_tokens` (all of the prompt) and `cached_tokens`. A key may be cut anywhere, and its
+// `input_tokens` (all of the prompt) and `cached_tokens`; the output as `completion_tokens`
+// (OpenAI) or `output_tokens` (Anthropic, Responses). A key may be cut anywhere, and its
 // value may follow after any amount of blank space: the results are the same however the body
 // is cut into chunks (checked by the usage_scanner fuzzer). Thread-compatible; one per response.
 #pragma once
@@ -30,6 +31,8 @@ class UsageScanner {
   /// response reported them.
   int64_t cached_tokens() const;
   int64_t prompt_tokens() const;
+  /// The tokens the response generated; -1 until the response reported them.
+  int64_t output_tokens() const;
   /// With capture_id: the first "id" value (letters, digits, '_', '-', '.', ':'; at most
   /// kMaxIdBytes), "" when none came whole.
   const std::string& response_id() const { return id_; }
@@ -37,7 +40,17 @@ class UsageScanner {
   static constexpr size_t kMaxIdBytes = 256;
 
  private:
-  enum Key : uint8_t { kPrompt, kCached, kInput, kCacheRead, kCacheCreation, kId, kNumKeys };
+  enum Key : uint8_t {
+    kPrompt,
+    kCached,
+    kInput,
+    kCacheRead,
+    kCacheCreation,
+    kCompletion,
+    kOutput,
+    kId,
+    kNumKeys
+  };
   // Reading `key ws* ':' ws* value` after a key, which a chunk may end in the middle of: digits
   // for a count, a quoted string for the id.
   struct ValueState {
@@ -71,7 +84,7 @@ class UsageScanner {
   char carry_[kCarry];
   size_t carry_size_ = 0;
   ValueState pending_;
-  int64_t counts_[kId] = {-1, -1, -1, -1, -1};
+  int64_t counts_[kId] = {-1, -1, -1, -1, -1, -1, -1};
   std::string id_;       // the id once whole
   std::string partial_;  // the id while it is being read
 };

@@ -26,6 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (whole.cached_tokens() < -1 || whole.prompt_tokens() < -1) __builtin_trap();
     if (whole.cached_tokens() != pieces.cached_tokens()) __builtin_trap();
     if (whole.prompt_tokens() != pieces.prompt_tokens()) __builtin_trap();
+    if (whole.output_tokens() < -1 || whole.output_tokens() != pieces.output_tokens()) {
+      __builtin_trap();
+    }
     if (whole.response_id() != pieces.response_id()) __builtin_trap();
     if (whole.response_id().size() > Scanner::kMaxIdBytes) __builtin_trap();
   }

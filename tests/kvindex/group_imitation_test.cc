@@ -96,6 +96,41 @@ TEST(GroupImitation, MambaCheckpointsEveryPrefillChunkFromTheHit) {
   EXPECT_EQ(g.Cap(kWorker, Chain(4, 30, b, 13), kBs, 13), 10u);
 }
 
+// A decode checkpoints Mamba's state at every block boundary its output crosses, and a window
+// caches every block it fills: blocks no later prompt names, which age the pool. A 300-token
+// answer after a 160-token prompt (blocks 10..28) crosses 18 boundaries.
+TEST(GroupImitation, TheDecodesBlocksAgeEveryGroup) {
+  GroupImitation g;
+  const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 40},
+                                      {{GroupKind::kMamba, 0}, 20}};
+  g.Configure(kWorker, groups);
+  const auto a = Chain(1, 10);
+  const auto next = Chain(2, 14, a, 10);  // the session's next turn
+  g.Learn(kWorker, a, kBs, 0);
+  // An answer inside a's last block crosses no boundary: nothing ages.
+  g.LearnOutput(kWorker, 160 + 5, 10, kBs);
+  EXPECT_EQ(g.Groups(kWorker).at(1).blocks, 1u);
+  g.LearnOutput(kWorker, 160, 300, kBs);
+  EXPECT_EQ(g.Groups(kWorker).at(0).blocks, 28u);  // 10 + 18
+  EXPECT_EQ(g.Groups(kWorker).at(1).blocks, 19u);  // a's state + 18
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 10), 10u);   // both pools still hold a's end
+  // Another request's answer of 2 blocks: Mamba's 20 states are full and a's goes first.
+  g.LearnOutput(kWorker, 0, 33, kBs);
+  EXPECT_EQ(g.Groups(kWorker).at(1).blocks, 20u);
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 10), 0u);
+  // Learned again (the engine recomputed it), then 40 blocks of output push the window's
+  // blocks of a out too; Mamba's own pool is only turned over, never grown past 20.
+  g.Learn(kWorker, a, kBs, 0);
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 10), 10u);
+  g.LearnOutput(kWorker, 0, 40 * kBs + 1, kBs);
+  EXPECT_EQ(g.Groups(kWorker).at(0).blocks, 40u);
+  EXPECT_EQ(g.Groups(kWorker).at(1).blocks, 20u);
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 10), 0u);
+  // A worker imitated as full attention alone keeps nothing of it.
+  g.LearnOutput(Holder{2, 0}, 0, 1000, kBs);
+  EXPECT_FALSE(g.Hybrid(Holder{2, 0}));
+}
+
 TEST(GroupImitation, EveryGroupMustServeAndUnlearnTakesBackAnAttempt) {
   GroupImitation g;
   const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 100},

@@ -244,6 +244,38 @@ TEST_F(PlannerTest, HybridWorkerPredictsWhatItsSlidingWindowStillServes) {
   EXPECT_EQ(groups[0].blocks, 64u);
 }
 
+// Issue 32, approximate mode: a Mamba group's pool of a few states is turned over by the
+// answers' checkpoints (one per block of output), which the response's usage reports. A session
+// whose state the other requests' answers pushed out is predicted as the engine serves it: from
+// nothing.
+TEST_F(PlannerTest, HybridWorkerAgesItsMambaStatesByTheAnswersItGenerated) {
+  Init(1);
+  planner_ = std::make_unique<RoutePlanner>(config_);
+  planner_->SetGroups(*raw_[0], {config::KvGroupConfig{"mamba", 0, 24}}, config_.block_tokens);
+  const std::string head = Text("session", 6400);
+  const std::string next = Chat({{"user", head}, {"assistant", "ok"}, {"user", Text("more", 640)}});
+  // The usage's sizes: a 1,600-token prompt and `output` tokens generated.
+  const auto answered = [&](Routed& r, int64_t output) {
+    RouteOutcome o;
+    o.success = true;
+    o.prompt_tokens = 1600;
+    o.output_tokens = output;
+    planner_->Complete(r.plan, r.d, o);
+  };
+  auto turn1 = Route(Chat({{"user", head}}));
+  answered(*turn1, 300);  // 18 checkpoints: 19 of 24 states taken
+  auto other = Route(Chat({{"user", Text("other", 3000)}}));
+  answered(*other, -1);  // an answer whose size the usage did not give: it ages nothing
+  EXPECT_EQ(planner_->groups().Groups(RoutePlanner::HolderOf(*raw_[0]))[0].blocks, 20u);
+  auto still = PlanOnly(next);
+  EXPECT_GE(planner_->Decide(still->plan, 0, false, now_).predicted_cached_tokens, 90 * 16);
+  // Another answer of 5 blocks: turn 1's state was the least recently used of the 24.
+  auto third = Route(Chat({{"user", Text("third", 3000)}}));
+  answered(*third, 5 * 16 + 1);
+  auto gone = PlanOnly(next);
+  EXPECT_EQ(planner_->Decide(gone->plan, 0, false, now_).predicted_cached_tokens, 0);
+}
+
 TEST_F(PlannerTest, ExplainDoesNotChangeStateAndMatchesTheNextDecision) {
   Init(4);
   std::vector<std::unique_ptr<Routed>> held;

@@ -15,6 +15,7 @@ TEST(UsageScanner, FindsUsageInJson) {
       R"({"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024}}})");
   EXPECT_EQ(s.prompt_tokens(), 1200);
   EXPECT_EQ(s.cached_tokens(), 1024);
+  EXPECT_EQ(s.output_tokens(), 5);
 }
 
 TEST(UsageScanner, AbsentIsMinusOne) {
@@ -22,6 +23,42 @@ TEST(UsageScanner, AbsentIsMinusOne) {
   s.Feed("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n");
   EXPECT_EQ(s.cached_tokens(), -1);
   EXPECT_EQ(s.prompt_tokens(), -1);
+  EXPECT_EQ(s.output_tokens(), -1);
+}
+
+// The output's size as each API names it: a chat stream's last usage chunk, the last of
+// Anthropic's two usages (message_start says 1), Responses' beside its details object. A key
+// that only begins with the name (`completion_tokens_details`) is not it.
+TEST(UsageScanner, OutputTokensInEveryDialect) {
+  const std::string chat =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {\"usage\":"
+      "{\"prompt_tokens\":90,\"completion_tokens\":311,\"completion_tokens_details\":"
+      "{\"reasoning_tokens\":7}}}\n\ndata: [DONE]\n\n";
+  const std::string messages =
+      "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,"
+      "\"output_tokens\":1}}}\n\ndata: {\"type\":\"message_delta\",\"usage\":"
+      "{\"output_tokens\":42}}\n\n";
+  const std::string responses =
+      "data: {\"response\":{\"usage\":{\"input_tokens\":64,\"output_tokens\":3,"
+      "\"output_tokens_details\":{\"reasoning_tokens\":0}}}}\n\n";
+  const struct {
+    UsageScanner::Dialect dialect;
+    const std::string& body;
+    int64_t output;
+  } cases[] = {{UsageScanner::Dialect::kOpenAi, chat, 311},
+               {UsageScanner::Dialect::kAnthropic, messages, 42},
+               {UsageScanner::Dialect::kResponses, responses, 3},
+               // Another API's name is not this one's.
+               {UsageScanner::Dialect::kOpenAi, messages, -1},
+               {UsageScanner::Dialect::kAnthropic, chat, -1}};
+  for (const auto& c : cases) {
+    for (size_t cut = 1; cut < c.body.size(); ++cut) {
+      UsageScanner s(c.dialect);
+      s.Feed(std::string_view(c.body).substr(0, cut));
+      s.Feed(std::string_view(c.body).substr(cut));
+      ASSERT_EQ(s.output_tokens(), c.output) << cut << " " << c.body;
+    }
+  }
 }
 
 TEST(UsageScanner, KeySplitAcrossChunksEverywhere) {
@@ -119,7 +156,7 @@ TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
       "{\"cached_tokens\":48}}}\n\ndata: "
       "{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\""
       ":80,\"cache_creation_input_tokens\":8,\"input_tokens_details\":{\"cached_tokens\":48}}}"
-      "\"\"prompt_tokens\"prompt_tokens\":5\n\n";
+      "\"\"prompt_tokens\"prompt_tokens\":5,\"completion_tokens\":12,\"output_tokens\":13\n\n";
   std::mt19937 rng(31);
   for (const auto dialect : {UsageScanner::Dialect::kOpenAi, UsageScanner::Dialect::kResponses,
                              UsageScanner::Dialect::kAnthropic}) {
@@ -135,6 +172,7 @@ TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
       }
       EXPECT_EQ(pieces.cached_tokens(), whole.cached_tokens()) << round;
       EXPECT_EQ(pieces.prompt_tokens(), whole.prompt_tokens()) << round;
+      EXPECT_EQ(pieces.output_tokens(), whole.output_tokens()) << round;
       EXPECT_EQ(pieces.response_id(), whole.response_id()) << round;
     }
   }
