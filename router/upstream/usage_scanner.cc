@@ -104,8 +104,8 @@ template <typename OnKey>
 void UsageScanner::KeysAt(std::string_view text, size_t at, bool counts, OnKey&& on_key) const {
   if (at + 1 >= text.size()) return;
   const char first = text[at + 1];
-  if (first != 'p' && first != 'c' && first != 'i' && first != 'o')
-    return;  // no key starts otherwise
+  // No key starts otherwise.
+  if (first != 'p' && first != 'c' && first != 'i' && first != 'o') return;
   for (int k = 0; k < kNumKeys; ++k) {
     const Key key = static_cast<Key>(k);
     const std::string_view name = kKeys[k];
