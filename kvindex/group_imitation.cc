@@ -121,14 +121,9 @@ void GroupImitation::LearnOutput(Holder holder, uint64_t prompt_tokens, uint64_t
   if (h == holders_.end()) return;
   for (Group& g : h->second) {
     const uint64_t n = std::min(crossed, g.spec.capacity_blocks);
-    for (uint64_t i = 0; i < n; ++i) {
-      // A name no chain block has: the decode's tokens hash as no later prompt's bytes do.
-      // (splitmix64 of a counter; a chain hash equal to one is a 2^-64 chance.)
-      uint64_t z = (++output_blocks_) * 0x9e3779b97f4a7c15ULL;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-      Touch(g, z ^ (z >> 31));
-    }
+    // Named by a counter: no later prompt's chain names the decode's blocks (chain hashes are
+    // uniform 64-bit values, so one equal to a count is a 2^-64 chance).
+    for (uint64_t i = 0; i < n; ++i) Touch(g, ++output_blocks_);
   }
 }
 
