@@ -71,23 +71,26 @@ void GroupImitation::Touch(Group& g, BlockHash hash) {
 }
 
 void ForEachKeptBlock(const ImitatedGroupSpec& spec, uint32_t block_size, uint32_t n, uint32_t hit,
-                      absl::FunctionRef<void(uint32_t)> keep) {
+                      uint32_t start, absl::FunctionRef<void(uint32_t)> keep) {
   hit = std::min(hit, n);
+  start = std::clamp(start, hit, n);  // Where computing begins.
   if (n == 0) return;
   switch (spec.spec.kind) {
     case GroupKind::kSlidingWindow: {
-      // The window before the hit is read; every new block is computed, then freed as the
-      // context moves past it (oldest first). Blocks before the window are not touched.
+      // The window before the computed part is read (hit) or loaded; every new block is
+      // computed, then freed as the context moves past it (oldest first). Blocks before the
+      // window are not touched, loaded ones included.
       const uint32_t window = WindowBlocks(spec.spec.sliding_window, block_size);
-      for (uint32_t i = hit > window ? hit - window : 0; i < n; ++i) keep(i);
+      for (uint32_t i = start > window ? start - window : 0; i < n; ++i) keep(i);
       break;
     }
     case GroupKind::kMamba:
-      // The state it started from, the checkpoints at its prefill chunks' ends (from the hit),
-      // then the one at its last full block.
-      if (hit > 0) keep(hit - 1);
+      // The state it started from (a checkpoint only when nothing was loaded past the hit), the
+      // checkpoints at its prefill chunks' ends, then the one at its last full block.
+      if (hit > 0 && start == hit) keep(hit - 1);
       if (spec.chunk_blocks > 0) {
-        for (uint64_t end = uint64_t{hit} + spec.chunk_blocks; end < n; end += spec.chunk_blocks) {
+        for (uint64_t end = uint64_t{start} + spec.chunk_blocks; end < n;
+             end += spec.chunk_blocks) {
           keep(static_cast<uint32_t>(end - 1));
         }
       }
@@ -100,13 +103,14 @@ void ForEachKeptBlock(const ImitatedGroupSpec& spec, uint32_t block_size, uint32
 }
 
 void GroupImitation::Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-                           uint32_t hit_blocks) {
+                           uint32_t hit_blocks, uint32_t start_blocks) {
   const uint32_t n = static_cast<uint32_t>(chain.size());
   common::MutexLock lock(&mu_);
   auto h = holders_.find(holder);
   if (h == holders_.end() || n == 0) return;
   for (Group& g : h->second) {
-    ForEachKeptBlock(g.spec, block_size, n, hit_blocks, [&](uint32_t i) { Touch(g, chain[i]); });
+    ForEachKeptBlock(g.spec, block_size, n, hit_blocks, start_blocks,
+                     [&](uint32_t i) { Touch(g, chain[i]); });
   }
 }
 

@@ -5,7 +5,8 @@
 // vLLM (single_type_kv_cache_manager.py):
 //   - a sliding window reads only the blocks covering the window before a hit, and frees the
 //     blocks the context moved past: a prompt touches [hit - window, end), in order, so the
-//     blocks of an old prefix that later turns skip age out while full attention keeps them;
+//     blocks of an old prefix that later turns skip age out while full attention keeps them
+//     (with a load from a host tier or store past the hit, from the load's end - window);
 //   - Mamba keeps one state per checkpoint: a prompt touches the checkpoint it started from and
 //     leaves one at the end of each prefill chunk (when the chunk size is known) and at its last
 //     full block.
@@ -39,10 +40,14 @@ struct ImitatedGroupSpec {
 };
 
 /// Calls `keep(i)`, in order, for each block i of an `n`-block prompt that group `spec` reads or
-/// keeps when the prompt runs with a hit of `hit` blocks (the file comment's rules): what Learn
-/// touches, and what precise mode expects a routed prompt's events to show in that group.
+/// keeps when the prompt runs with a hit of `hit` blocks and the engine loads blocks [hit,
+/// `start`) from its host tier or a store before computing the rest (the file comment's rules):
+/// what Learn touches, and what precise mode expects a routed prompt's events to show in that
+/// group. A loaded span is not a computed one: a sliding window allocates only its last window
+/// of it (the positions it has moved past stay empty, as vLLM's skipped blocks), and Mamba starts
+/// from the loaded state, not from a checkpoint of its pool.
 void ForEachKeptBlock(const ImitatedGroupSpec& spec, uint32_t block_size, uint32_t n, uint32_t hit,
-                      absl::FunctionRef<void(uint32_t)> keep);
+                      uint32_t start, absl::FunctionRef<void(uint32_t)> keep);
 
 /// Blocks of one imitated group, for admin pages.
 struct ImitatedGroupView {
@@ -71,11 +76,12 @@ class GroupImitation {
   uint32_t Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
                uint32_t full_blocks) const;
 
-  /// `holder` was sent the prompt `chain` expecting a hit of `hit_blocks`: each group touches
-  /// what the engine reads and keeps of it (see the file comment), evicting its least recently
-  /// used blocks beyond capacity.
+  /// `holder` was sent the prompt `chain` expecting a hit of `hit_blocks` and to load the blocks
+  /// up to `start_blocks` (host tier, store; `start_blocks` <= `hit_blocks`: none): each group
+  /// touches what the engine reads and keeps of it (see ForEachKeptBlock), evicting its least
+  /// recently used blocks beyond capacity.
   void Learn(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-             uint32_t hit_blocks);
+             uint32_t hit_blocks, uint32_t start_blocks = 0);
   /// `holder` generated `output_tokens` after a prompt of `prompt_tokens`: each group caches one
   /// block per block boundary the decode crossed, evicting its least recently used blocks as
   /// the engine's pool does. Without it a Mamba pool of a few hundred states, which a 300-token

@@ -114,13 +114,16 @@ void HybridGroups::Store(Holder holder, uint32_t group, const GroupSpec& spec, u
   Group& g = holders_[holder][group];
   g.spec = spec;
   g.block_size = block_size;
+  const bool gpu = tier == Tier::kGpu;
   for (BlockHash h : blocks) {
-    uint8_t& tiers = g.tiers[h];
-    if ((tiers & bit) == 0) {
-      tiers |= bit;
+    Block& b = g.blocks[h];
+    if (gpu) b.stamp = ++g.clock;  // Just computed: the pool's most recently used.
+    if ((b.tiers & bit) == 0) {
+      b.tiers |= bit;
       ++g.counts[static_cast<int>(tier)];
     }
   }
+  if (gpu) g.most_gpu = std::max(g.most_gpu, g.counts[static_cast<int>(Tier::kGpu)]);
 }
 
 void HybridGroups::Remove(Holder holder, uint32_t group, absl::Span<const BlockHash> blocks,
@@ -132,11 +135,11 @@ void HybridGroups::Remove(Holder holder, uint32_t group, absl::Span<const BlockH
   auto g = h->second.find(group);
   if (g == h->second.end()) return;
   for (BlockHash hash : blocks) {
-    auto it = g->second.tiers.find(hash);
-    if (it == g->second.tiers.end() || (it->second & bit) == 0) continue;
-    it->second &= static_cast<uint8_t>(~bit);
+    auto it = g->second.blocks.find(hash);
+    if (it == g->second.blocks.end() || (it->second.tiers & bit) == 0) continue;
+    it->second.tiers &= static_cast<uint8_t>(~bit);
     --g->second.counts[static_cast<int>(tier)];
-    if (it->second == 0) g->second.tiers.erase(it);
+    if (it->second.tiers == 0) g->second.blocks.erase(it);
   }
 }
 
@@ -147,13 +150,13 @@ void HybridGroups::Clear(Holder holder, Tier tier, bool all) {
   if (h == holders_.end()) return;
   for (auto& [index, g] : h->second) {
     if (all) {
-      g.tiers.clear();
+      g.blocks.clear();
       g.counts = {};
       continue;
     }
-    absl::erase_if(g.tiers, [bit](auto& entry) {
-      entry.second &= static_cast<uint8_t>(~bit);
-      return entry.second == 0;
+    absl::erase_if(g.blocks, [bit](auto& entry) {
+      entry.second.tiers &= static_cast<uint8_t>(~bit);
+      return entry.second.tiers == 0;
     });
     g.counts[static_cast<int>(tier)] = 0;
   }
@@ -170,9 +173,19 @@ bool HybridGroups::Hybrid(Holder holder) const {
   return h != holders_.end() && !h->second.empty();
 }
 
+bool HybridGroups::SurvivesAhead(const Group& g, const Block& b, uint64_t churn) {
+  if (churn == 0) return true;
+  const uint64_t held = g.counts[static_cast<int>(Tier::kGpu)];
+  if (held == 0) return false;
+  const uint64_t newer = std::min(held - 1, g.clock - std::min(g.clock, b.stamp));
+  const uint64_t free = std::max(g.most_gpu, held) - held;
+  return churn <= free + (held - 1 - newer);
+}
+
 uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
                            uint32_t full_blocks, bool gpu_only,
-                           const std::function<bool(uint32_t, uint32_t)>& pending) const {
+                           const std::function<bool(uint32_t, uint32_t)>& pending,
+                           uint64_t ahead_tokens) const {
   common::ReaderMutexLock lock(&mu_);
   auto h = holders_.find(holder);
   uint32_t hit = std::min<uint32_t>(full_blocks, static_cast<uint32_t>(chain.size()));
@@ -186,13 +199,46 @@ uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uin
   hit = CoordinatedHit(hit, groups.size(), [&](size_t i, uint32_t at) {
     const uint32_t index = groups[i].first;
     const Group* g = groups[i].second;
+    // Only a window's pool turns over with the prefill ahead: a Mamba group checkpoints a few
+    // states a prompt, its churn is the decodes' (not known here).
+    const uint64_t churn = gpu_only && g->spec.kind == GroupKind::kSlidingWindow
+                               ? ahead_tokens / std::max<uint32_t>(1, block_size)
+                               : 0;
     return GroupHit(g->spec, block_size, at, [&](uint32_t b) {
-      auto it = g->tiers.find(chain[b]);
-      if (it != g->tiers.end() && (it->second & mask) != 0) return true;
+      auto it = g->blocks.find(chain[b]);
+      if (it != g->blocks.end() && (it->second.tiers & mask) != 0 &&
+          SurvivesAhead(*g, it->second, churn)) {
+        return true;
+      }
       return pending != nullptr && pending(index, b);
     });
   });
   return hit;
+}
+
+void HybridGroups::Touch(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+                         uint32_t hit_blocks, uint32_t start_blocks) {
+  hit_blocks = std::min<uint32_t>(hit_blocks, static_cast<uint32_t>(chain.size()));
+  start_blocks = std::max(start_blocks, hit_blocks);
+  if (hit_blocks == 0) return;
+  constexpr uint8_t kGpuBit = uint8_t{1} << static_cast<int>(Tier::kGpu);
+  common::WriterMutexLock lock(&mu_);
+  auto h = holders_.find(holder);
+  if (h == holders_.end()) return;
+  for (auto& [index, g] : h->second) {
+    if (g.block_size != block_size) continue;
+    uint32_t from = hit_blocks;
+    if (g.spec.kind == GroupKind::kSlidingWindow) {
+      const uint32_t window = WindowBlocks(g.spec.sliding_window, block_size);
+      from = start_blocks > window ? start_blocks - window : 0;
+    } else if (g.spec.kind == GroupKind::kMamba && start_blocks == hit_blocks) {
+      from = hit_blocks - 1;  // The state it starts from.
+    }
+    for (uint32_t i = from; i < hit_blocks; ++i) {
+      auto it = g.blocks.find(chain[i]);
+      if (it != g.blocks.end() && (it->second.tiers & kGpuBit) != 0) it->second.stamp = ++g.clock;
+    }
+  }
 }
 
 std::vector<GroupView> HybridGroups::Groups(Holder holder) const {
@@ -222,7 +268,7 @@ std::vector<std::pair<GroupView, uint32_t>> HybridGroups::Explain(Holder holder,
     const uint32_t hit = g.block_size != block_size
                              ? full_blocks
                              : GroupHit(g.spec, block_size, full_blocks,
-                                        [&](uint32_t i) { return g.tiers.contains(chain[i]); });
+                                        [&](uint32_t i) { return g.blocks.contains(chain[i]); });
     out.push_back({{index, g.spec, g.block_size, g.counts}, hit});
   }
   std::sort(out.begin(), out.end(),

@@ -95,10 +95,22 @@ class HybridGroups {
   /// only lower it). `gpu_only`: count only GPU-tier blocks of the groups, else any tier. A
   /// group kept in another block size serves nothing (kvgate hashes one size per worker).
   /// `pending(group, block)`, when given, adds blocks a group is about to hold in GPU (precise
-  /// mode's guesses for a request whose events have not arrived yet).
+  /// mode's guesses for a request whose events have not arrived yet). `ahead_tokens`: the
+  /// tokens the holder will prefill before this request is scheduled (the queue ahead of it);
+  /// a sliding-window block whose turn in its pool's LRU comes before they are cached is not
+  /// counted in GPU, since an engine does not pin a waiting request's hit (see SurvivesAhead).
   uint32_t Cap(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
                uint32_t full_blocks, bool gpu_only,
-               const std::function<bool(uint32_t group, uint32_t block)>& pending = nullptr) const;
+               const std::function<bool(uint32_t group, uint32_t block)>& pending = nullptr,
+               uint64_t ahead_tokens = 0) const;
+
+  /// A prompt of `chain` was sent to `holder` with a GPU hit of `hit_blocks`, to compute from
+  /// `start_blocks` (past what it loads from a host tier or store): the blocks each group reads
+  /// of its hit (a window's blocks before `start_blocks`, Mamba's starting state when nothing is
+  /// loaded) become its pool's most recently used, as the engine's LRU sees them. Unheld blocks
+  /// are ignored.
+  void Touch(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
+             uint32_t hit_blocks, uint32_t start_blocks);
 
   /// The groups of `holder`, by group index.
   std::vector<GroupView> Groups(Holder holder) const;
@@ -111,12 +123,23 @@ class HybridGroups {
                                                       uint32_t full_blocks) const;
 
  private:
+  struct Block {
+    uint8_t tiers = 0;   // Bit per Tier.
+    uint64_t stamp = 0;  // The group's clock when the block was last stored or read in GPU.
+  };
   struct Group {
     GroupSpec spec;
     uint32_t block_size = 0;
-    absl::flat_hash_map<BlockHash, uint8_t> tiers;  // Bit per Tier.
+    absl::flat_hash_map<BlockHash, Block> blocks;
     std::array<uint64_t, kNumTiers> counts{};
+    uint64_t clock = 0;     // Ticks once per GPU store or read: the LRU's order.
+    uint64_t most_gpu = 0;  // The most GPU blocks it ever held: its pool's size, once full.
   };
+  /// Whether GPU block `b` of `g` is still cached after `churn` more blocks are allocated in its
+  /// pool: the LRU evicts the free slots' worth first, then blocks older than `b`. The blocks
+  /// newer than `b` are at most the clock's ticks since its stamp (reads of newer blocks tick
+  /// too, so it may count some twice: it errs toward eviction).
+  static bool SurvivesAhead(const Group& g, const Block& b, uint64_t churn);
   using HolderGroups = absl::flat_hash_map<uint32_t, Group>;
 
   mutable common::SharedMutex mu_;

@@ -82,6 +82,8 @@ class PreciseMode {
   const kvindex::PrefixIndex& index() const { return index_; }
   /// Hybrid models' groups beside full attention (sliding window, Mamba state).
   const kvindex::HybridGroups& groups() const { return groups_; }
+  /// Routing writes only the groups' LRU order (HybridGroups::Touch); events write the rest.
+  kvindex::HybridGroups& groups() { return groups_; }
   SpeculativeBlocks& speculative() { return speculative_; }
   const kvevents::EventApplier& applier() const { return applier_; }
   std::vector<kvevents::SourceStatus> Sources() const { return subscriber_.Status(); }

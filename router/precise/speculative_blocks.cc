@@ -62,7 +62,7 @@ size_t SpeculativeBlocks::size() const {
 }
 
 std::vector<uint32_t> PendingGroups(const kvindex::HybridGroups& groups, kvindex::Holder holder,
-                                    uint32_t n, uint32_t block_size, uint32_t hit,
+                                    uint32_t n, uint32_t block_size, uint32_t hit, uint32_t start,
                                     uint32_t mamba_chunk_blocks) {
   std::vector<uint32_t> masks;
   for (const kvindex::GroupView& view : groups.Groups(holder)) {
@@ -72,7 +72,8 @@ std::vector<uint32_t> PendingGroups(const kvindex::HybridGroups& groups, kvindex
     spec.spec = view.spec;
     if (view.spec.kind == kvindex::GroupKind::kMamba) spec.chunk_blocks = mamba_chunk_blocks;
     const uint32_t bit = uint32_t{1} << view.group;
-    kvindex::ForEachKeptBlock(spec, block_size, n, hit, [&](uint32_t i) { masks[i] |= bit; });
+    kvindex::ForEachKeptBlock(spec, block_size, n, hit, start,
+                              [&](uint32_t i) { masks[i] |= bit; });
   }
   return masks;
 }
@@ -80,13 +81,15 @@ std::vector<uint32_t> PendingGroups(const kvindex::HybridGroups& groups, kvindex
 uint32_t GuessedHybridHit(const kvindex::HybridGroups& groups, const SpeculativeBlocks& guesses,
                           kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain,
                           uint32_t block_size, uint32_t confirmed, uint32_t guessed,
-                          SpeculativeBlocks::Clock::time_point now) {
+                          SpeculativeBlocks::Clock::time_point now, uint64_t ahead_tokens) {
   // Where full attention's events hold a block, the other groups' events say what the engine
   // kept of it; past them, only a guess can.
   return groups.Cap(
-      holder, chain, block_size, guessed, /*gpu_only=*/true, [&](uint32_t group, uint32_t block) {
+      holder, chain, block_size, guessed, /*gpu_only=*/true,
+      [&](uint32_t group, uint32_t block) {
         return block >= confirmed && guesses.InGroup(holder, chain[block], group, now);
-      });
+      },
+      ahead_tokens);
 }
 
 }  // namespace kvgate::router

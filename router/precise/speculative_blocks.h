@@ -75,21 +75,22 @@ class SpeculativeBlocks {
 /// Groups have at most this many indices in a guess (beyond it, only their events count).
 inline constexpr uint32_t kMaxGuessedGroups = 32;
 
-/// For a prompt of `n` blocks of `block_size` tokens sent to `holder` with a hit of `hit` blocks:
+/// For a prompt of `n` blocks of `block_size` tokens sent to `holder` with a hit of `hit` blocks,
+/// loaded from a host tier or store up to `start` (ForEachKeptBlock):
 /// per block, the bit of each of the holder's groups (as `groups` knows them from events) that
 /// will keep it, by the rules approximate mode imitates (kvindex::ForEachKeptBlock); Mamba
 /// groups checkpoint every `mamba_chunk_blocks` (0: only at the prompt's end). Empty when the
 /// holder has no groups beside full attention.
 std::vector<uint32_t> PendingGroups(const kvindex::HybridGroups& groups, kvindex::Holder holder,
-                                    uint32_t n, uint32_t block_size, uint32_t hit,
+                                    uint32_t n, uint32_t block_size, uint32_t hit, uint32_t start,
                                     uint32_t mamba_chunk_blocks);
 
 /// A hybrid holder's GPU hit on `chain` when full attention's events confirm `confirmed` blocks
 /// and guesses extend it to `guessed`: every group's rule over its events' blocks and, past the
-/// confirmed ones, the blocks guesses say it will keep.
+/// confirmed ones, the blocks guesses say it will keep; `ahead_tokens` as HybridGroups::Cap.
 uint32_t GuessedHybridHit(const kvindex::HybridGroups& groups, const SpeculativeBlocks& guesses,
                           kvindex::Holder holder, absl::Span<const kvindex::BlockHash> chain,
                           uint32_t block_size, uint32_t confirmed, uint32_t guessed,
-                          SpeculativeBlocks::Clock::time_point now);
+                          SpeculativeBlocks::Clock::time_point now, uint64_t ahead_tokens = 0);
 
 }  // namespace kvgate::router

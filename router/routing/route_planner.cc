@@ -62,6 +62,20 @@ uint64_t GpuHitInEngineBlocks(const Decision& d, uint32_t block_tokens, uint32_t
          block_tokens / std::max<uint32_t>(1, block_size);
 }
 
+// Where the chosen candidate's engine starts computing, in chain blocks of `block_tokens`
+// tokens: past its GPU hit and what it loads from its host tier or a store.
+uint32_t ComputeStart(const Decision& d) {
+  const uint32_t* tiers = d.candidates[d.index].cached_blocks;
+  return *std::max_element(tiers, tiers + kvindex::kNumTiers);
+}
+
+// The prefill a request sent to a worker now waits behind, in token-equivalents: what the
+// gateway reserved there less what the engine did of the first prompt since it started it.
+int64_t TokensAhead(const LoadSnapshot& load, double prefill_busy_s, double prefill_rate) {
+  return std::max<int64_t>(
+      0, load.pending_prefill_tokens - std::llround(std::min(1e15, prefill_busy_s * prefill_rate)));
+}
+
 }  // namespace
 
 RoutePlanner::RoutePlanner(const config::RoutingConfig& config, PreciseMode* precise)
@@ -222,6 +236,12 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
     Walk& walk = walks[e.walk];
     const uint32_t bs = walk.block_size;
     const auto& chain = TokenChainFor(plan, bs);
+    // A sliding window's pool turns over while the request waits: what the queue ahead of it
+    // will cache may evict the hit before the engine schedules it (Cap's ahead_tokens).
+    const double rate =
+        c.prefill_rate > 0 ? c.prefill_rate : config.kvaware.prefill_tokens_per_second;
+    const auto ahead =
+        static_cast<uint64_t>(TokensAhead(w.load(), w.PrefillBusySeconds(now), rate));
     const absl::Span<const kvindex::Holder> holders(walk.holders.data() + e.first,
                                                     w.config().dp_size);
     const absl::Span<kvindex::MatchResult> matches(walk.matches.data() + e.first,
@@ -241,7 +261,8 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
       const uint32_t full_attention = gpu_blocks;
       const bool hybrid = precise_->groups().Hybrid(holders[r]);
       if (hybrid) {
-        gpu_blocks = precise_->groups().Cap(holders[r], chain, bs, gpu_blocks, /*gpu_only=*/true);
+        gpu_blocks = precise_->groups().Cap(holders[r], chain, bs, gpu_blocks, /*gpu_only=*/true,
+                                            nullptr, ahead);
         m.any_tier_blocks =
             precise_->groups().Cap(holders[r], chain, bs, m.any_tier_blocks, /*gpu_only=*/false);
       }
@@ -254,7 +275,7 @@ void RoutePlanner::MatchPrecise(RoutePlan& plan, SteadyClock::time_point now,
         // A prompt still in flight: what its guesses say each group will keep (a fork inside
         // it finds its sliding window or last Mamba checkpoint, not its full-attention prefix).
         gpu = GuessedHybridHit(precise_->groups(), precise_->speculative(), holders[r], chain, bs,
-                               full_attention, gpu, now);
+                               full_attention, gpu, now, ahead);
       }
       const uint32_t any = std::max(gpu, m.any_tier_blocks);
       if (best_rank < 0 || gpu > best_gpu || (gpu == best_gpu && any > best_any)) {
@@ -420,9 +441,7 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     const double prefill_rate =
         chosen.prefill_rate > 0 ? chosen.prefill_rate : config.kvaware.prefill_tokens_per_second;
     // What is still ahead of it: the queue less what the engine did of its first prefill.
-    d.queue_tokens_at_dispatch = std::max<int64_t>(
-        0, chosen.load.pending_prefill_tokens -
-               std::llround(std::min(1e15, chosen.prefill_busy_s * prefill_rate)));
+    d.queue_tokens_at_dispatch = TokensAhead(chosen.load, chosen.prefill_busy_s, prefill_rate);
     if (commit) {
       // Loading from a store keeps the engine busy for a fraction of the recompute time: the
       // loaded tokens are reserved as that many prefill tokens, so that the queue the next
@@ -464,7 +483,7 @@ void RoutePlanner::Learn(RoutePlan& plan, Decision& d, SteadyClock::time_point n
       d.learned = true;
       d.learned_from = d.candidates[d.index].cached_blocks[static_cast<int>(kvindex::Tier::kGpu)];
       groups_.Learn(HolderOf(*d.worker), plan.chain, config.block_tokens,
-                    static_cast<uint32_t>(d.learned_from));
+                    static_cast<uint32_t>(d.learned_from), ComputeStart(d));
     }
     cluster().Learned(*d.worker, plan.chain, plan.prompt_tokens);
   }
@@ -473,14 +492,18 @@ void RoutePlanner::Learn(RoutePlan& plan, Decision& d, SteadyClock::time_point n
     const uint32_t bs = std::max<uint32_t>(1, d.worker->config().kv_events->block_size);
     const kvindex::Holder holder =
         PreciseMode::HolderOf(*d.worker, static_cast<uint32_t>(std::max(d.dp_rank, 0)));
-    const uint64_t hit = GpuHitInEngineBlocks(d, config.block_tokens, bs);  // Where it starts.
+    const uint64_t hit = GpuHitInEngineBlocks(d, config.block_tokens, bs);
+    const uint64_t start = uint64_t{ComputeStart(d)} * config.block_tokens / bs;  // Loads too.
     const uint32_t mamba_chunk_blocks = MambaChunkTokens(d.worker->config()) / bs;
     for (const auto& [size, chain] : plan.token_chains) {
       if (size != bs) continue;
       const auto held = static_cast<uint32_t>(std::min<uint64_t>(hit, chain.size()));
+      const auto from_block = static_cast<uint32_t>(std::min<uint64_t>(start, chain.size()));
+      // What the engine reads of its other groups becomes their most recently used.
+      precise_->groups().Touch(holder, chain, bs, held, from_block);
       const auto groups =
           PendingGroups(precise_->groups(), holder, static_cast<uint32_t>(chain.size()), bs, held,
-                        mamba_chunk_blocks);
+                        from_block, mamba_chunk_blocks);
       // Guesses start where the hit ends, or earlier where another group keeps a block before
       // it (a sliding window's, Mamba's starting state): the blocks below are the rank's by
       // its events or by an earlier guess, and lookups read guesses only past what events

@@ -131,6 +131,43 @@ TEST(GroupImitation, TheDecodesBlocksAgeEveryGroup) {
   EXPECT_FALSE(g.Hybrid(Holder{2, 0}));
 }
 
+// A prompt whose history is loaded from a store (or host tier) past its GPU hit: the engine's
+// sliding window allocates only the last window of the loaded span (the positions it has moved
+// past stay empty) and Mamba starts from the loaded state, so neither pool is flushed by the
+// history's length.
+TEST(GroupImitation, ALoadedHistoryTakesOnlyItsLastWindow) {
+  GroupImitation g;
+  const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 12},  // 2 blocks a window
+                                      {{GroupKind::kMamba, 0}, 12}};
+  g.Configure(kWorker, groups);
+  const auto a = Chain(1, 5);
+  const auto next = Chain(2, 7, a, 5);
+  g.Learn(kWorker, a, kBs, 0);
+  // A 40-block session moved here: nothing in GPU, blocks 0-34 loaded, 35-39 computed. The
+  // window keeps 33-39 (7 blocks), Mamba checkpoints its last block only: a's 5 and 1 stay.
+  const auto moved = Chain(3, 40);
+  g.Learn(kWorker, moved, kBs, 0, 35);
+  EXPECT_EQ(g.Groups(kWorker).at(0).blocks, 12u);
+  EXPECT_EQ(g.Groups(kWorker).at(1).blocks, 2u);
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 5), 5u);
+  EXPECT_EQ(g.Cap(kWorker, Chain(4, 42, moved, 40), kBs, 40), 40u);
+  // Computed from its hit instead, the same prompt would have pushed a out of the window.
+  g.Learn(kWorker, Chain(5, 40), kBs, 0);
+  EXPECT_EQ(g.Cap(kWorker, next, kBs, 5), 0u);
+  // A hit followed by a load: Mamba's state is the loaded one; the checkpoint at the hit is
+  // not read, so it does not become the most recently used. Three states: a's, x's, then the
+  // loaded prompt's own; one more evicts a's.
+  GroupImitation m;
+  const ImitatedGroupSpec three{{GroupKind::kMamba, 0}, 3};
+  m.Configure(kWorker, {&three, 1});
+  m.Learn(kWorker, a, kBs, 0);
+  m.Learn(kWorker, Chain(6, 2), kBs, 0);
+  m.Learn(kWorker, Chain(7, 12, a, 5), kBs, 5, 9);  // a hit of 5, loaded up to block 9
+  EXPECT_EQ(m.Cap(kWorker, next, kBs, 5), 5u);
+  m.Learn(kWorker, Chain(8, 3), kBs, 0);
+  EXPECT_EQ(m.Cap(kWorker, next, kBs, 5), 0u);
+}
+
 TEST(GroupImitation, EveryGroupMustServeAndUnlearnTakesBackAnAttempt) {
   GroupImitation g;
   const ImitatedGroupSpec groups[] = {{{GroupKind::kSlidingWindow, 33}, 100},

@@ -154,5 +154,42 @@ TEST_F(HybridGroupsTest, CapTakesEveryGroupsRuleAndTiersApart) {
   EXPECT_FALSE(groups_.Hybrid(w0_));
 }
 
+// vLLM does not pin a waiting request's hit: the prefill queued ahead of it caches new blocks,
+// and a sliding window's small pool evicts its least recently used ones first. A full pool of
+// 16 window blocks: a session's six, then ten of other prompts. Its window at the hit (blocks
+// 4 and 5, two blocks for W = 33) has 4 and 5 blocks older than it.
+TEST_F(HybridGroupsTest, AWindowTheQueueAheadWillEvictIsNotAHit) {
+  const GroupSpec swa{GroupKind::kSlidingWindow, 33};
+  groups_.Store(w0_, 1, swa, 16, chain_, Tier::kGpu);
+  groups_.Store(w0_, 1, swa, 16, {201, 202, 203, 204, 205, 206, 207, 208, 209, 210}, Tier::kGpu);
+  groups_.Store(w0_, 1, swa, 16, {101, 102, 103, 104, 105, 106}, Tier::kHost);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true), 6u);
+  // Four blocks' worth of prefill ahead evicts the four oldest (blocks 0-3): the window stays.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 4 * 16), 6u);
+  // A fifth takes block 4: no two-block run is left, nor a run from block 0.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16), 0u);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16 + 15), 0u);
+  // Another tier is not the GPU's pool: the host copy still serves.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, false, nullptr, 100 * 16), 6u);
+  // A prompt sent with a hit of 4 that loads blocks 4 and 5 from a store reads no window block
+  // of its hit (its window is the loaded blocks): nothing is refreshed.
+  groups_.Touch(w0_, chain_, 16, 4, 6);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16), 0u);
+  // A prompt sent with that hit read its window: now the pool's newest, it outlives the queue.
+  groups_.Touch(w0_, chain_, 16, 6, 6);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16), 6u);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 14 * 16), 6u);
+  // Fifteen: block 4 is among the oldest again, and nothing below it is left.
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 15 * 16), 0u);
+  // A pool with room (three blocks removed below its most) takes the queue's blocks first.
+  groups_.Remove(w0_, 1, {201, 202, 203}, Tier::kGpu);
+  EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 14 * 16), 6u);
+  // A Mamba pool does not turn over with prefill (it checkpoints a few states a prompt).
+  const Holder w1{1, 0};
+  groups_.Store(w1, 2, {GroupKind::kMamba}, 16, {103}, Tier::kGpu);
+  groups_.Store(w1, 2, {GroupKind::kMamba}, 16, {301, 302, 303}, Tier::kGpu);
+  EXPECT_EQ(groups_.Cap(w1, chain_, 16, 6, true, nullptr, 1000 * 16), 3u);
+}
+
 }  // namespace
 }  // namespace kvgate::kvindex

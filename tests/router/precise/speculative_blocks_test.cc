@@ -97,7 +97,7 @@ TEST(SpeculativeBlocks, AForkInsideAMambaPromptInFlightHitsItsLastCheckpoint) {
   const auto later = now + milliseconds(1000);
 
   // Sent with a hit of 10 blocks, prefilled in chunks of 16: checkpoints after 9, 25 and 39.
-  const std::vector<uint32_t> masks = PendingGroups(groups, a, 40, kBs, 10, 16);
+  const std::vector<uint32_t> masks = PendingGroups(groups, a, 40, kBs, 10, 10, 16);
   ASSERT_EQ(masks.size(), 40u);
   for (uint32_t i = 0; i < 40; ++i) {
     EXPECT_EQ(masks[i], (i == 9 || i == 25 || i == 39) ? 2u : 0u) << i;
@@ -128,19 +128,23 @@ TEST(SpeculativeBlocks, GuessesCountOnlyPastTheConfirmedBlocks) {
   SpeculativeBlocks s;
   const auto now = Clock::now();
   // Sent cold: the window keeps every block.
-  const std::vector<uint32_t> masks = PendingGroups(groups, a, 30, kBs, 0, 0);
+  const std::vector<uint32_t> masks = PendingGroups(groups, a, 30, kBs, 0, 0, 0);
   EXPECT_TRUE(masks.empty());  // No groups known yet: a full-attention model.
   groups.Store(a, 2, window, kBs, {prompt.data() + 16, 4}, kvindex::Tier::kGpu);
-  s.Insert(a, prompt, now + milliseconds(1000), PendingGroups(groups, a, 30, kBs, 0, 0));
+  s.Insert(a, prompt, now + milliseconds(1000), PendingGroups(groups, a, 30, kBs, 0, 0, 0));
   // Full attention's events confirm 20 blocks, the window's only 16..19: 20..24 are guessed.
   EXPECT_EQ(GuessedHybridHit(groups, s, a, prompt, kBs, 20, 25, now), 25u);
+  // The window's pool is full; a queue ahead that caches one block evicts block 16, outside the
+  // window; four take 17-19 with it, and what is left (the guessed 20-24) is shorter than it.
+  EXPECT_EQ(GuessedHybridHit(groups, s, a, prompt, kBs, 20, 25, now, 1 * kBs), 25u);
+  EXPECT_EQ(GuessedHybridHit(groups, s, a, prompt, kBs, 20, 25, now, 4 * kBs), 0u);
   // Block 18 left the window (its event says so): the guess does not bring it back.
   groups.Remove(a, 2, {prompt.data() + 18, 1}, kvindex::Tier::kGpu);
   EXPECT_EQ(GuessedHybridHit(groups, s, a, prompt, kBs, 20, 25, now), 0u);
   // A window group kept in another block size is not guessed.
   kvindex::HybridGroups other;
   other.Store(a, 1, window, 32, {prompt.data(), 1}, kvindex::Tier::kGpu);
-  EXPECT_TRUE(PendingGroups(other, a, 30, kBs, 0, 0).empty());
+  EXPECT_TRUE(PendingGroups(other, a, 30, kBs, 0, 0, 0).empty());
 }
 
 }  // namespace
