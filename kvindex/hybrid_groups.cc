@@ -1,6 +1,7 @@
 #include "kvindex/hybrid_groups.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
@@ -177,7 +178,7 @@ bool HybridGroups::SurvivesAhead(const Group& g, const Block& b, uint64_t churn)
   if (churn == 0) return true;
   const uint64_t held = g.counts[static_cast<int>(Tier::kGpu)];
   if (held == 0) return false;
-  const uint64_t newer = std::min(held - 1, g.clock - std::min(g.clock, b.stamp));
+  const uint64_t newer = std::min(held - 1, g.clock - b.stamp);  // A stamp is a past clock.
   const uint64_t free = std::max(g.most_gpu, held) - held;
   return churn <= free + (held - 1 - newer);
 }
@@ -216,27 +217,22 @@ uint32_t HybridGroups::Cap(Holder holder, absl::Span<const BlockHash> chain, uin
   return hit;
 }
 
-void HybridGroups::Touch(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-                         uint32_t hit_blocks, uint32_t start_blocks) {
-  hit_blocks = std::min<uint32_t>(hit_blocks, static_cast<uint32_t>(chain.size()));
-  start_blocks = std::max(start_blocks, hit_blocks);
-  if (hit_blocks == 0) return;
+void HybridGroups::Touch(Holder holder, absl::Span<const BlockHash> blocks,
+                         absl::Span<const uint32_t> groups) {
+  const size_t n = std::min(blocks.size(), groups.size());
+  if (n == 0) return;
   constexpr uint8_t kGpuBit = uint8_t{1} << static_cast<int>(Tier::kGpu);
   common::WriterMutexLock lock(&mu_);
   auto h = holders_.find(holder);
   if (h == holders_.end()) return;
-  for (auto& [index, g] : h->second) {
-    if (g.block_size != block_size) continue;
-    uint32_t from = hit_blocks;
-    if (g.spec.kind == GroupKind::kSlidingWindow) {
-      const uint32_t window = WindowBlocks(g.spec.sliding_window, block_size);
-      from = start_blocks > window ? start_blocks - window : 0;
-    } else if (g.spec.kind == GroupKind::kMamba && start_blocks == hit_blocks) {
-      from = hit_blocks - 1;  // The state it starts from.
-    }
-    for (uint32_t i = from; i < hit_blocks; ++i) {
-      auto it = g.blocks.find(chain[i]);
-      if (it != g.blocks.end() && (it->second.tiers & kGpuBit) != 0) it->second.stamp = ++g.clock;
+  for (size_t i = 0; i < n; ++i) {
+    for (uint32_t bits = groups[i]; bits != 0; bits &= bits - 1) {
+      auto g = h->second.find(static_cast<uint32_t>(std::countr_zero(bits)));
+      if (g == h->second.end()) continue;
+      auto it = g->second.blocks.find(blocks[i]);
+      if (it != g->second.blocks.end() && (it->second.tiers & kGpuBit) != 0) {
+        it->second.stamp = ++g->second.clock;
+      }
     }
   }
 }

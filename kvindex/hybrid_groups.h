@@ -104,13 +104,11 @@ class HybridGroups {
                const std::function<bool(uint32_t group, uint32_t block)>& pending = nullptr,
                uint64_t ahead_tokens = 0) const;
 
-  /// A prompt of `chain` was sent to `holder` with a GPU hit of `hit_blocks`, to compute from
-  /// `start_blocks` (past what it loads from a host tier or store): the blocks each group reads
-  /// of its hit (a window's blocks before `start_blocks`, Mamba's starting state when nothing is
-  /// loaded) become its pool's most recently used, as the engine's LRU sees them. Unheld blocks
-  /// are ignored.
-  void Touch(Holder holder, absl::Span<const BlockHash> chain, uint32_t block_size,
-             uint32_t hit_blocks, uint32_t start_blocks);
+  /// A prompt routed to `holder` reads, of its hit, `blocks[i]` in each group whose bit is set
+  /// in `groups[i]` (bit g: group g; the rule is kvindex::ForEachKeptBlock's: a window's blocks
+  /// before where computing starts, Mamba's starting state): they become their pool's most
+  /// recently used, as the engine's LRU sees them, in order. Unheld blocks are ignored.
+  void Touch(Holder holder, absl::Span<const BlockHash> blocks, absl::Span<const uint32_t> groups);
 
   /// The groups of `holder`, by group index.
   std::vector<GroupView> Groups(Holder holder) const;

@@ -499,8 +499,6 @@ void RoutePlanner::Learn(RoutePlan& plan, Decision& d, SteadyClock::time_point n
       if (size != bs) continue;
       const auto held = static_cast<uint32_t>(std::min<uint64_t>(hit, chain.size()));
       const auto from_block = static_cast<uint32_t>(std::min<uint64_t>(start, chain.size()));
-      // What the engine reads of its other groups becomes their most recently used.
-      precise_->groups().Touch(holder, chain, bs, held, from_block);
       const auto groups =
           PendingGroups(precise_->groups(), holder, static_cast<uint32_t>(chain.size()), bs, held,
                         from_block, mamba_chunk_blocks);
@@ -516,6 +514,11 @@ void RoutePlanner::Learn(RoutePlan& plan, Decision& d, SteadyClock::time_point n
           break;
         }
       }
+      // What the engine reads of its other groups below the hit becomes their most recently
+      // used (none when the worker is not hybrid: `from` is then the hit).
+      precise_->groups().Touch(
+          holder, absl::MakeConstSpan(chain).subspan(from, held - from),
+          absl::MakeConstSpan(groups).subspan(std::min<size_t>(from, groups.size()), held - from));
       precise_->speculative().Insert(
           holder, absl::MakeConstSpan(chain).subspan(from),
           now + std::chrono::milliseconds(config.precise.speculative_ttl_ms),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kvindex/group_imitation.h"
 
 namespace kvgate::kvindex {
 namespace {
@@ -160,6 +161,15 @@ TEST_F(HybridGroupsTest, CapTakesEveryGroupsRuleAndTiersApart) {
 // 4 and 5, two blocks for W = 33) has 4 and 5 blocks older than it.
 TEST_F(HybridGroupsTest, AWindowTheQueueAheadWillEvictIsNotAHit) {
   const GroupSpec swa{GroupKind::kSlidingWindow, 33};
+  // A prompt sent with a hit of `hit` blocks that computes from `start` reads, of group 1, what
+  // ForEachKeptBlock keeps below its hit (precise mode passes PendingGroups' masks).
+  auto touch = [&](uint32_t hit, uint32_t start) {
+    std::vector<uint32_t> masks(hit, 0);
+    ForEachKeptBlock({swa}, 16, static_cast<uint32_t>(chain_.size()), hit, start, [&](uint32_t i) {
+      if (i < hit) masks[i] = 1u << 1;
+    });
+    groups_.Touch(w0_, absl::MakeConstSpan(chain_).first(hit), masks);
+  };
   groups_.Store(w0_, 1, swa, 16, chain_, Tier::kGpu);
   groups_.Store(w0_, 1, swa, 16, {201, 202, 203, 204, 205, 206, 207, 208, 209, 210}, Tier::kGpu);
   groups_.Store(w0_, 1, swa, 16, {101, 102, 103, 104, 105, 106}, Tier::kHost);
@@ -173,10 +183,10 @@ TEST_F(HybridGroupsTest, AWindowTheQueueAheadWillEvictIsNotAHit) {
   EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, false, nullptr, 100 * 16), 6u);
   // A prompt sent with a hit of 4 that loads blocks 4 and 5 from a store reads no window block
   // of its hit (its window is the loaded blocks): nothing is refreshed.
-  groups_.Touch(w0_, chain_, 16, 4, 6);
+  touch(4, 6);
   EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16), 0u);
   // A prompt sent with that hit read its window: now the pool's newest, it outlives the queue.
-  groups_.Touch(w0_, chain_, 16, 6, 6);
+  touch(6, 6);
   EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 5 * 16), 6u);
   EXPECT_EQ(groups_.Cap(w0_, chain_, 16, 6, true, nullptr, 14 * 16), 6u);
   // Fifteen: block 4 is among the oldest again, and nothing below it is left.
