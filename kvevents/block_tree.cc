@@ -67,7 +67,9 @@ void BlockTree::AddRun(absl::Span<const EngineBlockId> ids, std::optional<Engine
       exact_ = false;
       b.hash = hashes[i];
     }
-    if ((b.tiers & bit) == 0) {
+    if ((b.tiers & bit) != 0) {
+      if (tier == kvindex::Tier::kGpu && b.gpu_copies < UINT16_MAX) ++b.gpu_copies;
+    } else {
       Block* p = ParentOf(b);  // Found again: an insert may have moved the previous entry.
       const bool was_held = b.tiers != 0;
       b.tiers |= bit;
@@ -79,12 +81,16 @@ void BlockTree::AddRun(absl::Span<const EngineBlockId> ids, std::optional<Engine
   }
 }
 
-bool BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex::BlockHash* hash) {
+BlockTree::Dropped BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex::BlockHash* hash) {
   auto it = blocks_.find(id);
   const auto t = static_cast<int>(tier);
   const uint8_t bit = uint8_t{1} << t;
-  if (it == blocks_.end() || (it->second.tiers & bit) == 0) return false;
+  if (it == blocks_.end() || (it->second.tiers & bit) == 0) return Dropped::kNotHeld;
   Block& b = it->second;
+  if (tier == kvindex::Tier::kGpu && b.gpu_copies > 0) {
+    --b.gpu_copies;
+    return Dropped::kCopy;
+  }
   *hash = b.hash;
   Block* p = ParentOf(b);
   b.tiers &= static_cast<uint8_t>(~bit);
@@ -96,13 +102,14 @@ bool BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex::BlockHash* h
   const EngineBlockId parent = b.parent;
   if (Unused(b)) blocks_.erase(it);
   if (parent_unused) blocks_.erase(parent);
-  return true;
+  return Dropped::kBlock;
 }
 
 void BlockTree::DropTier(kvindex::Tier tier, std::vector<kvindex::BlockHash>* hashes) {
   for (EngineBlockId id : Held(tier)) {
+    if (tier == kvindex::Tier::kGpu) blocks_[id].gpu_copies = 0;  // Every copy goes.
     kvindex::BlockHash h;
-    if (Drop(id, tier, &h)) hashes->push_back(h);
+    if (Drop(id, tier, &h) == Dropped::kBlock) hashes->push_back(h);
   }
 }
 

@@ -5,6 +5,11 @@
 // applier can tell the prefix index when its lists are prefix-closed. Engines evict out of the
 // index's LRU order (vLLM: least recently freed first), so the index's own guess marks nearly
 // every GPU list not closed and every match of such a holder walks block by block.
+// vLLM does not deduplicate its GPU cache: a block computed again while another copy is cached
+// (a hybrid model recomputing past a window's hit, two prompts racing) is announced again and
+// each copy removed when evicted, so the GPU tier counts copies and a block leaves it with its
+// last one (Dynamo's indexer counts them too). Other tiers are sets: an offloading connector
+// stores a hash once.
 // Thread-compatible; owned by the applier, under its mutex.
 #pragma once
 
@@ -27,7 +32,8 @@ class BlockTree {
   static constexpr int kAnyTier = kvindex::kNumTiers;
 
   /// Records that `id` (whose parent is `parent`, nullopt: a root block) is held in `tier` under
-  /// kvgate's `hash`. A block already held in `tier` is left as it is. An id whose recorded
+  /// kvgate's `hash`. A block already held on the GPU gains a copy; one held in another tier is
+  /// left as it is. An id whose recorded
   /// parent or hash differs makes the tree inexact (a publisher that reuses ids) until Clear().
   void Add(EngineBlockId id, std::optional<EngineBlockId> parent, kvindex::BlockHash hash,
            kvindex::Tier tier) {
@@ -36,8 +42,11 @@ class BlockTree {
   /// Add() for a BlockStored's run: ids[0] follows `parent`, each later id the one before it.
   void AddRun(absl::Span<const EngineBlockId> ids, std::optional<EngineBlockId> parent,
               absl::Span<const kvindex::BlockHash> hashes, kvindex::Tier tier);
-  /// Drops `id` from `tier`; false if it was not held there. `*hash`: its kvgate hash.
-  bool Drop(EngineBlockId id, kvindex::Tier tier, kvindex::BlockHash* hash);
+  enum class Dropped { kNotHeld, kCopy, kBlock };
+  /// Drops one copy of `id` from `tier`: kCopy when the GPU still holds another (nothing
+  /// changes for the index), kBlock when the block left the tier (`*hash`: its kvgate hash),
+  /// kNotHeld when `tier` did not hold it.
+  Dropped Drop(EngineBlockId id, kvindex::Tier tier, kvindex::BlockHash* hash);
   /// Drops every block from `tier`, appending their kvgate hashes to `*hashes`.
   void DropTier(kvindex::Tier tier, std::vector<kvindex::BlockHash>* hashes);
   /// Forgets everything; the tree is exact again.
@@ -65,6 +74,7 @@ class BlockTree {
     std::array<uint16_t, kViews> children{};
     uint8_t tiers = 0;  // Bit per kvindex::Tier.
     bool has_parent = false;
+    uint16_t gpu_copies = 0;  // GPU copies beyond the first (saturates).
   };
   static_assert(sizeof(Block) == 32);
 

@@ -190,10 +190,15 @@ void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRe
   if (route == Route::kIndex) {
     for (EngineBlockId id : event.block_hashes) {
       BlockHash hash;
-      if (state.tree.Drop(id, tier, &hash)) {
-        scratch_.push_back(hash);
-      } else {
-        ++result.unknown_removals;
+      switch (state.tree.Drop(id, tier, &hash)) {
+        case BlockTree::Dropped::kBlock:
+          scratch_.push_back(hash);
+          break;
+        case BlockTree::Dropped::kCopy:
+          break;  // Another copy is still cached.
+        case BlockTree::Dropped::kNotHeld:
+          ++result.unknown_removals;
+          break;
       }
     }
     index_.Remove(holder, scratch_, tier, MarkOpen(holder, state));
@@ -208,6 +213,10 @@ void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRe
     auto it = blocks.find(id);
     if (it == blocks.end() || (it->second.tiers & bit) == 0) {
       ++result.unknown_removals;
+      continue;
+    }
+    if (tier == Tier::kGpu && it->second.gpu_copies > 0) {
+      --it->second.gpu_copies;  // Another copy is still cached (block_tree.h).
       continue;
     }
     scratch_.push_back(it->second.hash);
@@ -236,8 +245,9 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
   }
   const uint8_t bit = uint8_t{1} << static_cast<int>(tier);
   for (auto& [group, other] : state.others) {
-    absl::erase_if(other.blocks, [bit](auto& entry) {
+    absl::erase_if(other.blocks, [bit, tier](auto& entry) {
       entry.second.tiers &= static_cast<uint8_t>(~bit);
+      if (tier == Tier::kGpu) entry.second.gpu_copies = 0;
       return entry.second.tiers == 0;
     });
   }
@@ -291,6 +301,7 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
   for (size_t i = 0; i < n; ++i) {
     Block& b = other.blocks[event.block_hashes[i]];
     b.hash = scratch_[i];
+    if ((b.tiers & bit) != 0 && tier == Tier::kGpu && b.gpu_copies < UINT16_MAX) ++b.gpu_copies;
     b.tiers |= bit;
   }
   groups_->Store(holder, static_cast<uint32_t>(group), spec, block_size, scratch_, tier);

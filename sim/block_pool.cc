@@ -85,22 +85,31 @@ size_t BlockPool::HostPrefix(absl::Span<const uint64_t> hashes, size_t start) co
 
 uint32_t BlockPool::NumFreeAmong(absl::Span<const uint64_t> hashes) const {
   uint32_t n = 0;
-  for (uint64_t h : hashes) n += blocks_[cached_.at(h)].free ? 1 : 0;
+  for (uint64_t h : hashes) n += blocks_[cached_.at(h).front()].free ? 1 : 0;
   return n;
 }
 
 void BlockPool::AcquireCached(absl::Span<const uint64_t> hashes, std::vector<int32_t>* blocks) {
   for (uint64_t h : hashes) {
-    const int32_t id = cached_.at(h);
+    const int32_t id = cached_.at(h).front();
     if (blocks_[id].free) Unlink(id);
     ++blocks_[id].ref;
     blocks->push_back(id);
   }
 }
 
+void BlockPool::AddCopy(int32_t id, uint64_t hash) {
+  Block& b = blocks_[id];
+  b.hash = hash;
+  b.cached = true;
+  cached_[hash].push_back(id);
+}
+
 void BlockPool::EvictCached(int32_t id) {
   Block& b = blocks_[id];
-  cached_.erase(b.hash);
+  auto it = cached_.find(b.hash);
+  it->second.erase(std::find(it->second.begin(), it->second.end(), id));
+  if (it->second.empty()) cached_.erase(it);
   b.cached = false;
   Emit(Removed(b.hash, Medium::kGpu));
   if (num_cpu_blocks_ > 0) {
@@ -169,10 +178,7 @@ void BlockPool::LoadFromHost(absl::Span<const uint64_t> hashes, std::optional<ui
     const std::optional<uint64_t> p = i == 0 ? parent : std::optional<uint64_t>(hashes[i - 1]);
     b.has_parent = p.has_value();
     b.parent = p.value_or(0);
-    if (cached_.contains(hashes[i])) continue;  // Raced with another request; keep uncached.
-    b.hash = hashes[i];
-    b.cached = true;
-    cached_[hashes[i]] = id;
+    AddCopy(id, hashes[i]);  // Another request may have cached it meanwhile: a second copy.
     ev.block_hashes.push_back(hashes[i]);
     ev.token_ids.insert(ev.token_ids.end(), &tokens[i * block_size_],
                         &tokens[(i + 1) * block_size_]);
@@ -209,13 +215,11 @@ void BlockPool::CacheRange(absl::FunctionRef<int32_t(size_t)> block_at,
     std::copy_n(src, block_size_, &tokens_[size_t{static_cast<uint32_t>(id)} * block_size_]);
     b.has_parent = i > 0;
     b.parent = i > 0 ? hashes[i - 1] : 0;
-    if (b.cached || cached_.contains(hashes[i])) {
+    if (b.cached) {  // Already announced (a hit this request took).
       flush();
       continue;
     }
-    b.hash = hashes[i];
-    b.cached = true;
-    cached_[hashes[i]] = id;
+    AddCopy(id, hashes[i]);
     if (ev.block_hashes.empty()) {
       ev.type = KvEvent::Type::kBlockStored;
       ev.parent_block_hash = i > 0 ? std::optional<uint64_t>(hashes[i - 1]) : std::nullopt;
@@ -237,7 +241,9 @@ void BlockPool::Free(absl::Span<const int32_t> blocks) {
 }
 
 void BlockPool::ResetPrefixCache(bool emit) {
-  for (auto& [hash, id] : cached_) blocks_[id].cached = false;
+  for (auto& [hash, ids] : cached_) {
+    for (int32_t id : ids) blocks_[id].cached = false;
+  }
   cached_.clear();
   host_.clear();
   host_lru_.clear();
@@ -250,7 +256,7 @@ void BlockPool::ResetPrefixCache(bool emit) {
 std::vector<uint64_t> BlockPool::CachedHashes(Medium medium) const {
   std::vector<uint64_t> out;
   if (medium == Medium::kGpu) {
-    for (const auto& [hash, id] : cached_) out.push_back(hash);
+    for (const auto& [hash, ids] : cached_) out.push_back(hash);
   } else {
     for (const auto& e : host_lru_) out.push_back(e.hash);
   }

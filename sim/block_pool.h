@@ -1,7 +1,9 @@
 // File: sim/block_pool.h
 // The simulated KV-cache memory of one engine: a GPU pool of fixed-size blocks with vLLM-style
 // prefix caching (a block keeps its chained hash after its request ends and can be hit again
-// until it is evicted, least recently freed first), and an optional host tier (vLLM CPU
+// until it is evicted, least recently freed first; as vLLM's, a block computed again while
+// another copy is cached is cached too, so a hash may name several blocks), and an optional
+// host tier (vLLM CPU
 // offload) that receives blocks evicted from the GPU. Every change to the cached set is appended
 // to an event list as vLLM's KV events. A hybrid model has one pool per KV-cache group
 // (sim/kv_coordinator.h), each tagging its events with the group. Thread-compatible; owned by its
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "kvevents/publisher.h"
@@ -73,8 +76,10 @@ class BlockPool {
                     std::vector<int32_t>* blocks);
   /// Marks blocks[first, last) as full and cached under hashes[first, last); tokens are the
   /// request's tokens (block i covers tokens[i*B, (i+1)*B)). Emits one BlockStored per run of
-  /// newly cached blocks (a hash already cached elsewhere is skipped, as a duplicate; so is a
-  /// null entry, -1: a position a sliding window no longer holds).
+  /// newly cached blocks, a hash already cached elsewhere included: vLLM does not deduplicate
+  /// (a block table is append-only), announces each copy and removes each when it is evicted,
+  /// and a hit takes the oldest copy. A null entry (-1), a position a sliding window no longer
+  /// holds, ends a run.
   void CacheBlocks(absl::Span<const int32_t> blocks, absl::Span<const uint64_t> hashes,
                    absl::Span<const uint32_t> tokens, size_t first, size_t last);
   /// Same for the single block `id` at position `pos` (a Mamba checkpoint).
@@ -112,6 +117,8 @@ class BlockPool {
   void PushFreeTail(int32_t id);
   void Unlink(int32_t id);
   void EvictCached(int32_t id);
+  // Registers block `id` as a cached copy of `hash`.
+  void AddCopy(int32_t id, uint64_t hash);
   void StoreInHost(uint64_t hash, std::optional<uint64_t> parent, const uint32_t* tokens);
   KvEvent Removed(uint64_t hash, Medium medium) const;
   void Emit(KvEvent event);
@@ -126,7 +133,8 @@ class BlockPool {
   int32_t free_head_ = -1;        // Least recently freed.
   int32_t free_tail_ = -1;
   uint32_t num_free_ = 0;
-  absl::flat_hash_map<uint64_t, int32_t> cached_;
+  // Every cached copy of a hash, oldest first (the one a hit takes).
+  absl::flat_hash_map<uint64_t, absl::InlinedVector<int32_t, 1>> cached_;
   std::list<HostEntry> host_lru_;  // Front = least recently used.
   absl::flat_hash_map<uint64_t, std::list<HostEntry>::iterator> host_;
 };

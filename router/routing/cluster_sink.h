@@ -25,7 +25,7 @@ class ClusterSink {
   /// Approximate learning: `worker` will hold `chain` (prompt_tokens long).
   virtual void Learned(const Worker& /*worker*/, absl::Span<const kvindex::BlockHash> /*chain*/,
                        uint32_t /*prompt_tokens*/) {}
-  /// The engine reported fewer cached tokens than predicted: `worker` lost `blocks`.
+  /// An attempt `worker` did not serve: the `blocks` its decision taught are not cached there.
   virtual void Forgot(const Worker& /*worker*/, absl::Span<const kvindex::BlockHash> /*blocks*/) {}
   /// An OpenAI Responses response was stored on `worker` (or, Unpinned, deleted).
   virtual void Pinned(std::string_view /*response_id*/, const Worker& /*worker*/) {}

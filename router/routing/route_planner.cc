@@ -557,6 +557,19 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
           absl::MakeConstSpan(chain).subspan(from));
     }
   }
+  if (served && d.learned && !d.candidates[d.index].precise && outcome.cached_tokens >= 0 &&
+      d.predicted_cached_tokens > outcome.cached_tokens) {
+    // The index believed blocks [actual, predicted) were cached and the engine had lost them
+    // (on a hybrid worker mostly a sliding window's). It computed them again for this prompt,
+    // so it holds them now: the index keeps them (dropping them made the session's next turn
+    // look uncached on the worker that had just computed it, and moved it). What the imitation
+    // got wrong is the work: the groups churned from what was cached, not from the predicted hit.
+    const auto actual = static_cast<uint32_t>(std::min<size_t>(
+        plan.chain.size(), static_cast<size_t>(outcome.cached_tokens / config.block_tokens)));
+    groups_.Learn(HolderOf(w), plan.chain, config.block_tokens, actual, actual);
+    spdlog::debug("worker {}: predicted {} cached tokens, engine reported {}", w.name(),
+                  d.predicted_cached_tokens, outcome.cached_tokens);
+  }
   if (served && taught && outcome.output_tokens > 0 && !d.candidates[d.index].precise) {
     // The decode cached blocks no prompt names in a hybrid worker's other groups (a Mamba
     // checkpoint per block of output): approximate mode ages those groups by them.
@@ -605,20 +618,6 @@ Prediction RoutePlanner::Complete(const RoutePlan& plan, Decision& d, const Rout
   p.predicted_tokens = d.predicted_cached_tokens + d.predicted_store_tokens;
   p.actual_tokens = outcome.cached_tokens;
   w.ObservePrediction(p.predicted_tokens, p.actual_tokens);
-  if (d.predicted_cached_tokens > p.actual_tokens && !d.candidates[d.index].precise) {
-    // The index believed blocks [actual, predicted) were cached; the engine had evicted them.
-    // (In precise mode the events correct the index instead.)
-    const size_t from = static_cast<size_t>(p.actual_tokens / config.block_tokens);
-    const size_t to = std::min(
-        plan.chain.size(), static_cast<size_t>(d.predicted_cached_tokens / config.block_tokens));
-    if (to > from) {
-      const auto lost = absl::MakeConstSpan(plan.chain).subspan(from, to - from);
-      index_.Remove(HolderOf(w), lost, kvindex::Tier::kGpu);
-      cluster().Forgot(w, lost);
-      spdlog::debug("worker {}: predicted {} cached tokens, engine reported {}; dropped {} blocks",
-                    w.name(), p.predicted_tokens, p.actual_tokens, to - from);
-    }
-  }
   return p;
 }
 

@@ -1,5 +1,5 @@
-// BlockTree: the holes (held blocks whose parent is not held) per tier and in any tier, by hand
-// and against a naive recount over random stores and evictions.
+// BlockTree: the holes (held blocks whose parent is not held) per tier and in any tier, and the
+// GPU tier's copies, by hand and against a naive recount over random stores and evictions.
 #include "kvevents/block_tree.h"
 
 #include <algorithm>
@@ -26,25 +26,84 @@ void AddChain(BlockTree& tree, Tier tier, std::initializer_list<EngineBlockId> i
   }
 }
 
+// What the tree must say, kept naively: each id's tiers and its GPU copies beyond the first.
+struct Model {
+  std::map<EngineBlockId, uint8_t> held;  // id -> tier bits
+  std::map<EngineBlockId, int> extra;     // id -> GPU copies beyond the first
+  bool Holds(EngineBlockId id, int view) const {
+    auto it = held.find(id);
+    if (it == held.end()) return false;
+    return view == kAny ? it->second != 0 : (it->second & (1u << view)) != 0;
+  }
+  void Add(EngineBlockId id, int t) {
+    if (t == kGpu && Holds(id, kGpu)) ++extra[id];
+    held[id] |= static_cast<uint8_t>(1u << t);
+  }
+  BlockTree::Dropped Drop(EngineBlockId id, int t) {
+    if (!Holds(id, t)) return BlockTree::Dropped::kNotHeld;
+    if (t == kGpu && extra[id] > 0) {
+      --extra[id];
+      return BlockTree::Dropped::kCopy;
+    }
+    held[id] &= static_cast<uint8_t>(~(1u << t));
+    return BlockTree::Dropped::kBlock;
+  }
+  size_t DropTier(int t) {
+    size_t n = 0;
+    for (auto& [i, bits] : held) {
+      if (bits & (1u << t)) ++n;
+      bits &= static_cast<uint8_t>(~(1u << t));
+    }
+    if (t == kGpu) extra.clear();
+    return n;
+  }
+};
+
+TEST(BlockTree, AGpuBlockStoredTwiceLeavesWithItsSecondRemoval) {
+  // vLLM caches a recomputed block beside the copy it did not hit, announces both and removes
+  // each when evicted: the block stays until the last copy goes. A host tier stores a hash once.
+  BlockTree tree;
+  AddChain(tree, Tier::kGpu, {1, 2});
+  AddChain(tree, Tier::kGpu, {1, 2});  // The copies.
+  AddChain(tree, Tier::kHost, {1, 2});
+  AddChain(tree, Tier::kHost, {1, 2});
+  kvindex::BlockHash h = 0;
+  EXPECT_EQ(BlockTree::Dropped::kCopy, tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(tree.HashOf(2), 102u);
+  EXPECT_EQ(tree.counts()[kGpu], 2u);
+  EXPECT_EQ(BlockTree::Dropped::kBlock, tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(h, 102u);
+  EXPECT_EQ(tree.counts()[kGpu], 1u);
+  EXPECT_EQ(BlockTree::Dropped::kNotHeld, tree.Drop(2, Tier::kGpu, &h));
+  EXPECT_EQ(BlockTree::Dropped::kBlock, tree.Drop(2, Tier::kHost, &h));
+  EXPECT_EQ(BlockTree::Dropped::kNotHeld, tree.Drop(2, Tier::kHost, &h));
+  // Dropping the tier drops every copy.
+  std::vector<kvindex::BlockHash> dropped;
+  tree.DropTier(Tier::kGpu, &dropped);
+  EXPECT_EQ(dropped, std::vector<kvindex::BlockHash>{101});
+  EXPECT_EQ(BlockTree::Dropped::kNotHeld, tree.Drop(1, Tier::kGpu, &h));
+  EXPECT_TRUE(tree.exact());
+}
+
 TEST(BlockTree, EvictingLeavesKeepsEveryTierClosedAndAMiddleBlockOpensIt) {
   BlockTree tree;
   AddChain(tree, Tier::kGpu, {1, 2, 3});
   AddChain(tree, Tier::kGpu, {4, 5}, 2);  // A fork after block 2.
   kvindex::BlockHash h = 0;
-  ASSERT_TRUE(tree.Drop(5, Tier::kGpu, &h));  // A leaf, in any order.
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(5, Tier::kGpu, &h));  // A leaf, in any order.
   EXPECT_EQ(h, 105u);
-  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(3, Tier::kGpu, &h));
   EXPECT_EQ(tree.holes(kGpu), 0u);
   EXPECT_EQ(tree.holes(kAny), 0u);
   // Block 2 still has a held child (4): evicting it leaves 4 without its parent.
-  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(2, Tier::kGpu, &h));
   EXPECT_EQ(tree.holes(kGpu), 1u);
   EXPECT_EQ(tree.holes(kAny), 1u);
   // Stored again, it mends the hole.
   tree.Add(2, 1, 102, Tier::kGpu);
   EXPECT_EQ(tree.holes(kGpu), 0u);
   EXPECT_EQ(tree.holes(kAny), 0u);
-  EXPECT_FALSE(tree.Drop(3, Tier::kGpu, &h));  // Not held any more.
+  EXPECT_EQ(BlockTree::Dropped::kNotHeld, tree.Drop(3, Tier::kGpu, &h));  // Not held any more.
   EXPECT_TRUE(tree.exact());
   EXPECT_EQ(tree.counts()[kGpu], 3u);
 }
@@ -57,10 +116,10 @@ TEST(BlockTree, AnyTierCountsAParentHeldInAnotherTier) {
   EXPECT_EQ(tree.holes(kHost), 1u);
   EXPECT_EQ(tree.holes(kAny), 0u);
   kvindex::BlockHash h = 0;
-  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(3, Tier::kGpu, &h));
   EXPECT_EQ(tree.holes(kGpu), 0u);
   // Block 2 leaves the GPU, and no tier holds it: 3 (host) lacks its parent everywhere.
-  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(2, Tier::kGpu, &h));
   EXPECT_EQ(tree.holes(kGpu), 0u);
   EXPECT_EQ(tree.holes(kHost), 1u);
   EXPECT_EQ(tree.holes(kAny), 1u);
@@ -73,10 +132,10 @@ TEST(BlockTree, KeptParentsAreFreedWithTheirLastHeldChild) {
   BlockTree tree;
   AddChain(tree, Tier::kGpu, {1, 2, 3});
   kvindex::BlockHash h = 0;
-  ASSERT_TRUE(tree.Drop(2, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(2, Tier::kGpu, &h));
   EXPECT_EQ(tree.size(), 3u);  // 2 is kept: 3 names it as parent.
   EXPECT_FALSE(tree.HashOf(2).has_value());
-  ASSERT_TRUE(tree.Drop(3, Tier::kGpu, &h));
+  ASSERT_EQ(BlockTree::Dropped::kBlock, tree.Drop(3, Tier::kGpu, &h));
   EXPECT_EQ(tree.size(), 1u);
   std::vector<kvindex::BlockHash> dropped;
   tree.DropTier(Tier::kGpu, &dropped);
@@ -116,12 +175,9 @@ TEST(BlockTreeProperty, HolesEqualANaiveRecount) {
     if (i > 3) parent[i] = std::uniform_int_distribution<int>(1, i - 1)(rng);
   }
   BlockTree tree;
-  std::map<EngineBlockId, uint8_t> held;  // id -> tier bits
-  auto holds = [&](EngineBlockId id, int view) {
-    auto it = held.find(id);
-    if (it == held.end()) return false;
-    return view == kAny ? it->second != 0 : (it->second & (1u << view)) != 0;
-  };
+  Model model;
+  auto& held = model.held;
+  auto holds = [&](EngineBlockId id, int view) { return model.Holds(id, view); };
   for (int step = 0; step < 20000; ++step) {
     const auto id = static_cast<EngineBlockId>(std::uniform_int_distribution<int>(1, kIds)(rng));
     const Tier tier = rng() % 2 == 0 ? Tier::kGpu : Tier::kHost;
@@ -130,20 +186,14 @@ TEST(BlockTreeProperty, HolesEqualANaiveRecount) {
     if (op < 50) {
       if (parent[id] && !holds(*parent[id], kAny)) continue;
       tree.Add(id, parent[id], 1000 + id, tier);
-      held[id] |= static_cast<uint8_t>(1u << t);
+      model.Add(id, t);
     } else if (op < 99) {
       kvindex::BlockHash h = 0;
-      ASSERT_EQ(tree.Drop(id, tier, &h), holds(id, t)) << "step " << step;
-      if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
+      ASSERT_EQ(tree.Drop(id, tier, &h), model.Drop(id, t)) << "step " << step;
     } else {
       std::vector<kvindex::BlockHash> dropped;
       tree.DropTier(tier, &dropped);
-      size_t expected = 0;
-      for (auto& [i, bits] : held) {
-        if (bits & (1u << t)) ++expected;
-        bits &= static_cast<uint8_t>(~(1u << t));
-      }
-      ASSERT_EQ(dropped.size(), expected);
+      ASSERT_EQ(dropped.size(), model.DropTier(t));
     }
     for (int view : {kGpu, kHost, kAny}) {
       uint64_t holes = 0;
@@ -175,17 +225,14 @@ TEST(BlockTreeProperty, RunsKeepHolesEqualANaiveRecount) {
     return std::nullopt;
   };
   BlockTree tree;
-  std::map<EngineBlockId, uint8_t> held;
+  Model model;
+  auto& held = model.held;
   std::map<EngineBlockId, std::optional<EngineBlockId>> parents;
-  auto holds = [&](EngineBlockId id, int view) {
-    auto it = held.find(id);
-    if (it == held.end()) return false;
-    return view == kAny ? it->second != 0 : (it->second & (1u << view)) != 0;
-  };
+  auto holds = [&](EngineBlockId id, int view) { return model.Holds(id, view); };
   for (int step = 0; step < 6000; ++step) {
     if (step % 500 == 0) {  // from an empty table again, so that runs grow it
       tree.Clear();
-      held.clear();
+      model = Model();
     }
     const int chain = static_cast<int>(rng() % kChains);
     const int k0 = static_cast<int>(rng() % kLength);
@@ -202,33 +249,25 @@ TEST(BlockTreeProperty, RunsKeepHolesEqualANaiveRecount) {
         ids.push_back(id_of(chain, k));
         hashes.push_back(1000 + ids.back());
         parents[ids.back()] = parent_of(chain, k);
-        held[ids.back()] |= static_cast<uint8_t>(1u << t);
+        model.Add(ids.back(), t);
       }
       tree.AddRun(ids, parent, hashes, tier);
     } else if (op < 70) {
       const EngineBlockId id = id_of(chain, k0);
       kvindex::BlockHash h = 0;
-      ASSERT_EQ(tree.Drop(id, tier, &h), holds(id, t)) << "step " << step;
-      if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
+      ASSERT_EQ(tree.Drop(id, tier, &h), model.Drop(id, t)) << "step " << step;
     } else if (op < 98) {  // a BlockRemoved: a stretch of a chain, leaf first or root first
       std::vector<EngineBlockId> ids;
       for (int k = k0; k >= 0 && k > k0 - 12; --k) ids.push_back(id_of(chain, k));
       if (rng() % 3 == 0) std::reverse(ids.begin(), ids.end());
-      size_t expected = 0;
-      for (EngineBlockId id : ids) {
-        if (holds(id, t)) ++expected;
-        if (held.contains(id)) held[id] &= static_cast<uint8_t>(~(1u << t));
-      }
-      size_t dropped = 0;
       for (EngineBlockId id : ids) {
         kvindex::BlockHash h = 0;
-        dropped += tree.Drop(id, tier, &h) ? 1 : 0;
+        ASSERT_EQ(tree.Drop(id, tier, &h), model.Drop(id, t)) << "step " << step;
       }
-      ASSERT_EQ(dropped, expected) << "step " << step;
     } else {
       std::vector<kvindex::BlockHash> dropped;
       tree.DropTier(tier, &dropped);
-      for (auto& [i, bits] : held) bits &= static_cast<uint8_t>(~(1u << t));
+      ASSERT_EQ(dropped.size(), model.DropTier(t)) << "step " << step;
     }
     for (int view : {kGpu, kHost, kAny}) {
       uint64_t holes = 0;

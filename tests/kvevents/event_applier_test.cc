@@ -238,6 +238,7 @@ TEST_F(EventApplierTest, MatchesEqualAWalkUnderRandomEvictions) {
   };
   const std::optional<std::string> kMedia[] = {std::nullopt, "CPU"};
   std::map<int, uint8_t> held;  // What the engine holds: id -> tier bits.
+  std::map<int, int> copies;    // GPU copies beyond the first (vLLM does not deduplicate).
   auto holds = [&](int id, int t) {
     auto it = held.find(id);
     return it != held.end() && (t < 0 ? it->second != 0 : (it->second & (1u << t)) != 0);
@@ -258,7 +259,10 @@ TEST_F(EventApplierTest, MatchesEqualAWalkUnderRandomEvictions) {
       const std::optional<EngineBlockId> par =
           from == 0 ? std::nullopt : std::optional<EngineBlockId>(p[from - 1]);
       applier_.Apply(kW0, "m", Batch({Stored(ids, par, tokens_of(run), 4, kMedia[t])}));
-      for (int i : run) held[i] |= static_cast<uint8_t>(1u << t);
+      for (int i : run) {
+        if (t == 0 && holds(i, 0)) ++copies[i];
+        held[i] |= static_cast<uint8_t>(1u << t);
+      }
     } else if (op < 98) {
       std::vector<EngineBlockId> ids;
       for (int k = 0; k < 3; ++k) {
@@ -271,7 +275,11 @@ TEST_F(EventApplierTest, MatchesEqualAWalkUnderRandomEvictions) {
           }
         }
         if (holds(victim, t)) ids.push_back(static_cast<EngineBlockId>(victim));
-        held[victim] &= static_cast<uint8_t>(~(1u << t));
+        if (t == 0 && copies[victim] > 0) {
+          --copies[victim];
+        } else {
+          held[victim] &= static_cast<uint8_t>(~(1u << t));
+        }
       }
       applier_.Apply(kW0, "m", Batch({Removed(ids, kMedia[t])}));
     } else {
@@ -279,6 +287,7 @@ TEST_F(EventApplierTest, MatchesEqualAWalkUnderRandomEvictions) {
       c.medium = t == 0 ? "GPU" : "CPU";
       applier_.Apply(kW0, "m", Batch({c}));
       for (auto& [i, bits] : held) bits &= static_cast<uint8_t>(~(1u << t));
+      if (t == 0) copies.clear();
     }
     for (int tier = 0; tier < 2; ++tier) {
       bool closed = true;
@@ -372,6 +381,40 @@ TEST_F(HybridApplierTest, EvictedSlidingWindowShortensTheHitFullAttentionWouldGi
   ASSERT_EQ(groups_.Groups(kW0).size(), 1u);
   EXPECT_EQ(groups_.Groups(kW0)[0].blocks[0], 6u);
   EXPECT_EQ(groups_.Groups(kW0)[0].spec.sliding_window, 9u);
+}
+
+TEST_F(HybridApplierTest, ABlockComputedAgainBesideItsCachedCopyLeavesWithTheLastCopy) {
+  // A prompt hit short of its full-attention prefix (the window's blocks were gone) recomputes
+  // blocks both groups still cache: vLLM caches the new copies beside the old, announces them,
+  // and removes each copy when it is evicted (the old one first: it was freed first).
+  const auto prompt = Tokens(0, 32);
+  const auto chain = Chain(prompt, 4);
+  const std::vector<EngineBlockId> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto stored = Batch({Group(Stored(ids, std::nullopt, prompt), 0, "full_attention"),
+                             Group(Stored(ids, std::nullopt, prompt), 1, "sliding_window", 9)});
+  applier_.Apply(kW0, "m", stored);
+  applier_.Apply(kW0, "m", stored);  // The copies.
+  auto r = applier_.Apply(kW0, "m", Batch({Removed({5, 6, 7, 8}, 0), Removed({7, 8}, 1)}));
+  EXPECT_EQ(r.unknown_removals, 0u);
+  EXPECT_EQ(Held(index_, kW0, chain), 8u);
+  EXPECT_EQ(Hit(kW0, chain), 8u);
+  // The second copies' eviction takes the blocks.
+  r = applier_.Apply(kW0, "m", Batch({Removed({7, 8}, 1)}));
+  EXPECT_EQ(r.removed_blocks, 2u);
+  EXPECT_EQ(Hit(kW0, chain), 6u);
+  applier_.Apply(kW0, "m", Batch({Removed({5, 6, 7, 8}, 0)}));
+  EXPECT_EQ(Held(index_, kW0, chain), 4u);
+  EXPECT_EQ(Hit(kW0, chain), 4u);
+  // A cleared GPU drops every copy.
+  AllBlocksCleared cleared;
+  cleared.medium = "GPU";
+  applier_.Apply(kW0, "m", Batch({cleared}));
+  EXPECT_EQ(Held(index_, kW0, chain), 0u);
+  applier_.Apply(kW0, "m",
+                 Batch({Group(Stored({1}, std::nullopt, Tokens(0, 4)), 0, "full_attention")}));
+  r = applier_.Apply(kW0, "m", Batch({Removed({1}, 0)}));
+  EXPECT_EQ(r.removed_blocks, 1u);
+  EXPECT_EQ(Held(index_, kW0, chain), 0u);
 }
 
 TEST_F(HybridApplierTest, FullAttentionNeedNotBeGroupZero) {

@@ -113,6 +113,43 @@ TEST(Engine, EvictsLeastRecentlyFreedBlocksTailFirst) {
   EXPECT_EQ(RunAlone(e, 6, Prompt(33, 1000), 1, &now).cached_tokens, 0u);
 }
 
+TEST(Engine, ABlockComputedTwiceIsCachedTwiceAndHitsUntilItsLastCopyGoes) {
+  // vLLM does not deduplicate: two prompts computing the same block in one step each cache a
+  // copy and announce it; each copy is removed when evicted, and the hash hits until the last
+  // goes. (A hybrid model recomputing blocks past a window's hit does the same; a prompt
+  // preempted there finds its own copies again.)
+  Engine e(SmallProfile(8), "m", 0);
+  std::vector<uint64_t> h;
+  AppendBlockHashes(RootBlockHash("m"), Prompt(17, 1), 16, 0, &h);
+  auto count = [&](const std::vector<KvEvent>& ev, KvEvent::Type type) {
+    int n = 0;
+    for (const auto& v : ev) {
+      if (v.type == type)
+        n += static_cast<int>(std::count(v.block_hashes.begin(), v.block_hashes.end(), h[0]));
+    }
+    return n;
+  };
+  e.AddRequest({1, Prompt(17, 1), 1, 0.0});
+  e.AddRequest({2, Prompt(17, 1), 1, 0.0});
+  StepResult s = e.Step(0.0);
+  ASSERT_EQ(s.outputs.size(), 2u);  // Both in one step: neither could hit the other.
+  EXPECT_EQ(count(s.events, KvEvent::Type::kBlockStored), 2);
+  EXPECT_FALSE(e.HasWork());
+  double now = s.duration;
+  // Seven blocks for a 97-token prompt: the four never used, both requests' partial blocks and
+  // the first copy (freed before the second).
+  std::vector<KvEvent> ev;
+  RunAlone(e, 3, Prompt(97, 50), 1, &now, &ev);
+  EXPECT_EQ(count(ev, KvEvent::Type::kBlockRemoved), 1);
+  EXPECT_TRUE(e.pool().IsCached(h[0]));
+  EXPECT_EQ(RunAlone(e, 4, Prompt(17, 1), 1, &now).cached_tokens, 16u);
+  ev.clear();
+  RunAlone(e, 5, Prompt(113, 60), 1, &now, &ev);  // Every block: the last copy goes.
+  EXPECT_EQ(count(ev, KvEvent::Type::kBlockRemoved), 1);
+  EXPECT_FALSE(e.pool().IsCached(h[0]));
+  EXPECT_EQ(RunAlone(e, 6, Prompt(17, 1), 1, &now).cached_tokens, 0u);
+}
+
 TEST(Engine, HostTierKeepsEvictedBlocksAndLoadsThemBack) {
   Engine e(SmallProfile(4, 8), "m", 0);
   double now = 0;

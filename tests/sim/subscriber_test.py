@@ -66,7 +66,10 @@ class Subscriber:
         self.drop_every = drop_every
         self.received = 0
         self.last_seq = -1
-        # Block sets by (group_idx, medium); a non-hybrid engine sends no group: group 0.
+        # Block copies by (group_idx, medium): {hash: count}; a non-hybrid engine sends no group:
+        # group 0. vLLM does not deduplicate its GPU cache (a block computed again beside a
+        # cached copy is announced and later removed again), so a GPU hash is held until its
+        # last copy's BlockRemoved; the host tier stores a hash once.
         # kinds: the group kinds of a hybrid profile ({group_idx: (kind, window)}), else None.
         self.kinds = kinds
         self.blocks = {}
@@ -74,8 +77,11 @@ class Subscriber:
                       "replayed": 0, "dropped": 0, "big_hashes": 0, "cpu_stored": 0,
                       "group1_removed": 0}
 
+    def copies(self, group, medium):
+        return self.blocks.setdefault((group, medium), {})
+
     def group_set(self, group, medium):
-        return self.blocks.setdefault((group, medium), set())
+        return set(self.copies(group, medium))
 
     def check_group(self, tag, field, n_blocks):
         """A hybrid engine tags every event with its group; a plain one tags none."""
@@ -128,14 +134,19 @@ class Subscriber:
                     assert isinstance(h, int) and 0 <= h < 2**64, h
                     if h >= 2**63:
                         self.stats["big_hashes"] += 1
-                    self.group_set(group, medium).add(h)
+                    held = self.copies(group, medium)
+                    held[h] = held.get(h, 0) + 1 if medium == "GPU" else 1
             elif tag == "BlockRemoved":
                 group = self.check_group(tag, field, 0)
                 medium = field("medium") or "GPU"
                 if group == 1:
                     self.stats["group1_removed"] += 1
+                held = self.copies(group, medium)
                 for h in field("block_hashes"):
-                    self.group_set(group, medium).discard(h)
+                    if held.get(h, 0) > 1:
+                        held[h] -= 1
+                    else:
+                        held.pop(h, None)
             elif tag == "AllBlocksCleared":
                 for s in self.blocks.values():
                     s.clear()

@@ -191,7 +191,7 @@ TEST_F(PlannerTest, PrefillIsReleasedAtFirstByte) {
   EXPECT_EQ(raw_[0]->load().in_flight, 0);
 }
 
-TEST_F(PlannerTest, ReconciliationDropsBlocksTheWorkerDidNotHave) {
+TEST_F(PlannerTest, ReconciliationKeepsWhatTheEngineComputedAgain) {
   Init(2);
   const std::string turn1 = Chat({{"user", Text("session", 16000)}});  // ~4000 tokens
   auto r1 = Route(turn1);
@@ -203,14 +203,49 @@ TEST_F(PlannerTest, ReconciliationDropsBlocksTheWorkerDidNotHave) {
   auto r2 = Route(turn2);
   ASSERT_EQ(r2->d.worker, w);
   EXPECT_GE(r2->d.predicted_cached_tokens, 3900);
-  // The engine says only 1024 tokens were cached: it evicted the rest.
+  // The engine says only 1024 tokens were cached: it had evicted the rest, and computed it
+  // again for this prompt, so it holds the whole prompt now.
   const Prediction p = Finish(*r2, 1024);
   const auto m = planner_->index().Match(r2->plan.chain, {RoutePlanner::HolderOf(*w)});
-  EXPECT_EQ(m[0].blocks[0], 1024 / 16);  // the hole starts where the engine's cache ended
+  EXPECT_EQ(m[0].blocks[0], r2->plan.chain.size());
   EXPECT_LT(w->prediction_accuracy(), 1.0);
   ASSERT_TRUE(p.compared);
   EXPECT_GT(p.predicted_tokens - p.actual_tokens, 2800);
   EXPECT_EQ(p.actual_tokens, 1024);
+  // The session's next turn stays where it was just computed.
+  auto r3 = Route(Chat({{"user", Text("session", 16000)},
+                        {"assistant", "ok"},
+                        {"user", Text("more", 2000)},
+                        {"assistant", "done"},
+                        {"user", Text("again", 400)}}));
+  EXPECT_EQ(r3->d.worker, w);
+  EXPECT_GE(r3->d.predicted_cached_tokens, 4400);
+  Finish(*r3);
+}
+
+// Issue 32, approximate mode: a hybrid worker's prompt that found less cached than predicted
+// (its window's blocks were gone) computed from there, and its window's blocks pushed the
+// other sessions' out of the pool: the imitation churns from what was cached.
+TEST_F(PlannerTest, HybridReconciliationChurnsTheWindowFromWhatWasCached) {
+  Init(1);
+  planner_ = std::make_unique<RoutePlanner>(config_);
+  planner_->SetGroups(*raw_[0], {config::KvGroupConfig{"sliding_window", 257, 200}},
+                      config_.block_tokens);
+  const std::string head = Text("session", 16000);  // ~250 blocks: the pool keeps its last 200
+  Finish(*Route(Chat({{"user", head}})));
+  const std::string other = Text("other", 3200);  // ~50 blocks
+  Finish(*Route(Chat({{"user", other}})));
+  const std::string other_next =
+      Chat({{"user", other}, {"assistant", "ok"}, {"user", Text("more", 320)}});
+  auto before = PlanOnly(other_next);
+  EXPECT_GE(planner_->Decide(before->plan, 0, false, now_).predicted_cached_tokens, 45 * 16);
+  // The session's next turn is predicted to hit its history; the engine reports nothing cached.
+  auto turn2 = Route(Chat({{"user", head}, {"assistant", "ok"}, {"user", Text("more", 640)}}));
+  EXPECT_GE(turn2->d.predicted_cached_tokens, 240 * 16);
+  Finish(*turn2, 0);
+  // It computed ~260 window blocks in a pool of 200: the other session's went.
+  auto after = PlanOnly(other_next);
+  EXPECT_EQ(planner_->Decide(after->plan, 0, false, now_).predicted_cached_tokens, 0);
 }
 
 // Issue 32, approximate mode: a hybrid worker (workers[].kv_groups) predicts a fork inside an
