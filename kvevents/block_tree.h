@@ -33,8 +33,8 @@ class BlockTree {
 
   /// Records that `id` (whose parent is `parent`, nullopt: a root block) is held in `tier` under
   /// kvgate's `hash`. A block already held on the GPU gains a copy; one held in another tier is
-  /// left as it is. An id whose recorded
-  /// parent or hash differs makes the tree inexact (a publisher that reuses ids) until Clear().
+  /// left as it is. An id whose recorded parent or hash differs makes the tree inexact (a
+  /// publisher that reuses ids) until Clear().
   void Add(EngineBlockId id, std::optional<EngineBlockId> parent, kvindex::BlockHash hash,
            kvindex::Tier tier) {
     AddRun({&id, 1}, parent, {&hash, 1}, tier);
