@@ -67,9 +67,8 @@ void BlockTree::AddRun(absl::Span<const EngineBlockId> ids, std::optional<Engine
       exact_ = false;
       b.hash = hashes[i];
     }
-    if ((b.tiers & bit) != 0) {
-      if (tier == kvindex::Tier::kGpu && b.gpu_copies < UINT16_MAX) ++b.gpu_copies;
-    } else {
+    b.copies.Stored(tier, (b.tiers & bit) != 0);
+    if ((b.tiers & bit) == 0) {
       Block* p = ParentOf(b);  // Found again: an insert may have moved the previous entry.
       const bool was_held = b.tiers != 0;
       b.tiers |= bit;
@@ -87,10 +86,7 @@ BlockTree::Dropped BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex
   const uint8_t bit = uint8_t{1} << t;
   if (it == blocks_.end() || (it->second.tiers & bit) == 0) return Dropped::kNotHeld;
   Block& b = it->second;
-  if (tier == kvindex::Tier::kGpu && b.gpu_copies > 0) {
-    --b.gpu_copies;
-    return Dropped::kCopy;
-  }
+  if (b.copies.TakeCopy(tier)) return Dropped::kCopy;
   *hash = b.hash;
   Block* p = ParentOf(b);
   b.tiers &= static_cast<uint8_t>(~bit);
@@ -107,7 +103,7 @@ BlockTree::Dropped BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex
 
 void BlockTree::DropTier(kvindex::Tier tier, std::vector<kvindex::BlockHash>* hashes) {
   for (EngineBlockId id : Held(tier)) {
-    if (tier == kvindex::Tier::kGpu) blocks_[id].gpu_copies = 0;  // Every copy goes.
+    blocks_[id].copies.Cleared(tier);
     kvindex::BlockHash h;
     if (Drop(id, tier, &h) == Dropped::kBlock) hashes->push_back(h);
   }

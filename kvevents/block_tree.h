@@ -8,8 +8,7 @@
 // vLLM does not deduplicate its GPU cache: a block computed again while another copy is cached
 // (a hybrid model recomputing past a window's hit, two prompts racing) is announced again and
 // each copy removed when evicted, so the GPU tier counts copies and a block leaves it with its
-// last one (Dynamo's indexer counts them too). Other tiers are sets: an offloading connector
-// stores a hash once.
+// last one (GpuCopies). Other tiers are sets: an offloading connector stores a hash once.
 // Thread-compatible; owned by the applier, under its mutex.
 #pragma once
 
@@ -24,6 +23,30 @@
 #include "kvindex/types.h"
 
 namespace kvgate::kvevents {
+
+/// One block's GPU copies beyond the first: a store of a block the GPU tier already holds is one
+/// more copy, and a GPU removal takes a copy before the block. The applier's other groups keep
+/// their blocks with the same rule.
+class GpuCopies {
+ public:
+  /// A store in `tier` of the block, which `tier` already held when `held`.
+  void Stored(kvindex::Tier tier, bool held) {
+    if (held && tier == kvindex::Tier::kGpu && extra_ < UINT16_MAX) ++extra_;
+  }
+  /// A removal from `tier`: true when it took a copy and the block stays.
+  bool TakeCopy(kvindex::Tier tier) {
+    if (tier != kvindex::Tier::kGpu || extra_ == 0) return false;
+    --extra_;
+    return true;
+  }
+  /// `tier` was cleared: every copy went.
+  void Cleared(kvindex::Tier tier) {
+    if (tier == kvindex::Tier::kGpu) extra_ = 0;
+  }
+
+ private:
+  uint16_t extra_ = 0;  // Saturates.
+};
 
 class BlockTree {
  public:
@@ -74,7 +97,7 @@ class BlockTree {
     std::array<uint16_t, kViews> children{};
     uint8_t tiers = 0;  // Bit per kvindex::Tier.
     bool has_parent = false;
-    uint16_t gpu_copies = 0;  // GPU copies beyond the first (saturates).
+    GpuCopies copies;
   };
   static_assert(sizeof(Block) == 32);
 

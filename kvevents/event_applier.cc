@@ -215,10 +215,7 @@ void EventApplier::ApplyRemoved(Holder holder, HolderState& state, const BlockRe
       ++result.unknown_removals;
       continue;
     }
-    if (tier == Tier::kGpu && it->second.gpu_copies > 0) {
-      --it->second.gpu_copies;  // Another copy is still cached (block_tree.h).
-      continue;
-    }
+    if (it->second.copies.TakeCopy(tier)) continue;  // Another copy is still cached.
     scratch_.push_back(it->second.hash);
     it->second.tiers &= static_cast<uint8_t>(~bit);
     if (it->second.tiers == 0) blocks.erase(it);
@@ -247,7 +244,7 @@ void EventApplier::ApplyCleared(Holder holder, HolderState& state, const AllBloc
   for (auto& [group, other] : state.others) {
     absl::erase_if(other.blocks, [bit, tier](auto& entry) {
       entry.second.tiers &= static_cast<uint8_t>(~bit);
-      if (tier == Tier::kGpu) entry.second.gpu_copies = 0;
+      entry.second.copies.Cleared(tier);
       return entry.second.tiers == 0;
     });
   }
@@ -301,7 +298,7 @@ void EventApplier::StoreOther(Holder holder, HolderState& state, int64_t group,
   for (size_t i = 0; i < n; ++i) {
     Block& b = other.blocks[event.block_hashes[i]];
     b.hash = scratch_[i];
-    if ((b.tiers & bit) != 0 && tier == Tier::kGpu && b.gpu_copies < UINT16_MAX) ++b.gpu_copies;
+    b.copies.Stored(tier, (b.tiers & bit) != 0);
     b.tiers |= bit;
   }
   groups_->Store(holder, static_cast<uint32_t>(group), spec, block_size, scratch_, tier);

@@ -71,8 +71,8 @@ class EventApplier {
  private:
   struct Block {
     kvindex::BlockHash hash = 0;
-    uint8_t tiers = 0;        // Bit per kvindex::Tier.
-    uint16_t gpu_copies = 0;  // GPU copies beyond the first (block_tree.h).
+    uint8_t tiers = 0;  // Bit per kvindex::Tier.
+    GpuCopies copies;
   };
   // A group beside full attention: its own engine ids (the same id names a block in every group).
   struct OtherGroup {
