@@ -140,6 +140,7 @@ void HybridGroups::Remove(Holder holder, uint32_t group, absl::Span<const BlockH
     if (it == g->second.blocks.end() || (it->second.tiers & bit) == 0) continue;
     it->second.tiers &= static_cast<uint8_t>(~bit);
     --g->second.counts[static_cast<int>(tier)];
+    if (tier == Tier::kGpu) g->second.evicted = true;
     if (it->second.tiers == 0) g->second.blocks.erase(it);
   }
 }
@@ -175,7 +176,7 @@ bool HybridGroups::Hybrid(Holder holder) const {
 }
 
 bool HybridGroups::SurvivesAhead(const Group& g, const Block& b, uint64_t churn) {
-  if (churn == 0) return true;
+  if (churn == 0 || !g.evicted) return true;
   const uint64_t held = g.counts[static_cast<int>(Tier::kGpu)];
   if (held == 0) return false;
   const uint64_t newer = std::min(held - 1, g.clock - b.stamp);  // A stamp is a past clock.

@@ -132,9 +132,14 @@ class HybridGroups {
     std::array<uint64_t, kNumTiers> counts{};
     uint64_t clock = 0;     // Ticks once per GPU store or read: the LRU's order.
     uint64_t most_gpu = 0;  // The most GPU blocks it ever held: its pool's size, once full.
+    // A GPU block was removed: the engine's LRU reached cached blocks, so the pool has been full
+    // (vLLM hands out never-used blocks before it evicts one) and most_gpu is its size.
+    bool evicted = false;
   };
   /// Whether GPU block `b` of `g` is still cached after `churn` more blocks are allocated in its
-  /// pool: the LRU evicts the free slots' worth first, then blocks older than `b`. The blocks
+  /// pool: the LRU evicts the free slots' worth first, then blocks older than `b`. Before the
+  /// pool's first eviction its size is unknown, and larger than what it held: nothing is
+  /// evicted (a young worker would otherwise lose every hit to a queue it has room for). The blocks
   /// newer than `b` are at most the clock's ticks since its stamp (reads of newer blocks tick
   /// too, so it may count some twice: it errs toward eviction).
   static bool SurvivesAhead(const Group& g, const Block& b, uint64_t churn);

@@ -475,8 +475,21 @@ TEST_P(HybridPrecise, PredictsEveryRequestsCachedTokensExactly) {
   ASSERT_EQ(result->report.errors, 0u) << gw.Log();
   const replay::CachedPredictionSummary& c = result->report.cached_prediction;
   EXPECT_EQ(c.count, result->report.ok);
+  std::string inexact;  // each miss with the request before it, to tell a race from a rule
+  for (size_t i = 0; i < result->records.size(); ++i) {
+    const replay::RequestRecord& r = result->records[i];
+    if (r.predicted_cached_tokens == static_cast<int64_t>(r.cached_tokens)) continue;
+    common::StrAppend(&inexact, "\n", r.conversation, " turn ", r.index, " sent ", r.send_s,
+                      " prompt ", r.prompt_tokens, " cached ", r.cached_tokens, " predicted ",
+                      r.predicted_cached_tokens);
+    if (i > 0) {
+      const replay::RequestRecord& p = result->records[i - 1];
+      common::StrAppend(&inexact, " (previous: turn ", p.index, " prompt ", p.prompt_tokens,
+                        " ended ", p.send_s + p.e2e_s, ")");
+    }
+  }
   EXPECT_EQ(c.exact, c.count) << "over " << c.over_tokens << " under " << c.under_tokens
-                              << " tokens; max error " << c.abs_error_max;
+                              << " tokens; max error " << c.abs_error_max << inexact;
   EXPECT_GT(result->report.cached_tokens, 0u);
   // The other group's blocks reached kvgate, group by group.
   const auto workers = testing::AdminFetch(port, "GET", "/admin/workers").body;

@@ -130,6 +130,9 @@ TEST(SpeculativeBlocks, GuessesCountOnlyPastTheConfirmedBlocks) {
   // Sent cold: the window keeps every block.
   const std::vector<uint32_t> masks = PendingGroups(groups, a, 30, kBs, 0, 0, 0);
   EXPECT_TRUE(masks.empty());  // No groups known yet: a full-attention model.
+  // The window's pool has evicted (an older block 999), so it is known full at four blocks.
+  groups.Store(a, 2, window, kBs, {999}, kvindex::Tier::kGpu);
+  groups.Remove(a, 2, {999}, kvindex::Tier::kGpu);
   groups.Store(a, 2, window, kBs, {prompt.data() + 16, 4}, kvindex::Tier::kGpu);
   s.Insert(a, prompt, now + milliseconds(1000), PendingGroups(groups, a, 30, kBs, 0, 0, 0));
   // Full attention's events confirm 20 blocks, the window's only 16..19: 20..24 are guessed.
