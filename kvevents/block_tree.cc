@@ -103,7 +103,7 @@ BlockTree::Dropped BlockTree::Drop(EngineBlockId id, kvindex::Tier tier, kvindex
 
 void BlockTree::DropTier(kvindex::Tier tier, std::vector<kvindex::BlockHash>* hashes) {
   for (EngineBlockId id : Held(tier)) {
-    blocks_[id].copies.Cleared(tier);
+    blocks_.find(id)->second.copies.Cleared(tier);  // Held: the id is in the map.
     kvindex::BlockHash h;
     if (Drop(id, tier, &h) == Dropped::kBlock) hashes->push_back(h);
   }

@@ -2,12 +2,11 @@
 // The simulated KV-cache memory of one engine: a GPU pool of fixed-size blocks with vLLM-style
 // prefix caching (a block keeps its chained hash after its request ends and can be hit again
 // until it is evicted, least recently freed first; as vLLM's, a block computed again while
-// another copy is cached is cached too, so a hash may name several blocks), and an optional
-// host tier (vLLM CPU
-// offload) that receives blocks evicted from the GPU. Every change to the cached set is appended
-// to an event list as vLLM's KV events. A hybrid model has one pool per KV-cache group
-// (sim/kv_coordinator.h), each tagging its events with the group. Thread-compatible; owned by its
-// Engine.
+// another copy is cached is cached too, so a hash may name several blocks), and an optional host
+// tier (vLLM CPU offload) that receives blocks evicted from the GPU. Every change to the cached
+// set is appended to an event list as vLLM's KV events. A hybrid model has one pool per KV-cache
+// group (sim/kv_coordinator.h), each tagging its events with the group. Thread-compatible; owned
+// by its Engine.
 #pragma once
 
 #include <cstdint>
