@@ -10,6 +10,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
       libboost1.81-dev libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev \
       libsimdjson-dev libxxhash-dev libzmq3-dev cppzmq-dev libmsgpuck-dev libssl-dev \
       libibverbs-dev librdmacm-dev libonig-dev libutf8proc-dev libhiredis-dev \
+      libtcmalloc-minimal4 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -26,7 +27,7 @@ FROM debian:12-slim
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libabsl20220623 libfmt9 libibverbs1 librdmacm1 libonig5 libprometheus-cpp-core1.0 \
       libsimdjson14 libspdlog1.10 libssl3 libutf8proc2 libxxhash0 libyaml-cpp0.7 libzmq5 \
-      libhiredis0.14 ca-certificates \
+      libhiredis0.14 libtcmalloc-minimal4 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /stage/usr/local/ /usr/local/
 # The installed example config; deploy/ mounts its ConfigMap over /etc/kvgate.

@@ -17,7 +17,8 @@
 # Usage: bench/proxy/syscalls.sh [seconds-per-run]   (needs `make build`)
 # Env: ROUNDS=2, KINDS="4k", UPSTREAMS="static fake",
 #      TARGETS="direct haproxy nginx kvgate" (also haproxy-nodelay), POLICY=kvaware,
-#      KVGATE_BEFORE=path/to/another/kvgate (target kvgate-before: an A/B in the same run).
+#      KVGATE_BEFORE=path/to/another/kvgate (target kvgate-before: an A/B in the same run),
+#      CONNS=32 (wrk's connections; CONNS=1 shows one request's cost without the others').
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DUR=${1:-5}
@@ -69,7 +70,7 @@ EOF
 wrk_run() {
   request_kind "$3" 512
   # shellcheck disable=SC2086
-  env $KIND_ENV wrk -t1 -c32 -d"$2s" --latency \
+  env $KIND_ENV wrk -t1 -c${CONNS:-32} -d"$2s" --latency \
     -s bench/proxy/post.lua "http://127.0.0.1:$1$KIND_PATH" >"$tmp/wrk.txt" 2>&1
   awk '/requests in/ {n=$1} /Requests\/sec/ {r=$2} $1=="99%" {p=$2} END {print n, r, p}' "$tmp/wrk.txt"
   [ -n "${KEEP_WRK:-}" ] && cat "$tmp/wrk.txt" >&2 || true

@@ -24,13 +24,16 @@ namespace {
 // (madvise) and faulted the pages in again for the next request: 0.5-1 madvise a request and
 // about a third of the 400 KB rows' throughput (docs/benchmarks.md, issue 31). Each thread's heap
 // now keeps up to 32 MiB free, and buffers up to 32 MiB come from it. Operators who set glibc's
-// malloc tunables themselves keep theirs.
+// malloc tunables themselves keep theirs. With tcmalloc (router/CMakeLists.txt) glibc's malloc
+// is not used: tcmalloc keeps freed spans in its page heap and returns them to the kernel slowly.
 void KeepLargeBuffersInTheHeap() {
+#if !defined(KVGATE_WITH_TCMALLOC)
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
   constexpr int kBytes = 32 << 20;
   mallopt(M_MMAP_THRESHOLD, kBytes);
   mallopt(M_TRIM_THRESHOLD, kBytes);
+#endif
 }
 
 }  // namespace
