@@ -95,12 +95,13 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
   // The previous prompt's block hashes hold for this one as far as both are the same bytes:
   // through the reused messages when the header before them is the same too.
   if (match.messages >= 0 && prev->header_bytes == next.header_bytes &&
-      std::memcmp(prev->canonical.data(), prompt.bytes.data(), next.header_bytes) == 0) {
+      prev->CanonicalStartsWith(std::string_view(prompt.bytes).substr(0, next.header_bytes))) {
     prompt.reused_blocks = prev->blocks;
     prompt.reused_bytes = next.header_bytes + prev->canonical_ends[match.messages];
   }
-  next.canonical = prompt.bytes;
-  next.blocks = std::make_shared<BlockMemo>(ReusablePrefix::MaxHashes(next.canonical.size()));
+  // The same bytes are shared with the previous entry, not copied again.
+  next.KeepCanonical(prompt.bytes, prev, prompt.reused_bytes);
+  next.blocks = std::make_shared<BlockMemo>(ReusablePrefix::MaxHashes(next.canonical_size));
   prompt.blocks_memo = next.blocks;
   next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
   out->messages_layout = std::make_shared<const ReusablePrefix>(std::move(next));
@@ -111,7 +112,7 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
 void Canonicalizer::Impl::Recorder::Begin(std::string* canonical) {
   if (match->messages >= 0) {
     const ReusablePrefix& prev = *match->prefix;
-    if (canonical != nullptr) canonical->append(prev.MessagesThrough(match->messages));
+    if (canonical != nullptr) prev.AppendMessagesThrough(match->messages, canonical);
     next->messages_begin = prev.messages_begin;
     return;
   }
@@ -170,7 +171,7 @@ void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
   if (rec->match->messages >= 0) {
     const ReusablePrefix& prev = *rec->match->prefix;
     reused = static_cast<size_t>(rec->match->messages) + 1;
-    out->append(prev.MessagesThrough(static_cast<int>(reused) - 1));
+    prev.AppendMessagesThrough(static_cast<int>(reused) - 1, out);
   }
   // ends[j]: where the canonical bytes of the first j converted messages end.
   std::vector<uint32_t> ends;

@@ -1,7 +1,8 @@
 #include "kvindex/prefix_reuse.h"
 
 #include <algorithm>
-#include <unordered_map>
+
+#include "absl/container/flat_hash_map.h"
 
 // The library's runtime-dispatched XXH3 (AVX2 where the CPU has it): proving a reused prefix
 // hashes the body's bytes, 0.74 instructions a byte with the SSE2 kernel.
@@ -22,6 +23,51 @@ bool SameConversation(const ReusablePrefix& a, const ReusablePrefix& b) {
 }
 
 }  // namespace
+
+void ReusablePrefix::AppendCanonical(size_t begin, size_t end, std::string* out) const {
+  size_t at = 0;  // where the current piece starts in the prompt
+  for (const Piece& p : canonical) {
+    if (at >= end) break;
+    const size_t from = std::max(begin, at);
+    const size_t to = std::min(end, at + p.size);
+    if (from < to) out->append(*p.bytes, from - at, to - from);
+    at += p.size;
+  }
+}
+
+bool ReusablePrefix::CanonicalStartsWith(std::string_view bytes) const {
+  if (bytes.size() > canonical_size) return false;
+  size_t at = 0;
+  for (const Piece& p : canonical) {
+    if (at >= bytes.size()) break;
+    const size_t n = std::min(p.size, bytes.size() - at);
+    if (std::string_view(*p.bytes).substr(0, n) != bytes.substr(at, n)) return false;
+    at += n;
+  }
+  return true;
+}
+
+void ReusablePrefix::KeepCanonical(const std::string& prompt, const ReusablePrefix* prev,
+                                   size_t reused) {
+  canonical.clear();
+  canonical_size = prompt.size();
+  size_t shared = 0;
+  if (prev != nullptr && reused > 0) {
+    for (const Piece& p : prev->canonical) {
+      if (shared >= reused) break;
+      canonical.push_back(Piece{p.bytes, std::min(p.size, reused - shared)});
+      shared += canonical.back().size;
+    }
+  }
+  if (canonical.size() >= kMaxPieces) {  // join them: one copy now and then
+    canonical.clear();
+    shared = 0;
+  }
+  if (shared < prompt.size() || canonical.empty()) {
+    canonical.push_back(
+        Piece{std::make_shared<const std::string>(prompt.substr(shared)), prompt.size() - shared});
+  }
+}
 
 PrefixReuseCache::PrefixReuseCache(size_t max_bytes) : max_bytes_(max_bytes) {}
 
@@ -84,15 +130,18 @@ PrefixMatch PrefixReuseCache::Find(std::string_view body, uint8_t api) {
     }
   }
   // The candidates of one key mostly share their first messages (an agent's tools and system
-  // prompt): each distinct segment of the body is hashed once for all of them.
-  std::unordered_map<uint64_t, uint64_t> hashed;
-  const auto hash = [&](size_t begin, size_t end) {
+  // prompt): each distinct segment of the body is hashed once for all of them. One candidate
+  // (a session's own previous turn, the usual case) hashes each segment once anyway: there the
+  // table's inserts were 8% of a 400 KB turn's user time (docs/benchmarks.md).
+  const auto direct = [&](size_t begin, size_t end) { return SegmentHash(body, begin, end); };
+  absl::flat_hash_map<uint64_t, uint64_t> hashed;
+  const auto shared = [&](size_t begin, size_t end) {
     auto [it, inserted] = hashed.try_emplace(uint64_t{begin} << 32 | end, 0);
     if (inserted) it->second = SegmentHash(body, begin, end);
     return it->second;
   };
   for (const Entry& c : candidates) {
-    const int j = Matched(*c, body, hash);
+    const int j = candidates.size() == 1 ? Matched(*c, body, direct) : Matched(*c, body, shared);
     if (j >= 0 && (best.messages < 0 || c->separators[j] > best.cut_end - 1)) {
       best.prefix = c;
       best.messages = j;

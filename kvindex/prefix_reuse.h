@@ -68,22 +68,45 @@ struct ReusablePrefix {
   std::vector<uint32_t> canonical_ends;
   std::vector<uint8_t> states;
   // The body's canonical prompt: `header_bytes` of tool sections and (agents' APIs) the system
-  // message, then the messages' canonical bytes (canonical_ends count from there).
-  std::string canonical;
+  // message, then the messages' canonical bytes (canonical_ends count from there). Held as
+  // pieces shared with the entries of the session's earlier turns: an entry that reused the
+  // previous one's bytes adds one piece, the bytes its turn added, so publishing a turn copies
+  // what it added, not the whole prompt again (docs/kvindex.md, "Prefix reuse").
+  struct Piece {
+    std::shared_ptr<const std::string> bytes;
+    size_t size = 0;  // the piece is `bytes`' first `size` bytes
+  };
+  /// Past this many pieces the next entry joins them into one (a copy of the whole prompt), so
+  /// that reading them back stays one short loop and a long session holds no thousand strings.
+  static constexpr size_t kMaxPieces = 16;
+  std::vector<Piece> canonical;
+  size_t canonical_size = 0;
   size_t header_bytes = 0;
   // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h): kept
   // for blocks of 64 bytes (the default) or more, at most one 8-byte hash per 64 bytes.
   std::shared_ptr<BlockMemo> blocks;
   static size_t MaxHashes(size_t canonical_bytes) { return canonical_bytes / 64; }
 
+  /// What the cache counts against its bound: every piece whole, shared or not (an entry a
+  /// newer turn replaced gives its pieces to that turn's entry).
   size_t bytes() const {
-    return sizeof(*this) + canonical.capacity() + canonical.capacity() / 8 + fields.bytes() +
+    size_t held = 0;
+    for (const Piece& p : canonical) held += p.bytes->capacity();
+    return sizeof(*this) + held + canonical_size / 8 + fields.bytes() +
+           canonical.capacity() * sizeof(Piece) +
            separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));
   }
-  /// The messages' canonical bytes up to the end of message `i`.
-  std::string_view MessagesThrough(int i) const {
-    return std::string_view(canonical).substr(header_bytes, canonical_ends[i]);
+  /// Appends the messages' canonical bytes up to the end of message `i` to `out`.
+  void AppendMessagesThrough(int i, std::string* out) const {
+    AppendCanonical(header_bytes, header_bytes + canonical_ends[i], out);
   }
+  /// Appends the canonical bytes [begin, end) to `out`.
+  void AppendCanonical(size_t begin, size_t end, std::string* out) const;
+  /// Whether the canonical prompt starts with `bytes`.
+  bool CanonicalStartsWith(std::string_view bytes) const;
+  /// Sets this entry's canonical prompt to `prompt`, of which the first `reused` bytes are
+  /// `prev`'s (null: none): those are shared with `prev`, the rest copied.
+  void KeepCanonical(const std::string& prompt, const ReusablePrefix* prev, size_t reused);
 };
 
 /// How a body can reuse an entry: its messages [0, messages] are the entry's; the walk resumes

@@ -157,6 +157,52 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   EXPECT_GT(resumed, 80);
 }
 
+// An entry keeps its canonical prompt as pieces shared with the session's earlier entries:
+// publishing a turn copies what it added. The pieces must read back as the whole prompt, stay
+// few (joined past kMaxPieces), and really be shared (not a fresh copy every turn).
+TEST(PrefixReuse, ALongSessionSharesItsEarlierBytesInFewPieces) {
+  PrefixReuseCache cache(size_t{256} << 20);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  Canonicalizer whole;
+  Bodies gen(7);
+  Turn t;
+  t.system = gen.Text(20000);
+  while (t.Body().size() < PrefixReuseCache::kMinBodyBytes + 4096) {
+    t.messages.push_back(gen.Message(3000));
+  }
+  std::shared_ptr<const ReusablePrefix> previous;
+  int shared = 0;  // turns whose entry's first piece is the previous entry's
+  int joined = 0;  // turns whose entry is one piece again after several
+  for (int turn = 0; turn < 60; ++turn) {
+    const std::string what = "turn " + std::to_string(turn);
+    if (turn % 11 == 10) {
+      t.messages.resize(t.messages.size() - 2);  // a truncation now and then: a piece cut short
+    }
+    t.messages.push_back(gen.Message(1 + gen.rng()() % 3000));
+    const std::string body = t.Body();
+    CanonicalRequest full, reused;
+    ASSERT_TRUE(whole.Parse(body, 0, ApiKind::kChatCompletions, true, &full).ok()) << what;
+    ASSERT_TRUE(reusing.Parse(body, 0, ApiKind::kChatCompletions, true, &reused).ok()) << what;
+    ASSERT_EQ(reused.prompts[0].bytes, full.prompts[0].bytes) << what;
+    const auto& entry = reused.messages_layout;
+    ASSERT_TRUE(entry) << what;
+    std::string back;
+    entry->AppendCanonical(0, entry->canonical_size, &back);
+    ASSERT_EQ(back, full.prompts[0].bytes) << what;
+    EXPECT_EQ(entry->canonical_size, full.prompts[0].bytes.size()) << what;
+    EXPECT_LE(entry->canonical.size(), ReusablePrefix::kMaxPieces) << what;
+    EXPECT_TRUE(entry->CanonicalStartsWith(full.prompts[0].bytes)) << what;
+    EXPECT_FALSE(entry->CanonicalStartsWith(full.prompts[0].bytes + "x")) << what;
+    if (previous != nullptr) {
+      if (entry->canonical.front().bytes == previous->canonical.front().bytes) ++shared;
+      if (entry->canonical.size() == 1 && previous->canonical.size() > 1) ++joined;
+    }
+    previous = entry;
+  }
+  EXPECT_GT(shared, 45);
+  EXPECT_GE(joined, 3);
+}
+
 TEST(PrefixReuse, TheCacheStaysWithinItsBoundLeastRecentlyUsedFirst) {
   constexpr size_t kBound = size_t{2} << 20;
   PrefixReuseCache cache(kBound);
