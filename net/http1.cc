@@ -305,14 +305,6 @@ bool ParseTarget(Method method, std::string_view target, RequestHead* out) {
 
 }  // namespace
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
-
 bool IsStandardHopByHop(std::string_view name) {
   switch (name.size()) {
     case 2:

@@ -261,3 +261,27 @@ TEST(Http1, RemoveDotSegmentsFollowsRfc3986Examples) {
 
 }  // namespace
 }  // namespace kvgate::router::http1
+
+namespace kvgate::router::http1 {
+namespace {
+
+// Header names compare as ASCII case-insensitive, and only letters fold: `@` is not a capital
+// `` ` ``, nor `[` of `{`. Every pair of bytes, and lengths that differ.
+TEST(Http1EqualsIgnoreCase, OnlyLettersFoldEveryPairOfBytes) {
+  const auto lower = [](unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      const char x[] = {'k', static_cast<char>(a), 'v'};
+      const char y[] = {'K', static_cast<char>(b), 'v'};
+      ASSERT_EQ(EqualsIgnoreCase(std::string_view(x, 3), std::string_view(y, 3)),
+                lower(a) == lower(b))
+          << a << " " << b;
+    }
+  }
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-length"));
+  EXPECT_FALSE(EqualsIgnoreCase("content-length", "content-lengths"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+}
+
+}  // namespace
+}  // namespace kvgate::router::http1
