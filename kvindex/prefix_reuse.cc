@@ -1,8 +1,7 @@
 #include "kvindex/prefix_reuse.h"
 
 #include <algorithm>
-
-#include "absl/container/flat_hash_map.h"
+#include <unordered_map>
 
 // The library's runtime-dispatched XXH3 (AVX2 where the CPU has it): proving a reused prefix
 // hashes the body's bytes, 0.74 instructions a byte with the SSE2 kernel.
@@ -134,7 +133,7 @@ PrefixMatch PrefixReuseCache::Find(std::string_view body, uint8_t api) {
   // (a session's own previous turn, the usual case) hashes each segment once anyway: there the
   // table's inserts were 8% of a 400 KB turn's user time (docs/benchmarks.md).
   const auto direct = [&](size_t begin, size_t end) { return SegmentHash(body, begin, end); };
-  absl::flat_hash_map<uint64_t, uint64_t> hashed;
+  std::unordered_map<uint64_t, uint64_t> hashed;
   const auto shared = [&](size_t begin, size_t end) {
     auto [it, inserted] = hashed.try_emplace(uint64_t{begin} << 32 | end, 0);
     if (inserted) it->second = SegmentHash(body, begin, end);
