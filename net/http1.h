@@ -115,7 +115,8 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   for (size_t i = 0; i < a.size(); ++i) {
     const char x = a[i];
     const char y = b[i];
-    // Equal, or one letter in two cases: ORing 0x20 lowers a letter (and only a letter must).
+    // Equal bytes, or one letter in two cases: ORing 0x20 lowers an ASCII capital, and the
+    // lowered byte must then be a letter (`@` | 0x20 is `` ` ``, not a letter).
     const char lower = static_cast<char>(x | 0x20);
     if (x != y && (lower != static_cast<char>(y | 0x20) || lower < 'a' || lower > 'z')) {
       return false;

@@ -115,9 +115,9 @@ void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std:
   common::StrAppend(
       out, "x-request-id: "sv,
       attempt.request_id.empty() ? std::string_view(ex.request_id) : attempt.request_id, "\r\n"sv);
-  if (!worker_key.empty()) common::StrAppend(out, "authorization: Bearer ", worker_key, "\r\n");
+  if (!worker_key.empty()) common::StrAppend(out, "authorization: Bearer "sv, worker_key, "\r\n"sv);
   // vLLM's header: the rank whose cache precise mode matched (or that it spread onto).
-  if (rank) common::StrAppend(out, "x-data-parallel-rank: ", dp_rank, "\r\n");
+  if (rank) common::StrAppend(out, "x-data-parallel-rank: "sv, dp_rank, "\r\n"sv);
   common::StrAppend(out, "content-length: "sv, BodyOf(ex, attempt).size(), "\r\n\r\n"sv);
 }
 
