@@ -110,7 +110,8 @@ TEST_F(GatewayTest, ClientDisconnectWhileWaitingCancelsUpstream) {
 TEST_F(GatewayTest, DeadWorkerIsSkippedAndRequestRetried) {
   FakeUpstream& f = AddFake();
   auto c = BaseConfig();
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
+  const DeadPort dead;
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", dead.port()));
   AddTestWorker(c, f.url());
   c.circuit_breaker.consecutive_failures = 1000;  // keep retrying through the dead one
   StartGateway(c);
@@ -128,7 +129,8 @@ TEST_F(GatewayTest, DeadWorkerIsSkippedAndRequestRetried) {
 TEST_F(GatewayTest, CircuitBreakerEjectsDeadWorker) {
   FakeUpstream& f = AddFake();
   auto c = BaseConfig();
-  const std::string dead = common::StrCat("http://127.0.0.1:", FreePort());
+  const DeadPort dead_port;  // held: the gateway's own port 0 cannot land on it
+  const std::string dead = common::StrCat("http://127.0.0.1:", dead_port.port());
   AddTestWorker(c, dead);
   AddTestWorker(c, f.url());
   c.circuit_breaker.consecutive_failures = 2;
@@ -143,8 +145,9 @@ TEST_F(GatewayTest, CircuitBreakerEjectsDeadWorker) {
 
 TEST_F(GatewayTest, AllWorkersDeadGives503Json) {
   auto c = BaseConfig();
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
-  AddTestWorker(c, common::StrCat("http://127.0.0.1:", FreePort()));
+  const DeadPort dead_a, dead_b;
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", dead_a.port()));
+  AddTestWorker(c, common::StrCat("http://127.0.0.1:", dead_b.port()));
   StartGateway(c);
   ExpectOpenAiError(Chat(true), 503);
 }

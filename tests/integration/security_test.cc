@@ -436,8 +436,9 @@ TEST_F(SecurityTest, ReadyWaitsForAPassedHealthCheck) {
   auto c = Base();
   c.health_check.enabled = true;
   c.health_check.interval_ms = 60'000;  // only the first round counts here
+  const DeadPort dead_port;
   config::WorkerConfig dead;
-  dead.url = *common::ParseHttpUrl(common::StrCat("http://127.0.0.1:", FreePort()));
+  dead.url = *common::ParseHttpUrl(common::StrCat("http://127.0.0.1:", dead_port.port()));
   c.workers.push_back(dead);
   Start(c);
   // Its only worker never answered: not ready, and nothing is routed there.

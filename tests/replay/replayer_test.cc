@@ -137,8 +137,9 @@ TEST(ReplayMooncakeTest, CountsHttpAndTransportErrors) {
   EXPECT_EQ(result->report.error_kinds.at("http_503"), 5u);
   EXPECT_THAT(result->records[0].error, HasSubstr("fake failure"));
 
-  ReplayOptions dead = Options("http://127.0.0.1:" + std::to_string(kvgate::testing::FreePort()),
-                               Fixture("tiny.jsonl"));
+  const kvgate::testing::DeadPort dead_port;
+  ReplayOptions dead =
+      Options("http://127.0.0.1:" + std::to_string(dead_port.port()), Fixture("tiny.jsonl"));
   dead.speedup = 100;
   auto down = RunReplay(dead);
   ASSERT_TRUE(down.ok()) << down.status();

@@ -55,6 +55,15 @@ int ConnectLoopback(uint16_t port) {
   return fd;
 }
 
+DeadPort::DeadPort() {
+  fd_ = BindLoopback(&port_);
+  if (fd_ < 0) port_ = 0;
+}
+
+DeadPort::~DeadPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 uint16_t FreePort() {
   uint16_t port = 0;
   const int fd = BindLoopback(&port);
