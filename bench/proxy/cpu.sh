@@ -5,7 +5,8 @@
 # (more, smaller writes) slows them, not only itself. Figures from /proc over the middle 4 s of
 # a 6 s wrk run: utime + stime, and voluntary + involuntary switches of every thread.
 # Usage: bench/proxy/cpu.sh [kind=ssepaced] [connections=400]   (needs `make build`)
-# Env: TARGETS="haproxy-nodelay kvgate", ROUNDS=3, BIN=build, POLICY=kvaware, KVGATE_BEFORE.
+# Env: TARGETS="haproxy-nodelay kvgate", ROUNDS=3, BIN=build, POLICY=kvaware, KVGATE_BEFORE,
+#      PART=user or PART=system (count only that part of each process's CPU time; default both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KIND=${1:-ssepaced}
@@ -19,7 +20,11 @@ source bench/proxy/targets.sh
 start_fake_upstream
 fake=${pids[0]}
 hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+case ${PART:-both} in
+  user) ticks() { awk '{print $14}' "/proc/$1/stat"; } ;;
+  system) ticks() { awk '{print $15}' "/proc/$1/stat"; } ;;
+  *) ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } ;;
+esac
 switches() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'; }
 echo "| round | target | req/s | CPU µs a request: proxy / worker / wrk | context switches a request: proxy / worker / wrk |"
 echo "| --- | --- | --- | --- | --- |"
