@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# CPU time and context switches a request of every process in the path — the proxy, the fake
-# worker, wrk — for one request kind (bench/proxy/targets.sh names them), one proxy thread.
+# CPU time and context switches a request of every process in the path — the proxy, the
+# worker (the fake one, or nginx's static answer), wrk — for one request kind
+# (bench/proxy/targets.sh names them), one proxy thread.
 # On a 2-core machine the three share the cores, so a proxy that wakes its peers more often
 # (more, smaller writes) slows them, not only itself. Figures from /proc over the middle 4 s of
 # a 6 s wrk run: utime + stime, and voluntary + involuntary switches of every thread.
 # Usage: bench/proxy/cpu.sh [kind=ssepaced] [connections=400]   (needs `make build`)
 # Env: TARGETS="haproxy-nodelay kvgate", ROUNDS=3, BIN=build, POLICY=kvaware, KVGATE_BEFORE,
-#      PART=user or PART=system (count only that part of each process's CPU time; default both).
+#      PART=user or PART=system (count only that part of each process's CPU time; default both),
+#      UPSTREAM=static (nginx's one-write 4 KiB answer, as in syscalls.sh; default: the fake).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KIND=${1:-ssepaced}
@@ -17,8 +19,10 @@ POLICY=${POLICY:-kvaware}
 BIN=${BIN:-build}
 # shellcheck source=bench/proxy/targets.sh
 source bench/proxy/targets.sh
-start_fake_upstream
+if [ "${UPSTREAM:-fake}" = static ]; then start_static; else start_fake_upstream; fi
 fake=${pids[0]}
+# nginx's master forks the worker that answers
+[ "${UPSTREAM:-fake}" = static ] && fake=$(pgrep -P "$fake" | head -1)
 hz=$(getconf CLK_TCK)
 case ${PART:-both} in
   user) ticks() { awk '{print $14}' "/proc/$1/stat"; } ;;

@@ -32,40 +32,6 @@ BIN=${BIN:-build}
 source bench/proxy/targets.sh
 
 
-# The static upstream: one nginx worker, keep-alive without limit, a fixed 4 KiB answer.
-start_static() {
-  local port dir=$tmp/static content
-  port=$(free_port); mkdir -p "$dir"
-  content=$(head -c 2000 /dev/zero | tr '\0' 'a')  # used twice: nginx takes <= 4 KiB a parameter
-  cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 120s;
-  client_body_temp_path $dir/body;
-  client_body_buffer_size 64k;
-  client_max_body_size 32m;  # the 1 MB rows (nginx refuses more than 1 MiB by default)
-  server {
-    listen 127.0.0.1:$port;
-    location / {
-      default_type application/json;
-      set \$half '$content';
-      return 200 '{"id":"cmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"\$half\$half"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1024,"completion_tokens":1000,"total_tokens":2024}}';
-    }
-  }
-}
-EOF
-  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/stderr" &
-  pids+=($!)
-  wait_port "$port"
-  UP=$port
-}
-
-
 # wrk_run PORT SECONDS KIND -> "requests req/s p99"
 wrk_run() {
   request_kind "$3" 512

@@ -1,8 +1,9 @@
 # Shared by bench/proxy/run.sh, idle.sh, syscalls.sh, cpu.sh and cadence.sh (sourced): start
 # and stop one proxy target in front of the upstream on port $UP. Sourcing it creates the run's
 # scratch folder (tmp) and the array pids (processes killed at exit, with tmp removed). The
-# caller sets BIN, POLICY, UP (or calls start_fake_upstream) and optionally KVGATE_ARGS and
-# KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one run). Targets:
+# caller sets BIN, POLICY, UP (or calls start_fake_upstream or start_static) and optionally
+# KVGATE_ARGS and KVGATE_BEFORE (the binary of the kvgate-before target, for an A/B in one
+# run). Targets:
 # direct, nginx, haproxy, haproxy-nodelay, kvgate, kvgate-before; NAME-tls for TLS.
 TSCHEME=http
 tmp=$(mktemp -d)
@@ -17,6 +18,39 @@ start_fake_upstream() {
   pids+=($!)
   for _ in $(seq 100); do grep -q port= "$tmp/fake.out" && break; sleep 0.05; done
   UP=$(sed -n 's/port=//p' "$tmp/fake.out")
+}
+
+# The static upstream: one nginx worker, keep-alive without limit, a fixed 4 KiB answer.
+start_static() {
+  local port dir=$tmp/static content
+  port=$(free_port); mkdir -p "$dir"
+  content=$(head -c 2000 /dev/zero | tr '\0' 'a')  # used twice: nginx takes <= 4 KiB a parameter
+  cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $dir/body;
+  client_body_buffer_size 64k;
+  client_max_body_size 32m;  # the 1 MB rows (nginx refuses more than 1 MiB by default)
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      default_type application/json;
+      set \$half '$content';
+      return 200 '{"id":"cmpl-1","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"\$half\$half"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1024,"completion_tokens":1000,"total_tokens":2024}}';
+    }
+  }
+}
+EOF
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/stderr" &
+  pids+=($!)
+  wait_port "$port"
+  UP=$port
 }
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
