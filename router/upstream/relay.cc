@@ -1,7 +1,10 @@
 #include "router/upstream/relay.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <tuple>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "common/strings.h"
@@ -68,6 +71,18 @@ bool Delimited(RelayMode mode, const http1::ResponseHead& head) {
       return head.body != http1::BodyKind::kUntilClose;
   }
   return false;
+}
+
+// The scratch past `body_start` when that lies in it (the head was read there), else all of it.
+net::mutable_buffer SpareScratch(ThreadContext& tc, std::string_view body_start) {
+  char* const begin = tc.scratch();
+  const auto at = reinterpret_cast<uintptr_t>(body_start.data());
+  const auto first = reinterpret_cast<uintptr_t>(begin);
+  if (at < first || at > first + ThreadContext::kScratchBytes) {
+    return net::buffer(begin, ThreadContext::kScratchBytes);
+  }
+  const size_t used = at - first + body_start.size();
+  return net::buffer(begin + used, ThreadContext::kScratchBytes - used);
 }
 
 void AppendClientHead(ThreadContext& tc, Exchange& ex, const http1::ResponseHead& head,
@@ -150,6 +165,23 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
     result.error = common::StrCat("malformed response body: ", framing.error());
     co_return result;
   }
+  // The rest of an answer that filled the read before it (a 4.5 KB JSON into the wait's 4 KiB
+  // page) is usually there already: read it now and the client gets one write, not two. The
+  // loop below would make this read anyway; an error it hears is the loop's to judge.
+  std::optional<error_code> carried;
+  if (!framing.done() && !wait.drained) {
+    const net::mutable_buffer spare = SpareScratch(tc, body_start);
+    error_code ec;
+    const size_t n = spare.size() > 0 ? upstream.ReadSome(spare, ec) : 0;
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      wait.drained = true;  // nothing more yet: the loop waits at once
+    } else if (ec) {
+      carried = ec;
+    } else if (n > 0 && !feed(std::string_view(static_cast<const char*>(spare.data()), n))) {
+      result.error = common::StrCat("malformed response body: ", framing.error());
+      co_return result;
+    }
+  }
   static thread_local std::string head_text;
   head_text.clear();
   AppendClientHead(tc, ex, head, mode, &head_text);
@@ -171,8 +203,13 @@ net::awaitable<RelayResult> RelayResponse(ThreadContext& tc, Exchange& ex,
     error_code ec;
     size_t n = 0;
     const char* buf = tc.scratch();
-    if (!wait.drained) n = upstream.ReadSome(scratch, ec);
-    if (wait.drained || ec == net::error::would_block || ec == net::error::try_again) {
+    const bool heard = carried.has_value();
+    if (heard) {
+      ec = *std::exchange(carried, std::nullopt);
+    } else if (!wait.drained) {
+      n = upstream.ReadSome(scratch, ec);
+    }
+    if (!heard && (wait.drained || ec == net::error::would_block || ec == net::error::try_again)) {
       // Between two pieces: the read waits for the worker.
       ex.conn.SetDeadline(DeadlineKind::kUpstream, idle_timeout);
       const net::mutable_buffer into = wait.buffer();

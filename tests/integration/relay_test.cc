@@ -1,6 +1,11 @@
 // The raw body relay against a worker that writes exact bytes: every upstream framing reaches
 // the client as the framed body the client's HTTP version understands, whatever pieces the
 // bytes came in, and a malformed response is a clean 502 or a closed connection, logged.
+#include <linux/tcp.h>  // tcp_info with tcpi_data_segs_in (glibc's lacks it)
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <random>
 
 #include "common/strings.h"
@@ -11,6 +16,7 @@
 #include "tests/fakes/scripted_upstream.h"
 #include "tests/fakes/test_client.h"
 #include "tests/integration/test_gateway.h"
+#include "tests/support/loopback.h"
 #include "tests/support/test_util.h"
 
 namespace kvgate::testing {
@@ -238,6 +244,30 @@ TEST_F(RelayTest, PiecesLargerThanAWaitsBufferAndHeadsSplitAcrossWaitsArriveWhol
     EXPECT_EQ(r.status, 200) << "request " << i;
     EXPECT_TRUE(r.body == body) << "request " << i << ": " << r.body.size() << " bytes";
   }
+}
+
+TEST_F(RelayTest, AnAnswerLargerThanTheWaitsBufferReachesTheClientInOneWrite) {
+  // The worker answers after the gateway began waiting, 6 KB in one write: the wait's 4 KiB
+  // read leaves the rest in the socket, which the relay reads before it writes, so the client
+  // gets head and body as one segment (each write is one on loopback), not two.
+  const std::string body(6000, 'x');
+  const std::string answer =
+      common::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+  Start([answer](const std::string&) { return Script{{"", answer}, 20ms}; });
+  const int fd = ConnectLoopback(port_);
+  ASSERT_GE(fd, 0);
+  const std::string request = Request("Connection: close\r\n");
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buf[65536];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) got.append(buf, n);
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  ::close(fd);
+  EXPECT_EQ(BodyOf(got), body);
+  EXPECT_EQ(info.tcpi_data_segs_in, 1u) << "the answer came in more than one write";
 }
 
 TEST_F(RelayTest, MalformedChunkSizeBeforeAnyByteIsA502) {
