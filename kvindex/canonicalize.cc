@@ -62,8 +62,7 @@ void AppendEscaped(std::string_view text, std::string* out) {
 // that was partly skipped violates (found by the fuzzer). Decoded strings live in the parser's
 // string buffer until the next document, so keeping views is safe.
 
-absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, ApiKind api,
-                                      bool build_prompt, CanonicalRequest* out) {
+void Canonicalizer::Impl::ClearRequest(CanonicalRequest* out) {
   out->prompts.clear();
   out->model.clear();
   out->cache_salt.clear();
@@ -76,6 +75,11 @@ absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, Ap
   out->conversation.clear();
   out->store = true;
   out->messages_layout.reset();
+}
+
+absl::Status Canonicalizer::Impl::Run(std::string_view body, size_t capacity, ApiKind api,
+                                      bool build_prompt, CanonicalRequest* out) {
+  ClearRequest(out);
   if (body.size() > options_.max_body_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body of ", body.size(), " bytes exceeds the limit"));
@@ -156,7 +160,13 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
   }
   bool seen_messages = false;
   bool seen_prompt = false;
-  size_t header_written = 0;  // Bytes of tool sections already at the front of the stream.
+  size_t header_written = 0;        // Bytes of tool sections already at the front of the stream.
+  bool provisional_header = false;  // the header written is the reused turn's (checked at the end)
+  // Tool sections after the messages, when the reused turn's header was made of them alone:
+  // only their bytes are hashed (`late_hash`), and the header stays if the hash does.
+  bool late_unparsed = false;
+  uint64_t late_hash = 0;
+  bool late_only = false;     // the header comes from sections after the messages only
   size_t messages_bytes = 0;  // The messages' canonical bytes, after the tool sections.
   for (auto field : root) {
     std::string_view key;
@@ -190,16 +200,40 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       std::string* section = key == "tools" ? &tools_ : &functions_;
       section->clear();
       KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
+      // A section after the messages: its body bytes, from the value to the next field, go into
+      // the late hash (the same bytes canonicalise to the same section).
+      const bool late = seen_messages && rec != nullptr;
+      const char* value_begin = late ? v.raw_json_token().data() : nullptr;
+      auto hash_late = [&]() -> absl::Status {
+        const char* value_end = nullptr;
+        KVINDEX_JSON_TRY(doc.current_location().get(value_end), key);
+        late_hash = XXH3_64bits_withSeed(value_begin, static_cast<size_t>(value_end - value_begin),
+                                         late_hash ^ (key == "tools" ? 1 : 2));
+        return absl::OkStatus();
+      };
       if (t == od::json_type::null) {
+        if (late) {
+          const std::string_view token = v.raw_json_token();
+          late_hash = XXH3_64bits_withSeed(token.data(), token.size(), late_hash ^ 3);
+        }
         continue;
       }
       if (t != od::json_type::array) {
         return absl::InvalidArgumentError(common::StrCat("'", key, "' must be an array"));
       }
+      if (late_unparsed) {  // skipped: the reused turn's header is taken if the hash agrees
+        od::array skipped;
+        std::string_view raw;
+        KVINDEX_JSON_TRY(v.get_array().get(skipped), key);
+        KVINDEX_JSON_TRY(skipped.raw_json().get(raw), key);
+        KVINDEX_STATUS_TRY(hash_late());
+        continue;
+      }
       section->push_back(canonical::kMessageBegin);
       section->push_back(key == "tools" ? kTagTools : kTagFunctions);
       KVINDEX_STATUS_TRY(Json(v, section, 0, options_.max_nesting_depth));
       section->push_back(canonical::kMessageEnd);
+      if (late) KVINDEX_STATUS_TRY(hash_late());
     } else if (chat && key == "messages") {
       if (seen_messages) {
         return absl::InvalidArgumentError("duplicate 'messages'");
@@ -215,6 +249,17 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       prompt->bytes.assign(tools_);
       prompt->bytes.append(functions_);
       header_written = prompt->bytes.size();
+      // Tool sections after the messages (the OpenAI SDKs' order) would be inserted before the
+      // whole prompt at the end, a move of every byte. A turn that reuses an earlier one's
+      // messages most likely has its tools too: that header goes first, checked at the end.
+      late_only = header_written == 0;
+      if (header_written == 0 && rec != nullptr && rec->match->messages >= 0) {
+        const ReusablePrefix& prev = *rec->match->prefix;
+        prev.AppendCanonical(0, prev.header_bytes, &prompt->bytes);
+        header_written = prompt->bytes.size();
+        provisional_header = header_written > 0;
+        late_unparsed = provisional_header && prev.late_header_hash != 0;
+      }
       tools_.clear();
       functions_.clear();
       if (rec != nullptr) rec->Begin(&prompt->bytes);
@@ -246,7 +291,22 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     if (!seen_messages) {
       return absl::InvalidArgumentError("chat request has no 'messages'");
     }
-    if (!tools_.empty() || !functions_.empty()) {
+    if (late_unparsed) {
+      // The late sections were only hashed: other bytes than the reused turn's must be
+      // canonicalised, which a walk of the whole body does (RunReusing).
+      if (late_hash != rec->match->prefix->late_header_hash) {
+        late_changed_ = true;
+        return absl::AbortedError("the tool sections after the messages changed");
+      }
+      options_.reuse->CountLateTools();
+    } else if (provisional_header) {
+      // Only sections after the messages made this body's header: kept when they made the
+      // reused turn's bytes, replaced otherwise.
+      std::string header = tools_ + functions_;
+      if (std::string_view(prompt->bytes).substr(0, header_written) != header) {
+        prompt->bytes.replace(0, header_written, header);
+      }
+    } else if (!tools_.empty() || !functions_.empty()) {
       // Canonical order is tools, functions, messages whatever the body's key order.
       if (header_written > 0) {
         // Both an early and a late section: rebuild the header in canonical order.
@@ -258,7 +318,11 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
         prompt->bytes.insert(0, tools_ + functions_);
       }
     }
-    if (rec != nullptr) rec->next->header_bytes = prompt->bytes.size() - messages_bytes;
+    if (rec != nullptr) {
+      rec->next->header_bytes = prompt->bytes.size() - messages_bytes;
+      // Zero also when a late section hashed to it: the next turn then parses its sections.
+      if (late_only && rec->next->header_bytes > 0) rec->next->late_header_hash = late_hash;
+    }
   } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }

@@ -182,6 +182,8 @@ class Canonicalizer::Impl {
                     ApiKind api, bool build_prompt, Recorder* rec, CanonicalRequest* out);
   // `body` with simdjson's padding after it: itself when `*capacity` allows, else a copy.
   const char* Padded(std::string_view body, size_t* capacity);
+  // Every field a walk sets, back to a fresh request's.
+  static void ClearRequest(CanonicalRequest* out);
   // A long body (canonicalize_reuse.cc): walked without the messages an earlier body had,
   // when one had them; what its messages were is then published for the next turn.
   absl::Status RunReusing(std::string_view body, size_t capacity, ApiKind api,
@@ -237,7 +239,10 @@ class Canonicalizer::Impl {
   CanonicalizeOptions options_;
   od::parser parser_;
   std::string padded_;
-  bool whole_ = false;     // set while a body is parsed again without prefix reuse
+  bool whole_ = false;  // set while a body is parsed again without prefix reuse
+  // Set by a walk that took the reused turn's header unparsed and found the tool sections
+  // after the messages changed (RunReusing then walks the whole body).
+  bool late_changed_ = false;
   std::string tools_;      // Canonical `tools` section.
   std::string functions_;  // Canonical `functions` section.
   std::string content_;    // A message's content parts.

@@ -1,6 +1,7 @@
 // The canonicaliser's side of prefix reuse (kvindex/prefix_reuse.h): recording what a long
 // body's messages were while they are walked, and publishing it for the session's next turn.
 #include <cstring>
+#include <utility>
 
 #include "kvindex/canonicalize_impl.h"
 #include "kvindex/prefix_reuse.h"
@@ -57,6 +58,14 @@ absl::Status Canonicalizer::Impl::RunReusing(std::string_view body, size_t capac
   absl::Status status =
       WalkAndPublish(body, padded_.data(), length, padded_.size(), api, match, out);
   if (status.ok()) return status;
+  if (std::exchange(late_changed_, false)) {
+    // Tools after the messages that are not the reused turn's: this body is walked whole,
+    // and published for the next turn.
+    ClearRequest(out);
+    options_.reuse->CountMiss();
+    const char* data = Padded(body, &capacity);
+    return WalkAndPublish(body, data, body.size(), capacity, api, PrefixMatch{}, out);
+  }
   // Whatever went wrong is the whole body's to report, as a full pass reports it.
   whole_ = true;
   status = Run(body, 0, api, true, out);

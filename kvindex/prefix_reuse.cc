@@ -199,6 +199,11 @@ void PrefixReuseCache::CountMiss() {
   ++stats_.misses;
 }
 
+void PrefixReuseCache::CountLateTools() {
+  common::MutexLock lock(&mu_);
+  ++stats_.late_tools;
+}
+
 void PrefixReuseCache::CountHit(size_t reused_bytes) {
   common::MutexLock lock(&mu_);
   ++stats_.hits;

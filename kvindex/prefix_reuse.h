@@ -82,6 +82,10 @@ struct ReusablePrefix {
   std::vector<Piece> canonical;
   size_t canonical_size = 0;
   size_t header_bytes = 0;
+  // Chat bodies whose `tools` / `functions` follow the messages (the OpenAI SDKs' order): a
+  // hash of those sections' body bytes, in order, when they alone made the header; 0: not so.
+  // The next turn whose late sections hash alike takes the header as it is, unparsed.
+  uint64_t late_header_hash = 0;
   // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h): kept
   // for blocks of 64 bytes (the default) or more, at most one 8-byte hash per 64 bytes.
   std::shared_ptr<BlockMemo> blocks;
@@ -146,12 +150,14 @@ class PrefixReuseCache {
     uint64_t hits = 0;          // bodies parsed without some of their messages
     uint64_t misses = 0;        // long bodies parsed whole
     uint64_t reused_bytes = 0;  // body bytes not parsed thanks to the cache
+    uint64_t late_tools = 0;    // chat bodies whose tools after the messages went unparsed
     size_t entries = 0;
     size_t bytes = 0;
   };
   Stats stats() const;
   void CountMiss();
   void CountHit(size_t reused_bytes);
+  void CountLateTools();
 
  private:
   using Entry = std::shared_ptr<const ReusablePrefix>;

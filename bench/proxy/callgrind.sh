@@ -10,7 +10,8 @@
 # gateway to compare, e.g. an older commit's), PROXY=haproxy to count HAProxy instead (one
 # thread, bench/proxy/haproxy.cfg.in), KEEP=DIR to keep the callgrind files (cg.4k, cg.sse,
 # cg.agentic) for callgrind_annotate, EVENT_DELAY_MS=N to pace the SSE events N ms apart (each
-# event then arrives as its own piece, as tokens do; without it they arrive in a few pieces).
+# event then arrives as its own piece, as tokens do; without it they arrive in a few pieces),
+# TOOLS=after to give the agentic body 16 function tools after its messages (OpenAI's SDKs).
 # Health checks and engine scrapes are off, so the control thread adds nothing to the count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,7 +54,15 @@ if kind == "agentic":  # as bench/proxy/post.lua builds it
                 "name": "read_file", "arguments": json.dumps({"path": "src/file%d.cc" % turn})}}]})
         messages.append({"role": "tool", "tool_call_id": "call_%d" % turn, "content": listing * 40})
         turn += 1
-body = json.dumps({"model": "fake-model", "stream": stream, "messages": messages})
+request = {"model": "fake-model", "stream": stream, "messages": messages}
+if kind == "agentic" and os.environ.get("TOOLS") == "after":  # OpenAI's SDKs: after messages
+    schema = {"type": "object", "properties": {"command": {
+        "type": "string", "description": "The command to run in the repository's shell. " * 20},
+        "timeout": {"type": "number"}}, "required": ["command"]}
+    request["tools"] = [{"type": "function", "function": {
+        "name": "tool%d" % i, "description": "Use this tool to work on the repository. " * 40,
+        "parameters": schema}} for i in range(16)]
+body = json.dumps(request)
 headers = {"Content-Type": "application/json",
            "x-fake-chunks": str(events if stream else 8),
            "x-fake-chunk-bytes": "0" if stream else "512",

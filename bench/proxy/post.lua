@@ -3,7 +3,7 @@
 -- by kvgate-fake-upstream; the non-streamed reply is CHUNKS x CHUNK_BYTES of content).
 -- PROMPT=agentic builds the body as a coding agent's turn: a system prompt, then user /
 -- assistant tool call / tool result messages whose contents are source listings with newlines,
--- quotes and tabs (JSON escapes).
+-- quotes and tabs (JSON escapes); with TOOLS=after, 16 function tools follow the messages.
 -- API=messages builds the same turn as Claude Code sends it to /v1/messages: three system
 -- blocks (a per-session billing header), ~48 KB of tool definitions, metadata.user_id, thinking,
 -- user / assistant tool_use / user tool_result content blocks, cache_control on the last block.
@@ -13,6 +13,7 @@ local chunks = os.getenv("CHUNKS") or "8"
 local chunk_bytes = os.getenv("CHUNK_BYTES") or "0"
 local agentic = os.getenv("PROMPT") == "agentic"
 local messages = os.getenv("API") == "messages"
+local tools_after = os.getenv("TOOLS") == "after"
 
 local function plain_body()
   local head = '{"model":"fake-model","messages":[{"role":"user","content":"'
@@ -20,6 +21,21 @@ local function plain_body()
   local pad = bytes - #head - #tail
   if pad < 0 then pad = 0 end
   return head .. string.rep("a", pad) .. tail
+end
+
+-- 16 function tools (~48 KB) in OpenAI's shape, for TOOLS=after: the OpenAI SDKs write
+-- `tools` after `messages`, so the gateway meets them after the conversation.
+local function openai_tools()
+  local schema = '{"type":"object","properties":{"command":{"type":"string","description":"' ..
+    string.rep("The command to run in the repository's shell. ", 20) .. '"},"timeout":' ..
+    '{"type":"number"}},"required":["command"]}'
+  local tools = {}
+  for i = 1, 16 do
+    tools[#tools + 1] = '{"type":"function","function":{"name":"tool' .. i ..
+      '","description":"' .. string.rep("Use this tool to work on the repository. ", 40) ..
+      '","parameters":' .. schema .. '}}'
+  end
+  return '[' .. table.concat(tools, ",") .. ']'
 end
 
 local function agentic_body()
@@ -30,6 +46,7 @@ local function agentic_body()
     string.rep("Follow the repository conventions. ", 200), '"}'}
   local size, turn = 0, 0
   for _, p in ipairs(parts) do size = size + #p end
+  if tools_after then size = size + #openai_tools() end
   while size < bytes - 600 do
     local tool = string.rep(listing, 40)
     local msgs = {
@@ -44,7 +61,9 @@ local function agentic_body()
     end
     turn = turn + 1
   end
-  parts[#parts + 1] = ']}'
+  parts[#parts + 1] = ']'
+  if tools_after then parts[#parts + 1] = ',"tools":' .. openai_tools() end
+  parts[#parts + 1] = '}'
   return table.concat(parts)
 end
 

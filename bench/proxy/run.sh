@@ -5,6 +5,8 @@
 #   sse     a streamed answer of 100 SSE events (~150 bytes each)
 #   agentic a 400 KB coding-agent chat POST (tool calls and escaped source listings)
 #   chat90k, agentic1m  the same at 90 KB and 1 MB (~287K tokens, the longest real session)
+#   agentictools  the 400 KB turn with 16 function tools (~48 KB) after the messages, the
+#           order OpenAI's SDKs write
 #   msg90k, msg400k  the same turn as Claude Code sends it to /v1/messages (system blocks, 48 KB
 #           of tools, thinking, tool_use / tool_result blocks), 90 KB and 400 KB
 # Prints a markdown table, then kvgate's own router-overhead quantiles per request kind.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System calls per request of each proxy (issue 31), one proxy thread, wrk -t1 -c32, for each
 # request kind (KINDS, as bench/proxy/run.sh names them: 4k, sse, chat90k, msg90k, msg400k,
-# agentic (400 KB chat), agentic1m (1 MB chat, ~287K tokens)), against two upstream kinds:
+# agentic (400 KB chat), agentictools (the same with tools after the messages), agentic1m (1 MB
+# chat, ~287K tokens)), against two upstream kinds:
 #   static  nginx answering every POST with a 4 KiB chat.completion JSON and Content-Length, in
 #           one write: how vLLM answers a non-streamed request
 #   fake    kvgate-fake-upstream (chunked, 8 chunks of 512 bytes; two threads)

@@ -278,6 +278,10 @@ std::string RouterMetrics::Render(prometheus::Registry& registry, const WorkerLi
                             MetricType::Counter,
                             static_cast<double>(process.prefix_reuse_skipped_bytes)));
   families.push_back(Single(
+      "kvgate_prefix_reuse_late_tools_total",
+      "Long chat bodies whose tools after the messages were an earlier body's, left unparsed",
+      MetricType::Counter, static_cast<double>(process.prefix_reuse_late_tools)));
+  families.push_back(Single(
       "kvgate_prefix_reuse_cache_bytes", "Memory the prefix-reuse cache holds (at most 64 MiB)",
       MetricType::Gauge, static_cast<double>(process.prefix_reuse_cache_bytes)));
   families.push_back(Single("kvgate_bug_total",

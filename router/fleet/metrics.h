@@ -31,6 +31,7 @@ struct ProcessGauges {
   uint64_t prefix_reuse_hits = 0;
   uint64_t prefix_reuse_misses = 0;
   uint64_t prefix_reuse_skipped_bytes = 0;
+  uint64_t prefix_reuse_late_tools = 0;
   uint64_t prefix_reuse_cache_bytes = 0;
 };
 

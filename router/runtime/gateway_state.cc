@@ -44,6 +44,7 @@ std::string GatewayState::MetricsText() {
   p.prefix_reuse_hits = reuse.hits;
   p.prefix_reuse_misses = reuse.misses;
   p.prefix_reuse_skipped_bytes = reuse.reused_bytes;
+  p.prefix_reuse_late_tools = reuse.late_tools;
   p.prefix_reuse_cache_bytes = reuse.bytes;
   return metrics.Render(registry, snapshot()->workers, p) + common::ProcessMetricsText("kvgate");
 }

@@ -2,8 +2,8 @@
 // The property: with the cache, every body canonicalises exactly as a full pass does (the
 // same fields, the same canonical bytes, the same error), whatever the next turn does to the
 // previous one: append, edit a message, truncate, change the system prompt or the model, move
-// the tools, re-space the JSON, or break it. And the cache must really be used, and stay
-// within its bound.
+// or change the tools, re-space the JSON, or break it. And the cache must really be used, and
+// stay within its bound.
 #include "kvindex/prefix_reuse.h"
 
 #include <random>
@@ -70,12 +70,18 @@ struct Turn {
   std::string system;
   std::vector<Msg> messages;
   bool tools_after = false;
+  int tool_count = 1;  // 0: no `tools` field
   bool pretty = false;
 
   std::string Body() const {
     const std::string sep = pretty ? ",\n  " : ",";
-    const std::string tools =
-        R"("tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}])";
+    std::string tools = R"("tools":[)";
+    for (int i = 0; i < tool_count; ++i) {
+      tools += std::string(i > 0 ? "," : "") + R"({"type":"function","function":{"name":"tool)" +
+               std::to_string(i) + R"(","parameters":{"type":"object"}}})";
+    }
+    tools += "]";
+    if (tool_count == 0) tools = R"("tools":null)";
     std::string b = "{\"model\":\"" + model + "\"" + sep;
     if (!tools_after) b += tools + sep;
     b += "\"messages\":[" + std::string(pretty ? "\n    " : "");
@@ -101,6 +107,7 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     Bodies gen(seed);
     Turn t;
+    t.tools_after = seed % 2 == 0;  // the OpenAI SDKs' order: the header comes last
     t.system = gen.Text(20000);
     while (t.Body().size() < PrefixReuseCache::kMinBodyBytes + 4096) {
       t.messages.push_back(gen.Message(3000));
@@ -128,8 +135,13 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
           what += " model";
           break;
         case 4:
-          next.tools_after = !next.tools_after;
-          what += " tools moved";
+          if (gen.rng()() % 2 == 0) {
+            next.tools_after = !next.tools_after;
+            what += " tools moved";
+          } else {  // a tool added, or all of them dropped (the header changes or goes)
+            next.tool_count = (next.tool_count + 1) % 3;
+            what += " tools changed";
+          }
           break;
         case 5:
           next.pretty = !next.pretty;
@@ -155,6 +167,44 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   EXPECT_GT(s.hits, 100u);
   EXPECT_GT(s.reused_bytes, s.hits * 40000);
   EXPECT_GT(resumed, 80);
+  EXPECT_GT(s.late_tools, 20u);  // half the sessions send their tools after the messages
+}
+
+// The OpenAI SDKs write `tools` after `messages`. A turn whose tools are byte for byte the
+// previous turn's takes that turn's canonical header without parsing them; other tools make
+// it a whole walk (the same bytes as a full pass either way), published for the next turn.
+TEST(PrefixReuse, ToolsAfterTheMessagesAreParsedOnlyWhenTheirBytesChange) {
+  PrefixReuseCache cache(size_t{256} << 20);
+  Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
+  Canonicalizer whole;
+  Bodies gen(3);
+  Turn t;
+  t.tools_after = true;
+  t.system = gen.Text(20000);
+  while (t.Body().size() < PrefixReuseCache::kMinBodyBytes + 4096) {
+    t.messages.push_back(gen.Message(3000));
+  }
+  auto turn = [&](const std::string& what) {
+    t.messages.push_back(gen.Message(500));
+    ExpectSame(reusing, whole, t.Body(), what);
+    return cache.stats();
+  };
+  ExpectSame(reusing, whole, t.Body(), "first turn");
+  PrefixReuseCache::Stats s = turn("same tools");
+  EXPECT_EQ(s.late_tools, 1u);
+  EXPECT_EQ(s.hits, 1u);
+  t.tool_count = 2;
+  s = turn("a tool added");
+  EXPECT_EQ(s.late_tools, 1u);
+  EXPECT_EQ(s.misses, 2u) << "walked whole";
+  s = turn("the new tools again");
+  EXPECT_EQ(s.late_tools, 2u);
+  t.tool_count = 0;  // `"tools":null`: the header goes
+  s = turn("tools dropped");
+  EXPECT_EQ(s.late_tools, 2u);
+  s = turn("no tools again");
+  EXPECT_EQ(s.late_tools, 2u);
+  EXPECT_EQ(s.hits, 3u);
 }
 
 // An entry keeps its canonical prompt as pieces shared with the session's earlier entries:
