@@ -70,6 +70,11 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
   const bool messages_api = api == ApiKind::kMessages;
   const std::string_view main_key = messages_api ? "messages" : "input";
   bool seen_main = false;
+  // Tools after the conversation (a Responses body's after `input`) in a recording walk with
+  // none before it: hashed (`late_hash`), and skipped while they hash as the reused turn's.
+  bool late_record = false;
+  bool late_skip = false;
+  uint64_t late_hash = 0;
   agent::InlineSystems inline_systems;
   std::string_view system;                          // Messages: the top-level system prompt
   if (rec != nullptr && rec->restore != nullptr) {  // the fields before the conversation were cut
@@ -140,6 +145,8 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
         agent::AppendCanonicalTools(conv_, &tools);
         rec->KeepFields(*out, messages_api ? system : conv_.system, conv_.has_tools, tools, {});
       }
+      late_record = build && rec != nullptr && !conv_.has_tools;
+      late_skip = late_record && rec->match->messages >= 0 && rec->match->prefix->late_tools;
       if (!build) {
         KVINDEX_STATUS_TRY(Validate(v, 1));
       } else if (messages_api) {
@@ -176,7 +183,14 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
       KVINDEX_JSON_TRY(v.get_string().get(s), key);
       conv_.system = s;
     } else if (build && key == "tools") {
+      const char* late = late_record && seen_main ? v.raw_json_token().data() : nullptr;
+      if (late != nullptr && late_skip && t == od::json_type::array) {
+        KVINDEX_STATUS_TRY(SkipArray(v));
+        KVINDEX_STATUS_TRY(HashLateSection(*rec, late, 1, &late_hash));
+        continue;
+      }
       KVINDEX_STATUS_TRY(messages_api ? AnthropicTools(v) : ResponsesTools(v));
+      if (late != nullptr) KVINDEX_STATUS_TRY(HashLateSection(*rec, late, 1, &late_hash));
     } else if (build && json_mode_ && key == "chat_template_kwargs" && t == od::json_type::object) {
       conv_.template_kwargs.clear();
       // As deep as Validate walks it in the canonical walk, so both walks agree on validity.
@@ -191,6 +205,7 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
     return absl::InvalidArgumentError(messages_api ? "messages request has no 'messages'"
                                                    : "responses request has no 'input'");
   }
+  if (late_record) KVINDEX_STATUS_TRY(KeepLateTools(*rec, late_skip, late_hash));
   if (messages_api) {
     for (std::string_view held : inline_systems.held) PushSystem(held);
     // The system prompt, then the leading inline system messages, "\n\n" between non-empty
@@ -207,6 +222,27 @@ absl::Status Canonicalizer::Impl::AgentRoot(od::object root, ApiKind api, bool b
     for (std::string_view s : inline_systems.leading) add(s);
     conv_.system = inline_systems.leading.empty() ? system : conv_.Own(std::move(joined));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::KeepLateTools(Recorder& rec, bool skipped, uint64_t hash) {
+  if (skipped) {
+    const ReusablePrefix& prev = *rec.match->prefix;
+    if (hash != prev.late_hash) {  // other tools: the whole body is walked (RunReusing)
+      late_changed_ = true;
+      return absl::AbortedError("the tools after the conversation changed");
+    }
+    conv_.has_tools = !prev.late_tools->empty();
+    conv_.canonical_tools = *prev.late_tools;
+    rec.next->late_tools = prev.late_tools;
+    options_.reuse->CountLateTools();
+  } else if (hash != 0) {  // rendered once, for this turn and the next
+    std::string tools;
+    agent::AppendCanonicalTools(conv_, &tools);
+    rec.next->late_tools = std::make_shared<const std::string>(std::move(tools));
+    conv_.canonical_tools = *rec.next->late_tools;
+  }
+  rec.next->late_hash = hash;
   return absl::OkStatus();
 }
 

@@ -200,40 +200,27 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       std::string* section = key == "tools" ? &tools_ : &functions_;
       section->clear();
       KVINDEX_STATUS_TRY(TypeOf(v, &t, key));
-      // A section after the messages: its body bytes, from the value to the next field, go into
-      // the late hash (the same bytes canonicalise to the same section).
-      const bool late = seen_messages && rec != nullptr;
-      const char* value_begin = late ? v.raw_json_token().data() : nullptr;
-      auto hash_late = [&]() -> absl::Status {
-        const char* value_end = nullptr;
-        KVINDEX_JSON_TRY(doc.current_location().get(value_end), key);
-        late_hash = XXH3_64bits_withSeed(value_begin, static_cast<size_t>(value_end - value_begin),
-                                         late_hash ^ (key == "tools" ? 1 : 2));
-        return absl::OkStatus();
-      };
+      // A section after the messages goes into the late hash (the same bytes canonicalise to
+      // the same section).
+      const char* late = seen_messages && rec != nullptr ? v.raw_json_token().data() : nullptr;
+      const uint64_t tag = key == "tools" ? 1 : 2;
       if (t == od::json_type::null) {
-        if (late) {
-          const std::string_view token = v.raw_json_token();
-          late_hash = XXH3_64bits_withSeed(token.data(), token.size(), late_hash ^ 3);
-        }
+        if (late != nullptr) KVINDEX_STATUS_TRY(HashLateSection(*rec, late, tag, &late_hash));
         continue;
       }
       if (t != od::json_type::array) {
         return absl::InvalidArgumentError(common::StrCat("'", key, "' must be an array"));
       }
-      if (late_unparsed) {  // skipped: the reused turn's header is taken if the hash agrees
-        od::array skipped;
-        std::string_view raw;
-        KVINDEX_JSON_TRY(v.get_array().get(skipped), key);
-        KVINDEX_JSON_TRY(skipped.raw_json().get(raw), key);
-        KVINDEX_STATUS_TRY(hash_late());
+      if (late_unparsed) {  // the reused turn's header stands if the hash agrees
+        KVINDEX_STATUS_TRY(SkipArray(v));
+        KVINDEX_STATUS_TRY(HashLateSection(*rec, late, tag, &late_hash));
         continue;
       }
       section->push_back(canonical::kMessageBegin);
       section->push_back(key == "tools" ? kTagTools : kTagFunctions);
       KVINDEX_STATUS_TRY(Json(v, section, 0, options_.max_nesting_depth));
       section->push_back(canonical::kMessageEnd);
-      if (late) KVINDEX_STATUS_TRY(hash_late());
+      if (late != nullptr) KVINDEX_STATUS_TRY(HashLateSection(*rec, late, tag, &late_hash));
     } else if (chat && key == "messages") {
       if (seen_messages) {
         return absl::InvalidArgumentError("duplicate 'messages'");
@@ -258,7 +245,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
         prev.AppendCanonical(0, prev.header_bytes, &prompt->bytes);
         header_written = prompt->bytes.size();
         provisional_header = header_written > 0;
-        late_unparsed = provisional_header && prev.late_header_hash != 0;
+        late_unparsed = provisional_header && prev.late_hash != 0;
       }
       tools_.clear();
       functions_.clear();
@@ -294,7 +281,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     if (late_unparsed) {
       // The late sections were only hashed: other bytes than the reused turn's must be
       // canonicalised, which a walk of the whole body does (RunReusing).
-      if (late_hash != rec->match->prefix->late_header_hash) {
+      if (late_hash != rec->match->prefix->late_hash) {
         late_changed_ = true;
         return absl::AbortedError("the tool sections after the messages changed");
       }
@@ -321,11 +308,27 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
     if (rec != nullptr) {
       rec->next->header_bytes = prompt->bytes.size() - messages_bytes;
       // Zero also when a late section hashed to it: the next turn then parses its sections.
-      if (late_only && rec->next->header_bytes > 0) rec->next->late_header_hash = late_hash;
+      if (late_only && rec->next->header_bytes > 0) rec->next->late_hash = late_hash;
     }
   } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::HashLateSection(const Recorder& rec, const char* begin,
+                                                  uint64_t tag, uint64_t* hash) {
+  const char* end = nullptr;
+  KVINDEX_JSON_TRY(rec.doc->current_location().get(end), "tools");
+  *hash = XXH3_64bits_withSeed(begin, static_cast<size_t>(end - begin), *hash ^ tag);
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::SkipArray(od::value v) {
+  od::array array;
+  std::string_view raw;
+  KVINDEX_JSON_TRY(v.get_array().get(array), "tools");
+  KVINDEX_JSON_TRY(array.raw_json().get(raw), "tools");
   return absl::OkStatus();
 }
 

@@ -182,6 +182,14 @@ class Canonicalizer::Impl {
                     ApiKind api, bool build_prompt, Recorder* rec, CanonicalRequest* out);
   // `body` with simdjson's padding after it: itself when `*capacity` allows, else a copy.
   const char* Padded(std::string_view body, size_t* capacity);
+  // A tools section after the conversation (the OpenAI SDKs' order) in a recording walk: the
+  // body bytes from `begin` (its value) to where the walk is (the next field) are hashed into
+  // `*hash` after `tag`. A later turn whose late sections hash alike takes what the reused
+  // turn made of them without parsing them (SkipArray consumes an array unread; an error is
+  // malformed JSON, which the whole body's walk then reports).
+  static absl::Status HashLateSection(const Recorder& rec, const char* begin, uint64_t tag,
+                                      uint64_t* hash);
+  static absl::Status SkipArray(od::value v);
   // Every field a walk sets, back to a fresh request's.
   static void ClearRequest(CanonicalRequest* out);
   // A long body (canonicalize_reuse.cc): walked without the messages an earlier body had,
@@ -213,6 +221,9 @@ class Canonicalizer::Impl {
   // converts the conversation into conv_.
   absl::Status AgentRoot(od::object root, ApiKind api, bool build, Recorder* rec,
                          CanonicalRequest* out);
+  // After an agent body's walk with a recorder and no tools before the conversation: the tools
+  // after it (hashed to `hash`, skipped or parsed) become the turn's and the next one's.
+  absl::Status KeepLateTools(Recorder& rec, bool skipped, uint64_t hash);
   absl::Status AnthropicSystem(od::value v, std::string_view* text);
   std::string_view SystemText(const std::vector<agent::Block>& blocks);
   void PushSystem(std::string_view text);

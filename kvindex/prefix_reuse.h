@@ -82,10 +82,12 @@ struct ReusablePrefix {
   std::vector<Piece> canonical;
   size_t canonical_size = 0;
   size_t header_bytes = 0;
-  // Chat bodies whose `tools` / `functions` follow the messages (the OpenAI SDKs' order): a
-  // hash of those sections' body bytes, in order, when they alone made the header; 0: not so.
-  // The next turn whose late sections hash alike takes the header as it is, unparsed.
-  uint64_t late_header_hash = 0;
+  // Tool sections after the conversation (the OpenAI SDKs' order), when no tools came before
+  // it: a hash of their body bytes, in order (0: none such). Chat: they alone made the header,
+  // which the next turn whose late sections hash alike takes as it is, unparsed. Agents' APIs:
+  // `late_tools` is the canonical tools section they made, taken the same way.
+  uint64_t late_hash = 0;
+  std::shared_ptr<const std::string> late_tools;
   // The prompt's block hashes, once the planner has hashed it (kvindex/block_memo.h): kept
   // for blocks of 64 bytes (the default) or more, at most one 8-byte hash per 64 bytes.
   std::shared_ptr<BlockMemo> blocks;
@@ -96,6 +98,7 @@ struct ReusablePrefix {
   size_t bytes() const {
     size_t held = 0;
     for (const Piece& p : canonical) held += p.bytes->capacity();
+    if (late_tools != nullptr) held += late_tools->capacity();
     return sizeof(*this) + held + canonical_size / 8 + fields.bytes() +
            canonical.capacity() * sizeof(Piece) +
            separators.capacity() * (sizeof(uint32_t) * 2 + sizeof(uint64_t) + sizeof(uint8_t));

@@ -12,6 +12,7 @@
 #include "kvindex/block_hash.h"
 #include "kvindex/canonicalize.h"
 #include "kvindex/prefix_index.h"
+#include "kvindex/prefix_reuse.h"
 
 namespace kvgate::kvindex {
 namespace {
@@ -276,6 +277,83 @@ BENCHMARK(BM_CanonicalizeOnly)
     ->ArgNames({"escape_heavy"})
     ->Arg(0)
     ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
+
+// A follow-up turn through the prefix-reuse cache: a ~400 KB body whose messages but the last
+// are an earlier turn's (the cache holds the body itself after the first parse), with 24 tools
+// before the conversation or after it (the OpenAI SDKs' order). Chat, or the same turn as a
+// Responses body (`input` items, tools after them as Codex sends them).
+std::string ResponsesBody(size_t target_bytes, bool tools_after) {
+  std::string tools = R"("tools":[)";
+  for (int t = 0; t < 24; ++t) {
+    absl::StrAppend(&tools, t ? "," : "", R"({"type":"function","name":"tool_)", t,
+                    R"(","description":"Runs a command in the sandbox and returns its output. )",
+                    R"(Use it for builds, tests and file edits.","parameters":{"type":"object",)",
+                    R"("properties":{"command":{"type":"string","description":"shell command"}},)",
+                    R"("required":["command"]}})");
+  }
+  tools += "]";
+  std::string body = R"({"model":"gpt-5-codex","instructions":"You are Codex. )";
+  body += std::string(8000, 's') + R"(",)";
+  if (!tools_after) body += tools + ",";
+  body += R"("input":[)";
+  for (int turn = 0; body.size() < target_bytes; ++turn) {
+    absl::StrAppend(&body, turn ? "," : "", R"({"role":"user","content":"Turn )", turn,
+                    R"(: fix the failing test"},{"type":"function_call","call_id":"call_)", turn,
+                    R"(","name":"tool_3","arguments":"{\"command\": \"make test\"}"})",
+                    R"(,{"type":"function_call_output","call_id":"call_)", turn, R"(","output":")");
+    for (int line = 0; line < 60; ++line) {
+      absl::StrAppend(&body, "  const uint64_t seed_", line,
+                      " = ChainSeed(parent_hash, block.tokens(), options.block_size);\\n");
+    }
+    body += R"("})";
+  }
+  body += "]";
+  if (tools_after) body += "," + tools;
+  return body + R"(,"stream":true})";
+}
+
+std::string ChatBody(size_t target_bytes, bool tools_after) {
+  std::string body = AgenticBody(target_bytes, false);
+  if (!tools_after) return body;
+  const size_t begin = body.find(R"("tools":[)");
+  const size_t end = body.find(R"(,"messages":[)");
+  const std::string tools = body.substr(begin, end - begin);
+  body.erase(begin, end - begin + 1);  // and its comma
+  body.insert(body.size() - 1, "," + tools);
+  return body;
+}
+
+void BM_NextTurn(benchmark::State& state) {
+  const bool responses = state.range(0) == 1;
+  const bool tools_after = state.range(1) == 1;
+  const ApiKind api = responses ? ApiKind::kResponses : ApiKind::kChatCompletions;
+  const std::string body =
+      responses ? ResponsesBody(400000, tools_after) : ChatBody(400000, tools_after);
+  PrefixReuseCache cache(size_t{256} << 20);
+  Canonicalizer canonicalizer(CanonicalizeOptions{.reuse = &cache});
+  CanonicalRequest req;
+  std::vector<BlockHash> chain;
+  const uint64_t ns = NamespaceSeed({"m", "", ""});
+  for (auto _ : state) {
+    const absl::Status st = canonicalizer.Parse(body, 0, api, true, &req);
+    if (!st.ok() || req.prompts.empty()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
+    HashPrompt(req.prompts[0], ns, HashOptions{}, &chain);
+    benchmark::DoNotOptimize(chain.data());
+  }
+  const PrefixReuseCache::Stats stats = cache.stats();
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  state.counters["reused"] =
+      static_cast<double>(stats.hits) / static_cast<double>(state.iterations());
+  state.counters["late_tools"] =
+      static_cast<double>(stats.late_tools) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_NextTurn)
+    ->ArgNames({"responses", "tools_after"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_HashTokens(benchmark::State& state) {

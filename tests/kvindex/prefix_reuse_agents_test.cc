@@ -111,15 +111,24 @@ struct AgentTurn {
   std::vector<std::string> items;
   bool system_first = true;  // the system prompt before or after the conversation
   bool tools_first = false;  // the tools, stream and metadata before or after the conversation
+  int tool_count = 1;        // 0: `"tools":null`
 
   std::string Body() const {
     const bool messages = api == ApiKind::kMessages;
     std::string sys = messages ? R"("system":[{"type":"text","text":")" + system +
                                      R"(","cache_control":{"type":"ephemeral"}}])"
                                : R"("instructions":")" + system + R"(")";
-    const std::string tools =
-        messages ? R"("tools":[{"name":"Read","description":"d","input_schema":{"type":"object"}}])"
-                 : R"("tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}])";
+    std::string tools = tool_count == 0 ? R"("tools":null)" : R"("tools":[)";
+    for (int i = 0; i < tool_count; ++i) {
+      const std::string name =
+          "\"" + std::string(messages ? "Read" : "shell") + std::to_string(i) + "\"";
+      if (i > 0) tools += ",";
+      tools +=
+          messages
+              ? R"({"name":)" + name + R"(,"description":"d","input_schema":{"type":"object"}})"
+              : R"({"type":"function","name":)" + name + R"(,"parameters":{"type":"object"}})";
+    }
+    if (tool_count > 0) tools += "]";
     std::string b = R"({"model":")" + model + R"(",)";
     if (system_first) b += sys + ",";
     const std::string fields = R"("stream":true,"metadata":{"user_id":"u"})";
@@ -173,8 +182,13 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
           what += " system moved";
           break;
         case 5:
-          next.tools_first = !next.tools_first;
-          what += " tools moved";
+          if (gen.rng()() % 2 == 0) {
+            next.tools_first = !next.tools_first;
+            what += " tools moved";
+          } else {  // a tool added, or all of them dropped
+            next.tool_count = (next.tool_count + 1) % 3;
+            what += " tools changed";
+          }
           break;
         case 4:  // a new first message (a new session of the same agent)
           next.items.insert(next.items.begin(), item(gen, 500));
@@ -198,6 +212,7 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
   EXPECT_GT(s.hits, 100u);
   EXPECT_GT(s.reused_bytes, s.hits * 30000);
   EXPECT_GT(resumed, 80);
+  EXPECT_GT(s.late_tools, 20u);  // tools after the conversation, the same as the turn before
 }
 
 TEST(PrefixReuseAgents, EveryNextMessagesTurnCanonicalisesAsAFullPass) {
