@@ -99,14 +99,15 @@ void HashPrompt(const CanonicalPrompt& prompt, uint64_t namespace_seed, const Ha
   uint64_t seed = root;
   if (prompt.reused_blocks != nullptr && block > 0) {
     const absl::Span<const BlockHash> previous = prompt.reused_blocks->Get(root, block);
-    known = std::min(previous.size(), std::min(prompt.reused_bytes, prompt.bytes.size()) / block);
+    known = std::min(previous.size(), std::min(prompt.reused_bytes, prompt.size()) / block);
     if (known > 0) {
-      out->reserve(prompt.bytes.size() / block);
+      out->reserve(prompt.size() / block);
       out->assign(previous.begin(), previous.begin() + known);
       seed = previous[known - 1];
     }
   }
-  HashTextBlocks(std::string_view(prompt.bytes).substr(known * block), seed, block, out);
+  // From the last known block on (past bytes a reused prompt borrowed, mostly).
+  HashTextBlocks(prompt.From(known * block), seed, block, out);
   if (prompt.blocks_memo != nullptr) prompt.blocks_memo->Set(root, block, *out);
 }
 

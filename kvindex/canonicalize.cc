@@ -62,6 +62,39 @@ void AppendEscaped(std::string_view text, std::string* out) {
 // that was partly skipped violates (found by the fuzzer). Decoded strings live in the parser's
 // string buffer until the next document, so keeping views is safe.
 
+const std::string& CanonicalPrompt::Text() const {
+  if (borrowed == nullptr) return bytes;
+  if (joined.size() != size()) {
+    joined.clear();
+    joined.reserve(size());
+    borrowed->AppendCanonical(0, borrowed_bytes, &joined);
+    joined.append(bytes);
+  }
+  return joined;
+}
+
+std::string_view CanonicalPrompt::From(size_t offset) const {
+  if (offset >= borrowed_bytes) return std::string_view(bytes).substr(offset - borrowed_bytes);
+  if (joined.size() == size()) return std::string_view(joined).substr(offset);
+  // Hashing resumes at the block boundary before the borrowed bytes end: join from there only.
+  joined_from.clear();
+  borrowed->AppendCanonical(offset, borrowed_bytes, &joined_from);
+  joined_from.append(bytes);
+  return joined_from;
+}
+
+void CanonicalPrompt::OwnAll() {
+  if (borrowed == nullptr) return;
+  std::string whole;
+  whole.reserve(size());
+  borrowed->AppendCanonical(0, borrowed_bytes, &whole);
+  whole.append(bytes);
+  bytes = std::move(whole);
+  borrowed.reset();
+  borrowed_bytes = 0;
+  joined.clear();
+}
+
 void Canonicalizer::Impl::ClearRequest(CanonicalRequest* out) {
   out->prompts.clear();
   out->model.clear();
@@ -136,7 +169,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       out->prompts.back().kind = PromptKind::kChat;
       // About as long as the body (reused messages included): grow it once, not by doublings.
       out->prompts.back().bytes.reserve(body.size());
-      AgentCanonical(rec, &out->prompts.back().bytes);
+      AgentCanonical(rec, &out->prompts.back());
     }
     return absl::OkStatus();
   }
@@ -249,16 +282,16 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       }
       tools_.clear();
       functions_.clear();
-      if (rec != nullptr) rec->Begin(&prompt->bytes);
+      if (rec != nullptr) rec->Begin(prompt);
       for (auto element : messages) {
         od::value m;
         KVINDEX_JSON_TRY(element.get(m), "messages[]");
         KVINDEX_STATUS_TRY(Message(m, &prompt->bytes));
         if (rec != nullptr) {
-          rec->MessageEnd(prompt->bytes.size() - header_written, ReusablePrefix::kResumable);
+          rec->MessageEnd(prompt->size() - header_written, ReusablePrefix::kResumable);
         }
       }
-      messages_bytes = prompt->bytes.size() - header_written;
+      messages_bytes = prompt->size() - header_written;
     } else if (completions && key == "prompt") {
       if (seen_prompt) {
         return absl::InvalidArgumentError("duplicate 'prompt'");
@@ -290,11 +323,13 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       // Only sections after the messages made this body's header: kept when they made the
       // reused turn's bytes, replaced otherwise.
       std::string header = tools_ + functions_;
-      if (std::string_view(prompt->bytes).substr(0, header_written) != header) {
+      if (header.size() != header_written || !rec->match->prefix->CanonicalStartsWith(header)) {
+        prompt->OwnAll();
         prompt->bytes.replace(0, header_written, header);
       }
     } else if (!tools_.empty() || !functions_.empty()) {
       // Canonical order is tools, functions, messages whatever the body's key order.
+      prompt->OwnAll();
       if (header_written > 0) {
         // Both an early and a late section: rebuild the header in canonical order.
         scratch_.assign(prompt->bytes, 0, header_written);
@@ -306,7 +341,7 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       }
     }
     if (rec != nullptr) {
-      rec->next->header_bytes = prompt->bytes.size() - messages_bytes;
+      rec->next->header_bytes = prompt->size() - messages_bytes;
       // Zero also when a late section hashed to it: the next turn then parses its sections.
       if (late_only && rec->next->header_bytes > 0) rec->next->late_hash = late_hash;
     }

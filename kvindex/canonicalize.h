@@ -30,8 +30,24 @@ struct ReusablePrefix;  // kvindex/prefix_reuse.h
 /// One canonical prompt. A value type; thread-compatible.
 struct CanonicalPrompt {
   PromptKind kind = PromptKind::kChat;
-  std::string bytes;             // kChat and kText.
+  // The stream (kChat and kText). With prefix reuse its first `borrowed_bytes` may still be
+  // where an earlier turn's entry holds them (`borrowed`), not copied: `bytes` is then the
+  // rest. Read it whole with Text(), from an offset with From(), its length with size().
+  std::string bytes;
   std::vector<uint32_t> tokens;  // kTokens.
+  std::shared_ptr<const ReusablePrefix> borrowed;
+  size_t borrowed_bytes = 0;
+  mutable std::string joined;       // Text()'s join of a borrowed stream, made on first use
+  mutable std::string joined_from;  // From()'s, when the offset is inside the borrowed bytes
+
+  size_t size() const { return borrowed_bytes + bytes.size(); }
+  /// The whole stream as one string.
+  const std::string& Text() const;
+  /// Bytes [offset, size()) as one view (past the borrowed part: `bytes` itself; inside it, a
+  /// join of those bytes alone, valid until the next From()).
+  std::string_view From(size_t offset) const;
+  /// Copies the borrowed bytes in front of `bytes` (before an edit of the stream's front).
+  void OwnAll();
 
   // Prefix reuse (kvindex/prefix_reuse.h), for HashPrompt: the previous turn's block hashes,
   // valid for this prompt's first `reused_bytes` bytes, and where this prompt's are kept for the

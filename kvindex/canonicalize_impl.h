@@ -169,9 +169,12 @@ class Canonicalizer::Impl {
     uint8_t ResumeState() const {
       return match->messages >= 0 ? match->prefix->states[match->messages] : 0;
     }
-    // At the messages array's first element; with `canonical`, copies the reused messages'
-    // canonical bytes there.
-    void Begin(std::string* canonical);
+    // At the messages array's first element; with `prompt` (whose `bytes` hold the header so
+    // far), the reused messages' canonical bytes follow the header: borrowed from the entry
+    // when the header is the entry's, else copied.
+    void Begin(CanonicalPrompt* prompt);
+    // After the header in `prompt->bytes`: the reused messages, borrowed or copied (Begin).
+    void PlaceReused(CanonicalPrompt* prompt) const;
     // After each message: where it ended in the body and in the canonical messages (for the
     // agents' APIs, until AgentCanonical, how many converted messages there were), its state.
     void MessageEnd(size_t canonical_end, uint8_t state);
@@ -201,7 +204,7 @@ class Canonicalizer::Impl {
                               CanonicalRequest* out);
   // An agent body's canonical stream from conv_, after the reused messages' canonical bytes
   // when the walk resumed; with `rec`, the recorded messages' canonical ends are filled in.
-  void AgentCanonical(Recorder* rec, std::string* out);
+  void AgentCanonical(Recorder* rec, CanonicalPrompt* prompt);
 
   // Walks a value completely, so that malformed JSON in fields the gateway does not read is
   // still caught (simdjson on-demand skips unread values without validating them).

@@ -103,13 +103,15 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
   CanonicalPrompt& prompt = out->prompts.back();
   // The previous prompt's block hashes hold for this one as far as both are the same bytes:
   // through the reused messages when the header before them is the same too.
+  // (Borrowed bytes are the previous entry's, its header included.)
   if (match.messages >= 0 && prev->header_bytes == next.header_bytes &&
-      prev->CanonicalStartsWith(std::string_view(prompt.bytes).substr(0, next.header_bytes))) {
+      (prompt.borrowed != nullptr ||
+       prev->CanonicalStartsWith(std::string_view(prompt.bytes).substr(0, next.header_bytes)))) {
     prompt.reused_blocks = prev->blocks;
     prompt.reused_bytes = next.header_bytes + prev->canonical_ends[match.messages];
   }
   // The same bytes are shared with the previous entry, not copied again.
-  next.KeepCanonical(prompt.bytes, prev, prompt.reused_bytes);
+  next.KeepCanonical(prompt, prev, prompt.reused_bytes);
   next.blocks = std::make_shared<BlockMemo>(ReusablePrefix::MaxHashes(next.canonical_size));
   prompt.blocks_memo = next.blocks;
   next.key = PrefixReuseCache::KeyOf(body, static_cast<uint8_t>(api));
@@ -118,10 +120,23 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
   return absl::OkStatus();
 }
 
-void Canonicalizer::Impl::Recorder::Begin(std::string* canonical) {
+void Canonicalizer::Impl::Recorder::PlaceReused(CanonicalPrompt* prompt) const {
+  const ReusablePrefix& prev = *match->prefix;
+  // A 400 KB turn's reused messages are ~390 KB that nothing reads whole in approximate mode
+  // (hashing resumes after them): borrowing them spares the copy.
+  if (prompt->bytes.size() == prev.header_bytes && prev.CanonicalStartsWith(prompt->bytes)) {
+    prompt->borrowed = match->prefix;
+    prompt->borrowed_bytes = prev.header_bytes + prev.canonical_ends[match->messages];
+    prompt->bytes.clear();
+  } else {
+    prev.AppendMessagesThrough(match->messages, &prompt->bytes);
+  }
+}
+
+void Canonicalizer::Impl::Recorder::Begin(CanonicalPrompt* prompt) {
   if (match->messages >= 0) {
     const ReusablePrefix& prev = *match->prefix;
-    if (canonical != nullptr) prev.AppendMessagesThrough(match->messages, canonical);
+    if (prompt != nullptr) PlaceReused(prompt);
     next->messages_begin = prev.messages_begin;
     return;
   }
@@ -169,7 +184,8 @@ void Canonicalizer::Impl::Recorder::MessageEnd(size_t canonical_end, uint8_t sta
   next->states.push_back(state);
 }
 
-void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
+void Canonicalizer::Impl::AgentCanonical(Recorder* rec, CanonicalPrompt* prompt) {
+  std::string* out = &prompt->bytes;
   if (rec == nullptr) {
     agent::AppendCanonical(conv_, out);
     return;
@@ -178,17 +194,16 @@ void Canonicalizer::Impl::AgentCanonical(Recorder* rec, std::string* out) {
   const size_t header = out->size();
   size_t reused = 0;
   if (rec->match->messages >= 0) {
-    const ReusablePrefix& prev = *rec->match->prefix;
     reused = static_cast<size_t>(rec->match->messages) + 1;
-    prev.AppendMessagesThrough(static_cast<int>(reused) - 1, out);
+    rec->PlaceReused(prompt);
   }
   // ends[j]: where the canonical bytes of the first j converted messages end.
   std::vector<uint32_t> ends;
   ends.reserve(conv_.messages.size() + 1);
-  ends.push_back(static_cast<uint32_t>(out->size() - header));
+  ends.push_back(static_cast<uint32_t>(prompt->size() - header));
   for (const agent::Message& m : conv_.messages) {
     agent::AppendCanonicalMessage(conv_, m, out);
-    ends.push_back(static_cast<uint32_t>(out->size() - header));
+    ends.push_back(static_cast<uint32_t>(prompt->size() - header));
   }
   if (!rec->ok) return;
   std::vector<uint32_t>& recorded = rec->next->canonical_ends;  // message counts until now

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "kvindex/canonicalize.h"
+
 // The library's runtime-dispatched XXH3 (AVX2 where the CPU has it): proving a reused prefix
 // hashes the body's bytes, 0.74 instructions a byte with the SSE2 kernel.
 #include "xxh_x86dispatch.h"
@@ -46,7 +48,7 @@ bool ReusablePrefix::CanonicalStartsWith(std::string_view bytes) const {
   return true;
 }
 
-void ReusablePrefix::KeepCanonical(const std::string& prompt, const ReusablePrefix* prev,
+void ReusablePrefix::KeepCanonical(const CanonicalPrompt& prompt, const ReusablePrefix* prev,
                                    size_t reused) {
   canonical.clear();
   canonical_size = prompt.size();
@@ -64,7 +66,7 @@ void ReusablePrefix::KeepCanonical(const std::string& prompt, const ReusablePref
   }
   if (shared < prompt.size() || canonical.empty()) {
     canonical.push_back(
-        Piece{std::make_shared<const std::string>(prompt.substr(shared)), prompt.size() - shared});
+        Piece{std::make_shared<const std::string>(prompt.From(shared)), prompt.size() - shared});
   }
 }
 

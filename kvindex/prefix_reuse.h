@@ -24,6 +24,8 @@
 
 namespace kvgate::kvindex {
 
+struct CanonicalPrompt;  // kvindex/canonicalize.h
+
 /// What one body's messages (the elements of its conversation array: chat and Messages
 /// `messages`, Responses `input`) were: immutable once published.
 struct ReusablePrefix {
@@ -111,9 +113,10 @@ struct ReusablePrefix {
   void AppendCanonical(size_t begin, size_t end, std::string* out) const;
   /// Whether the canonical prompt starts with `bytes`.
   bool CanonicalStartsWith(std::string_view bytes) const;
-  /// Sets this entry's canonical prompt to `prompt`, of which the first `reused` bytes are
-  /// `prev`'s (null: none): those are shared with `prev`, the rest copied.
-  void KeepCanonical(const std::string& prompt, const ReusablePrefix* prev, size_t reused);
+  /// Sets this entry's canonical prompt to `prompt`'s, of which the first `reused` bytes are
+  /// `prev`'s (null: none; at least what `prompt` borrowed from it): those are shared with
+  /// `prev`, the rest copied.
+  void KeepCanonical(const CanonicalPrompt& prompt, const ReusablePrefix* prev, size_t reused);
 };
 
 /// How a body can reuse an entry: its messages [0, messages] are the entry's; the walk resumes

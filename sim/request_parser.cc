@@ -41,7 +41,7 @@ absl::Status RequestParser::Parse(const std::string& body, kvindex::ApiKind api,
   if (p.kind == kvindex::PromptKind::kTokens) {
     out->prompt = p.tokens;
   } else {
-    AppendBytesToTokens4(p.bytes, &out->prompt);
+    AppendBytesToTokens4(p.Text(), &out->prompt);
   }
   if (out->prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   return absl::OkStatus();

@@ -23,7 +23,7 @@ absl::Status Bytes4Tokenizer::Tokenize(const kvindex::CanonicalPrompt& prompt,
     *out = prompt.tokens;
     return absl::OkStatus();
   }
-  const std::string& bytes = prompt.bytes;
+  const std::string& bytes = prompt.Text();
   const size_t whole = bytes.size() / 4;
   out->resize(whole);
   size_t i = whole * 4;

@@ -119,7 +119,7 @@ absl::StatusOr<RoutePlan> RoutePlanner::Plan(const ParsedRequest& request,
   plan.prompt_tokens =
       prompt.kind == kvindex::PromptKind::kTokens
           ? static_cast<uint32_t>(prompt.tokens.size())
-          : static_cast<uint32_t>((prompt.bytes.size() + kBytesPerToken - 1) / kBytesPerToken);
+          : static_cast<uint32_t>((prompt.size() + kBytesPerToken - 1) / kBytesPerToken);
   plan.hashed = true;
   // Precise mode matches token chains; a cache_salt changes the engine's hashes in ways its
   // events do not show, so salted requests stay approximate.

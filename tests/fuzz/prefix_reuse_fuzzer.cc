@@ -29,9 +29,10 @@ void Compare(Canonicalizer& reusing, Canonicalizer& whole, const std::string& bo
   }
   const uint64_t ns = NamespaceSeed({a.model, "", a.cache_salt});
   for (size_t i = 0; i < a.prompts.size(); ++i) {
-    if (a.prompts[i].bytes != b.prompts[i].bytes) std::abort();
-    // The reusing side's chain resumes from the previous turn's where it reused it.
+    // The reusing side's chain resumes from the previous turn's where it reused it (hashed
+    // before Text() joins a borrowed prompt).
     if (HashPrompt(a.prompts[i], ns) != HashPrompt(b.prompts[i], ns)) std::abort();
+    if (a.prompts[i].Text() != b.prompts[i].bytes) std::abort();
   }
 }
 

@@ -150,7 +150,8 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
   const auto item = [&](Items& gen, size_t bytes) {
     return api == ApiKind::kMessages ? gen.Anthropic(bytes) : gen.Responses(bytes);
   };
-  int resumed = 0;  // turns whose block hashes resumed from the previous turn's
+  int resumed = 0;   // turns whose block hashes resumed from the previous turn's
+  int borrowed = 0;  // turns whose prompt borrowed the reused bytes instead of copying them
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     Items gen(seed * 7919);
     AgentTurn t;
@@ -201,7 +202,7 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
           what += " append";
       }
       ExpectSameAsFullPass(reusing, whole, next.Body(), api, what, turn % 7 == 6 ? 48 : 64,
-                           &resumed);
+                           &resumed, &borrowed);
       std::string broken = next.Body();
       broken.insert(broken.rfind(']'), ",{\"role\":");
       ExpectSameAsFullPass(reusing, whole, broken, api, what + " broken");
@@ -212,6 +213,7 @@ void EveryNextTurnCanonicalisesAsAFullPass(ApiKind api) {
   EXPECT_GT(s.hits, 100u);
   EXPECT_GT(s.reused_bytes, s.hits * 30000);
   EXPECT_GT(resumed, 80);
+  EXPECT_GT(borrowed, 80);
   EXPECT_GT(s.late_tools, 20u);  // tools after the conversation, the same as the turn before
 }
 

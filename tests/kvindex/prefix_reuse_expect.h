@@ -15,7 +15,8 @@ namespace kvgate::kvindex {
 /// Adds 1 to `*resumed_hashes` when the block hashes resumed from an earlier turn's.
 inline void ExpectSameAsFullPass(Canonicalizer& reusing, Canonicalizer& whole,
                                  const std::string& body, ApiKind api, const std::string& what,
-                                 uint32_t block_bytes = 64, int* resumed_hashes = nullptr) {
+                                 uint32_t block_bytes = 64, int* resumed_hashes = nullptr,
+                                 int* borrowed = nullptr) {
   CanonicalRequest a, b;
   const absl::Status sa = reusing.Parse(body, 0, api, true, &a);
   const absl::Status sb = whole.Parse(body, 0, api, true, &b);
@@ -27,16 +28,19 @@ inline void ExpectSameAsFullPass(Canonicalizer& reusing, Canonicalizer& whole,
   EXPECT_EQ(a.metadata_user_id, b.metadata_user_id) << what;
   ASSERT_EQ(a.prompts.size(), b.prompts.size()) << what;
   for (size_t i = 0; i < a.prompts.size(); ++i) {
-    ASSERT_TRUE(a.prompts[i].bytes == b.prompts[i].bytes)
-        << what << ": canonical prompts differ (" << a.prompts[i].bytes.size() << " vs "
-        << b.prompts[i].bytes.size() << " bytes)";
     const uint64_t ns = NamespaceSeed({a.model, "", a.cache_salt});
     HashOptions options;
     options.text_block_bytes = block_bytes;
-    // The reusing side first: it keeps its chain for the next turn.
+    // The reusing side first: it keeps its chain for the next turn. And before Text(), whose
+    // join would hide what hashing reads of a borrowed prompt.
     const std::vector<BlockHash> chain = HashPrompt(a.prompts[i], ns, options);
     ASSERT_TRUE(chain == HashPrompt(b.prompts[i], ns, options)) << what << ": block hashes differ";
+    EXPECT_EQ(a.prompts[i].size(), b.prompts[i].bytes.size()) << what;
+    ASSERT_TRUE(a.prompts[i].Text() == b.prompts[i].bytes)
+        << what << ": canonical prompts differ (" << a.prompts[i].Text().size() << " vs "
+        << b.prompts[i].bytes.size() << " bytes)";
     const CanonicalPrompt& p = a.prompts[i];
+    if (borrowed != nullptr && p.borrowed != nullptr) ++*borrowed;
     if (resumed_hashes != nullptr && p.reused_blocks != nullptr && p.reused_bytes >= block_bytes &&
         !p.reused_blocks->Get(RootSeed(ns, p.kind), block_bytes).empty()) {
       ++*resumed_hashes;

@@ -95,15 +95,18 @@ struct Turn {
 };
 
 void ExpectSame(Canonicalizer& reusing, Canonicalizer& whole, const std::string& body,
-                const std::string& what, uint32_t block_bytes = 64, int* resumed = nullptr) {
-  ExpectSameAsFullPass(reusing, whole, body, ApiKind::kChatCompletions, what, block_bytes, resumed);
+                const std::string& what, uint32_t block_bytes = 64, int* resumed = nullptr,
+                int* borrowed = nullptr) {
+  ExpectSameAsFullPass(reusing, whole, body, ApiKind::kChatCompletions, what, block_bytes, resumed,
+                       borrowed);
 }
 
 TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   PrefixReuseCache cache(size_t{256} << 20);
   Canonicalizer reusing(CanonicalizeOptions{.reuse = &cache});
   Canonicalizer whole;
-  int resumed = 0;  // turns whose block hashes resumed from the previous turn's
+  int resumed = 0;   // turns whose block hashes resumed from the previous turn's
+  int borrowed = 0;  // turns whose prompt borrowed the reused bytes instead of copying them
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     Bodies gen(seed);
     Turn t;
@@ -154,7 +157,7 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
           what += " append";
       }
       // Now and then another block size: the previous turn's hashes are then not reused.
-      ExpectSame(reusing, whole, next.Body(), what, turn % 7 == 6 ? 48 : 64, &resumed);
+      ExpectSame(reusing, whole, next.Body(), what, turn % 7 == 6 ? 48 : 64, &resumed, &borrowed);
       // A broken next turn is refused as a full pass refuses it (not kept for later turns).
       std::string broken = next.Body();
       broken.insert(broken.size() - 40, "{\"role\":");
@@ -167,6 +170,7 @@ TEST(PrefixReuse, EveryNextTurnCanonicalisesAsAFullPass) {
   EXPECT_GT(s.hits, 100u);
   EXPECT_GT(s.reused_bytes, s.hits * 40000);
   EXPECT_GT(resumed, 80);
+  EXPECT_GT(borrowed, 80);
   EXPECT_GT(s.late_tools, 20u);  // half the sessions send their tools after the messages
 }
 
@@ -233,7 +237,7 @@ TEST(PrefixReuse, ALongSessionSharesItsEarlierBytesInFewPieces) {
     CanonicalRequest full, reused;
     ASSERT_TRUE(whole.Parse(body, 0, ApiKind::kChatCompletions, true, &full).ok()) << what;
     ASSERT_TRUE(reusing.Parse(body, 0, ApiKind::kChatCompletions, true, &reused).ok()) << what;
-    ASSERT_EQ(reused.prompts[0].bytes, full.prompts[0].bytes) << what;
+    ASSERT_EQ(reused.prompts[0].Text(), full.prompts[0].bytes) << what;
     const auto& entry = reused.messages_layout;
     ASSERT_TRUE(entry) << what;
     std::string back;
