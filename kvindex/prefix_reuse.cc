@@ -25,17 +25,6 @@ bool SameConversation(const ReusablePrefix& a, const ReusablePrefix& b) {
 
 }  // namespace
 
-void ReusablePrefix::AppendCanonical(size_t begin, size_t end, std::string* out) const {
-  size_t at = 0;  // where the current piece starts in the prompt
-  for (const Piece& p : canonical) {
-    if (at >= end) break;
-    const size_t from = std::max(begin, at);
-    const size_t to = std::min(end, at + p.size);
-    if (from < to) out->append(*p.bytes, from - at, to - from);
-    at += p.size;
-  }
-}
-
 bool ReusablePrefix::CanonicalStartsWith(std::string_view bytes) const {
   if (bytes.size() > canonical_size) return false;
   size_t at = 0;

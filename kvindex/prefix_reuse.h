@@ -109,8 +109,18 @@ struct ReusablePrefix {
   void AppendMessagesThrough(int i, std::string* out) const {
     AppendCanonical(header_bytes, header_bytes + canonical_ends[i], out);
   }
-  /// Appends the canonical bytes [begin, end) to `out`.
-  void AppendCanonical(size_t begin, size_t end, std::string* out) const;
+  /// Appends the canonical bytes [begin, end) to `out`. (Inline: CanonicalPrompt's joins use
+  /// it where prefix_reuse.cc is not linked.)
+  void AppendCanonical(size_t begin, size_t end, std::string* out) const {
+    size_t at = 0;  // where the current piece starts in the prompt
+    for (const Piece& p : canonical) {
+      if (at >= end) break;
+      const size_t from = begin > at ? begin : at;
+      const size_t to = end < at + p.size ? end : at + p.size;
+      if (from < to) out->append(*p.bytes, from - at, to - from);
+      at += p.size;
+    }
+  }
   /// Whether the canonical prompt starts with `bytes`.
   bool CanonicalStartsWith(std::string_view bytes) const;
   /// Sets this entry's canonical prompt to `prompt`'s, of which the first `reused` bytes are

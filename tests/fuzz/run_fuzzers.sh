@@ -18,7 +18,8 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 0
 fi
 
-KVINDEX_SRCS="kvindex/canonicalize.cc kvindex/canonicalize_completions.cc kvindex/canonicalize_reuse.cc kvindex/prefix_reuse.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
+KVINDEX_SRCS="kvindex/canonical_prompt.cc kvindex/canonicalize.cc kvindex/canonicalize_completions.cc"
+KVINDEX_SRCS+=" kvindex/canonicalize_reuse.cc kvindex/prefix_reuse.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
 KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_json.cc"
 KVINDEX_SRCS+=" common/strings.cc"
 # msgpuck is header-only in use; its tables come from the one MP_SOURCE translation unit.
@@ -31,7 +32,7 @@ TOKENIZER_SRCS+=" tokenizer/incremental.cc"
 TOKENIZER_SRCS+=" tokenizer/chat_template.cc tokenizer/jinja_lexer.cc tokenizer/jinja_parse.cc"
 TOKENIZER_SRCS+=" tokenizer/jinja_eval.cc tokenizer/jinja_value.cc tokenizer/jinja_builtins.cc"
 TOKENIZER_SRCS+=" tokenizer/jinja_memo.cc tokenizer/jinja_replay.cc"
-TOKENIZER_SRCS+=" common/strings.cc"
+TOKENIZER_SRCS+=" kvindex/canonical_prompt.cc common/strings.cc"
 STORE_SRCS="store/wire.cc common/strings.cc"
 PD_SRCS="router/pd/pd_bodies.cc common/strings.cc common/json_util.cc"
 POLICY_SRCS="router/policies/policy_registry.cc router/policies/load_balancing_policies.cc"
