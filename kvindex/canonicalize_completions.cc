@@ -22,7 +22,7 @@ absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out
   if (t == od::json_type::string) {
     std::string_view s;
     KVINDEX_JSON_TRY(GetText(v, &s), "prompt");
-    out->prompts.push_back({PromptKind::kText, std::string(s), {}});
+    out->prompts.push_back({.kind = PromptKind::kText, .bytes = std::string(s)});
     return absl::OkStatus();
   }
   od::array arr;
@@ -42,7 +42,7 @@ absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out
       }
       if (!token_mode) {
         token_mode = true;
-        out->prompts.push_back({PromptKind::kTokens, {}, {}});
+        out->prompts.push_back({.kind = PromptKind::kTokens});
       }
       uint64_t id = 0;
       if (ev.get_uint64().get(id) || id > UINT32_MAX) {
@@ -58,11 +58,11 @@ absl::Status Canonicalizer::Impl::Completions(od::value v, CanonicalRequest* out
     if (et == od::json_type::string) {
       std::string_view s;
       KVINDEX_JSON_TRY(GetText(ev, &s), "prompt[]");
-      out->prompts.push_back({PromptKind::kText, std::string(s), {}});
+      out->prompts.push_back({.kind = PromptKind::kText, .bytes = std::string(s)});
     } else if (et == od::json_type::array) {
       od::array tokens;
       KVINDEX_JSON_TRY(ev.get_array().get(tokens), "prompt[]");
-      out->prompts.push_back({PromptKind::kTokens, {}, {}});
+      out->prompts.push_back({.kind = PromptKind::kTokens});
       KVINDEX_STATUS_TRY(Tokens(tokens, &out->prompts.back().tokens));
     } else {
       return absl::InvalidArgumentError("'prompt' elements must be strings or token arrays");
