@@ -4,6 +4,7 @@
 #include <linux/tcp.h>  // tcp_info with tcpi_data_segs_in (glibc's lacks it)
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <random>
@@ -256,6 +257,8 @@ TEST_F(RelayTest, AnAnswerLargerThanTheWaitsBufferReachesTheClientInOneWrite) {
   Start([answer](const std::string&) { return Script{{"", answer}, 20ms}; });
   const int fd = ConnectLoopback(port_);
   ASSERT_GE(fd, 0);
+  const timeval patience{10, 0};  // a gateway that kept the connection open fails, not hangs
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
   const std::string request = Request("Connection: close\r\n");
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
