@@ -242,14 +242,13 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
       late_only = header_written == 0;
       if (header_written == 0 && rec != nullptr && rec->match->messages >= 0) {
         const ReusablePrefix& prev = *rec->match->prefix;
-        prev.AppendCanonical(0, prev.header_bytes, &prompt->bytes);
-        header_written = prompt->bytes.size();
+        header_written = prev.header_bytes;  // borrowed with the reused messages (Begin)
         provisional_header = header_written > 0;
         late_unparsed = provisional_header && prev.late_hash != 0;
       }
       tools_.clear();
       functions_.clear();
-      if (rec != nullptr) rec->Begin(prompt);
+      if (rec != nullptr) rec->Begin(prompt, provisional_header);
       for (auto element : messages) {
         od::value m;
         KVINDEX_JSON_TRY(element.get(m), "messages[]");
@@ -315,22 +314,6 @@ absl::Status Canonicalizer::Impl::Walk(std::string_view body, const char* data, 
   } else if (completions && !seen_prompt) {
     return absl::InvalidArgumentError("completions request has no 'prompt'");
   }
-  return absl::OkStatus();
-}
-
-absl::Status Canonicalizer::Impl::HashLateSection(const Recorder& rec, const char* begin,
-                                                  uint64_t tag, uint64_t* hash) {
-  const char* end = nullptr;
-  KVINDEX_JSON_TRY(rec.doc->current_location().get(end), "tools");
-  *hash = XXH3_64bits_withSeed(begin, static_cast<size_t>(end - begin), *hash ^ tag);
-  return absl::OkStatus();
-}
-
-absl::Status Canonicalizer::Impl::SkipArray(od::value v) {
-  od::array array;
-  std::string_view raw;
-  KVINDEX_JSON_TRY(v.get_array().get(array), "tools");
-  KVINDEX_JSON_TRY(array.raw_json().get(raw), "tools");
   return absl::OkStatus();
 }
 

@@ -172,9 +172,10 @@ class Canonicalizer::Impl {
     // At the messages array's first element; with `prompt` (whose `bytes` hold the header so
     // far), the reused messages' canonical bytes follow the header: borrowed from the entry
     // when the header is the entry's, else copied.
-    void Begin(CanonicalPrompt* prompt);
+    void Begin(CanonicalPrompt* prompt, bool entrys_header = false);
     // After the header in `prompt->bytes`: the reused messages, borrowed or copied (Begin).
-    void PlaceReused(CanonicalPrompt* prompt) const;
+    // `entrys_header`: the header is the entry's, not written (borrowed with the messages).
+    void PlaceReused(CanonicalPrompt* prompt, bool entrys_header = false) const;
     // After each message: where it ended in the body and in the canonical messages (for the
     // agents' APIs, until AgentCanonical, how many converted messages there were), its state.
     void MessageEnd(size_t canonical_end, uint8_t state);

@@ -5,8 +5,11 @@
 
 #include "kvindex/canonicalize_impl.h"
 #include "kvindex/prefix_reuse.h"
+#include "xxhash.h"
 
 namespace kvgate::kvindex {
+
+using walk::JsonError;
 namespace {
 
 // What a walk that skipped the fields before the conversation reads in their place.
@@ -120,11 +123,28 @@ absl::Status Canonicalizer::Impl::WalkAndPublish(std::string_view body, const ch
   return absl::OkStatus();
 }
 
-void Canonicalizer::Impl::Recorder::PlaceReused(CanonicalPrompt* prompt) const {
+absl::Status Canonicalizer::Impl::HashLateSection(const Recorder& rec, const char* begin,
+                                                  uint64_t tag, uint64_t* hash) {
+  const char* end = nullptr;
+  KVINDEX_JSON_TRY(rec.doc->current_location().get(end), "tools");
+  *hash = XXH3_64bits_withSeed(begin, static_cast<size_t>(end - begin), *hash ^ tag);
+  return absl::OkStatus();
+}
+
+absl::Status Canonicalizer::Impl::SkipArray(od::value v) {
+  od::array array;
+  std::string_view raw;
+  KVINDEX_JSON_TRY(v.get_array().get(array), "tools");
+  KVINDEX_JSON_TRY(array.raw_json().get(raw), "tools");
+  return absl::OkStatus();
+}
+
+void Canonicalizer::Impl::Recorder::PlaceReused(CanonicalPrompt* prompt, bool entrys_header) const {
   const ReusablePrefix& prev = *match->prefix;
   // A 400 KB turn's reused messages are ~390 KB that nothing reads whole in approximate mode
   // (hashing resumes after them): borrowing them spares the copy.
-  if (prompt->bytes.size() == prev.header_bytes && prev.CanonicalStartsWith(prompt->bytes)) {
+  if (entrys_header ||
+      (prompt->bytes.size() == prev.header_bytes && prev.CanonicalStartsWith(prompt->bytes))) {
     prompt->borrowed = match->prefix;
     prompt->borrowed_bytes = prev.header_bytes + prev.canonical_ends[match->messages];
     prompt->bytes.clear();
@@ -133,10 +153,10 @@ void Canonicalizer::Impl::Recorder::PlaceReused(CanonicalPrompt* prompt) const {
   }
 }
 
-void Canonicalizer::Impl::Recorder::Begin(CanonicalPrompt* prompt) {
+void Canonicalizer::Impl::Recorder::Begin(CanonicalPrompt* prompt, bool entrys_header) {
   if (match->messages >= 0) {
     const ReusablePrefix& prev = *match->prefix;
-    if (prompt != nullptr) PlaceReused(prompt);
+    if (prompt != nullptr) PlaceReused(prompt, entrys_header);
     next->messages_begin = prev.messages_begin;
     return;
   }
