@@ -139,5 +139,26 @@ class PreciseNoteTest(unittest.TestCase):
         self.assertIn("p99 n/a", note[0])
 
 
+class FailureNoteTest(unittest.TestCase):
+    def test_a_row_that_mostly_failed_is_flagged_with_its_error_kinds(self):
+        # The P/D rows while bench/compare's config lacked kv_transfer_ports: 335 of 351 were 502s.
+        x = {"policy": "cache_aware@pd", "requests": 16, "errors": 335,
+             "error_kinds": {"http_502": 335}}
+        note = compare.failure_note(x)
+        self.assertIn("cache_aware@pd: 335 of 351 requests failed", note[0])
+        self.assertIn("http_502 335", note[0])
+
+    def test_a_few_failures_are_not_flagged(self):
+        # The Mooncake conversation rows: 7 prompts larger than a worker's KV cache of 911.
+        x = {"policy": "kvaware", "requests": 904, "errors": 7, "error_kinds": {"http_400": 7}}
+        self.assertEqual(compare.failure_note(x), [])
+        self.assertEqual(compare.failure_note({"policy": "cost", "requests": 0, "errors": 0}), [])
+
+    def test_a_report_row_carries_its_error_kinds(self):
+        r = report()
+        r["error_kinds"] = {"transport": 2}
+        self.assertEqual(compare.row("kvaware", r, 0.05)["error_kinds"], {"transport": 2})
+
+
 if __name__ == "__main__":
     unittest.main()
