@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""bench/compare's P/D rows end to end: a few seconds of the agentic traces through kvgate in
-front of prefill and decode simulators must be answered, request for request. kvgate accepts a
+"""bench/compare's P/D rows end to end, for each of the four P/D protocols: a few seconds of the
+agentic traces through kvgate in front of prefill and decode simulators must be answered,
+request for request. kvgate accepts a
 vLLM NIXL prefill worker's kv_transfer_params only when they name that worker (issue 27), so the
 bench's config has to say where each simulator's side channel is; when it did not, every
 disaggregated request of the P/D table was a 502 and the table still printed.
@@ -35,16 +36,18 @@ class PdRowsTest(unittest.TestCase):
                 return json.load(f)["agentic"], done.stderr
 
     def test_every_request_of_a_disaggregated_row_is_answered(self):
-        rows, log = self.run_rows("vllm-nixl", "kvaware@pd-noskip")
-        self.assertEqual(len(rows), 1)
-        row = rows[0]
-        self.assertGreater(row["requests"], 0, log[-3000:])
-        self.assertEqual(row["errors"], 0, log[-3000:])
-        # Each request went through a prefill worker (no skip), and the decode simulators
-        # counted the cached tokens the replayer was told about.
-        decisions = row["pd"] or {}
-        self.assertGreater(decisions.get("disaggregated", 0), 0, decisions)
-        self.assertTrue(row["counters_match"], log[-3000:])
+        for protocol in ("vllm-nixl", "vllm-mooncake", "vllm-p2p-nccl", "sglang-bootstrap"):
+            with self.subTest(protocol=protocol):
+                rows, log = self.run_rows(protocol, "kvaware@pd-noskip")
+                self.assertEqual(len(rows), 1)
+                row = rows[0]
+                self.assertGreater(row["requests"], 0, log[-3000:])
+                self.assertEqual(row["errors"], 0, log[-3000:])
+                # Each request went through a prefill worker (no skip), and the decode
+                # simulators counted the cached tokens the replayer was told about.
+                decisions = row["pd"] or {}
+                self.assertGreater(decisions.get("disaggregated", 0), 0, decisions)
+                self.assertTrue(row["counters_match"], log[-3000:])
 
 
 if __name__ == "__main__":
