@@ -384,10 +384,53 @@ TEST(CanonicalizeTest, PaddedVariantMatchesCopyingVariant) {
   EXPECT_EQ(padded.prompts.at(0).bytes, copied.prompts.at(0).bytes);
 }
 
+std::string AppendEscapedOf(std::string_view text) {
+  std::string out = "prefix";  // appends: what was there stays
+  AppendEscaped(text, &out);
+  EXPECT_EQ(out.substr(0, 6), "prefix");
+  return out.substr(6);
+}
+
 TEST(AppendEscapedTest, EscapesFramingBytesOnly) {
   std::string out;
   AppendEscaped(std::string_view("a\x00\x08\x09zzzzzzzzzzzz\x01", 17), &out);
   EXPECT_EQ(out, std::string("a\x00\x40\x00\x48\x09zzzzzzzzzzzz\x00\x41", 20));
+}
+
+// Byte by byte, the definition: what the wide paths (16 and 8 bytes a test) must equal.
+std::string EscapedByDefinition(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= canonical::kMaxFramingByte) {
+      out.push_back(canonical::kEscape);
+      out.push_back(static_cast<char>(c | 0x40));
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+TEST(AppendEscapedTest, AFramingByteIsFoundAtEveryOffsetOfEveryLength) {
+  // Every length up to 200 (each tail the 16- and 8-byte steps leave) with one framing byte at
+  // every offset, two at once, and the bytes around the limit (0x08 framing, 0x09 not).
+  for (size_t n = 0; n <= 200; ++n) {
+    std::string text(n, 'x');
+    ASSERT_EQ(AppendEscapedOf(text), text);
+    for (size_t i = 0; i < n; ++i) {
+      for (const char b : {'\x00', '\x08', '\x09', '\x7f', '\xff'}) {
+        text[i] = b;
+        ASSERT_EQ(AppendEscapedOf(text), EscapedByDefinition(text)) << "n=" << n << " i=" << i;
+        if (i + 37 < n) {
+          text[i + 37] = '\x01';
+          ASSERT_EQ(AppendEscapedOf(text), EscapedByDefinition(text)) << "n=" << n << " i=" << i;
+          text[i + 37] = 'x';
+        }
+      }
+      text[i] = 'x';
+    }
+  }
 }
 
 }  // namespace
