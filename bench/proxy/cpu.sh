@@ -38,13 +38,8 @@ echo "| --- | --- | --- | --- | --- | --- |"
 for round in $(seq "$ROUNDS"); do
   for name in $TARGETS; do
     start_target "$name" 1
-    request_kind "$KIND" 512
-    # shellcheck disable=SC2086  # KIND_ENV is a list of assignments
-    env $KIND_ENV wrk -t1 -c"$CONNS" -d1s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >/dev/null
-    # shellcheck disable=SC2086
-    env $KIND_ENV wrk -t1 -c"$CONNS" -d6s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >"$tmp/wrk.txt" &
-    w=$!
-    sleep 1
+    load_in_background "$KIND" "$CONNS" 6 "$tmp/wrk.txt"
+    w=$LOAD_PID
     proxy=${TPID:-$fake}
     a=() b=()
     for p in "$proxy" "$fake" "$w"; do a+=("$(ticks "$p") $(switches "$p")"); done

@@ -22,13 +22,8 @@ mkdir -p "$out"
 if [ "${UPSTREAM:-static}" = static ]; then start_static; else start_fake_upstream; fi
 for name in $TARGETS; do
   start_target "$name" 1
-  request_kind "$KIND" 512
-  # shellcheck disable=SC2086  # KIND_ENV is a list of assignments
-  env $KIND_ENV wrk -t1 -c"$CONNS" -d1s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >/dev/null
-  # shellcheck disable=SC2086
-  env $KIND_ENV wrk -t1 -c"$CONNS" -d6s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >"$tmp/wrk.txt" &
-  w=$!
-  sleep 1
+  load_in_background "$KIND" "$CONNS" 6 "$tmp/wrk.txt"
+  w=$LOAD_PID
   perf record -q -F 4000 -g -p "$TPID" -o "$out/perf.$name.data" -- sleep 4 >/dev/null 2>&1
   wait "$w"
   rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.txt")

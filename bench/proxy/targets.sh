@@ -121,6 +121,19 @@ def q(p):
 print("%.1f %.1f %d" % (q(0.5) * 1e6, q(0.99) * 1e6, total))'
 }
 
+# load_in_background KIND CONNS SECONDS OUT -> LOAD_PID: wrk warms the target up for a second,
+# then loads it for SECONDS in the background (its report in OUT) and one second passes, so a
+# caller measures from the steady state on (cpu.sh, perf.sh). Needs start_target first.
+load_in_background() {
+  request_kind "$1" 512
+  # shellcheck disable=SC2086  # KIND_ENV is a list of assignments
+  env $KIND_ENV wrk -t1 -c"$2" -d1s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >/dev/null
+  # shellcheck disable=SC2086
+  env $KIND_ENV wrk -t1 -c"$2" -d"$3"s -s bench/proxy/post.lua "http://127.0.0.1:$TPORT$KIND_PATH" >"$4" &
+  LOAD_PID=$!
+  sleep 1
+}
+
 # request_kind KIND REPLY_CHUNK_BYTES -> KIND_ENV (post.lua's environment) and KIND_PATH: the
 # request kinds of run.sh and syscalls.sh; a non-streamed reply is 8 chunks of REPLY_CHUNK_BYTES.
 request_kind() {
