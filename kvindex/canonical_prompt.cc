@@ -8,15 +8,21 @@
 #include "kvindex/prefix_reuse.h"
 
 namespace kvgate::kvindex {
+namespace {
+
+// The stream from `offset` (inside the borrowed bytes) to its end, into `out` (cleared first).
+void Join(const CanonicalPrompt& p, size_t offset, std::string* out) {
+  out->clear();
+  out->reserve(p.size() - offset);
+  p.borrowed->AppendCanonical(offset, p.borrowed_bytes, out);
+  out->append(p.bytes);
+}
+
+}  // namespace
 
 const std::string& CanonicalPrompt::Text() const {
   if (borrowed == nullptr) return bytes;
-  if (joined.size() != size()) {
-    joined.clear();
-    joined.reserve(size());
-    borrowed->AppendCanonical(0, borrowed_bytes, &joined);
-    joined.append(bytes);
-  }
+  if (joined.size() != size()) Join(*this, 0, &joined);
   return joined;
 }
 
@@ -24,22 +30,17 @@ std::string_view CanonicalPrompt::From(size_t offset) const {
   if (offset >= borrowed_bytes) return std::string_view(bytes).substr(offset - borrowed_bytes);
   if (joined.size() == size()) return std::string_view(joined).substr(offset);
   // Hashing resumes at the block boundary before the borrowed bytes end: join from there only.
-  joined_from.clear();
-  borrowed->AppendCanonical(offset, borrowed_bytes, &joined_from);
-  joined_from.append(bytes);
+  Join(*this, offset, &joined_from);
   return joined_from;
 }
 
 void CanonicalPrompt::OwnAll() {
   if (borrowed == nullptr) return;
-  std::string whole;
-  whole.reserve(size());
-  borrowed->AppendCanonical(0, borrowed_bytes, &whole);
-  whole.append(bytes);
-  bytes = std::move(whole);
+  if (joined.size() != size()) Join(*this, 0, &joined);
+  bytes = std::move(joined);
+  joined.clear();
   borrowed.reset();
   borrowed_bytes = 0;
-  joined.clear();
 }
 
 }  // namespace kvgate::kvindex
