@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/strings.h"
 #include "kvindex/agent_chat.h"
 #include "sim/cli.h"
 #include "sim/response_store.h"
@@ -30,7 +31,15 @@ struct UsageCounts {
   uint32_t completion = 0;
   uint32_t cached = 0;
   std::optional<uint32_t> store;  // --store only: of `cached`, the tokens loaded from the store
+  double engine_ttft_s = -1;      // --engine-ttft-usage only: Pending::engine_ttft_s
 };
+
+/// kvgate-sim's own usage field `kv_engine_ttft_s` (with its leading comma; "" without
+/// --engine-ttft-usage or before the first token): the TTFT by the engine's clock, so that a replay can tell routing from the testbed's
+/// own delays (hops, and this process's one thread running late on a busy machine).
+inline std::string EngineTtftField(const UsageCounts& u) {
+  return u.engine_ttft_s < 0 ? std::string() : common::StrCat(",\"kv_engine_ttft_s\":", u.engine_ttft_s);
+}
 
 /// Renders one API's answer from the engine's output tokens; the worker's completion path,
 /// shared by every API (worker_server.cc), drives it.

@@ -119,7 +119,8 @@ class MessagesWriter : public AnswerWriter {
                           ",\"output_tokens\":", u.completion,
                           ",\"cache_read_input_tokens\":", u.cached,
                           ",\"cache_creation_input_tokens\":0",
-                          u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "", "}");
+                          u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "",
+                          EngineTtftField(u), "}");
   }
 
   std::string_view StopReason(const UsageCounts& u) const {

@@ -249,7 +249,7 @@ class ResponsesWriter : public AnswerWriter {
         u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "",
         "},\"output_tokens\":", u.completion,
         ",\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":",
-        u.prompt + u.completion, "}");
+        u.prompt + u.completion, EngineTtftField(u), "}");
     return Object(incomplete ? "incomplete" : "completed", "[" + Item(text) + "]", usage);
   }
 

@@ -11,13 +11,15 @@ namespace {
 
 // With a store (--store), prompt_tokens_details also says how many of the cached tokens were
 // loaded from it (`kv_store_tokens`, kvgate-sim's own field: vLLM reports them only in its
-// external prefix-cache metrics), so that a replay can count them per request.
+// external prefix-cache metrics), so that a replay can count them per request; and always the
+// engine's own TTFT (EngineTtftField).
 std::string UsageJson(const UsageCounts& u) {
   return common::StrCat("{\"prompt_tokens\":", u.prompt,
                         ",\"total_tokens\":", u.prompt + u.completion,
                         ",\"completion_tokens\":", u.completion,
                         ",\"prompt_tokens_details\":{\"cached_tokens\":", u.cached,
-                        u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "", "}}");
+                        u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "", "}",
+                        EngineTtftField(u), "}");
 }
 
 }  // namespace

@@ -51,6 +51,9 @@ Usage: kvgate-sim [flags]
                                    kv_bytes_per_token, store_bandwidth_bytes_per_s)
   --store-credentials FILE         the store's credentials file (default: the one a local
                                    kvgate-store made, $KVGATE_STORE_CREDENTIALS; "none")
+  --engine-ttft-usage              usage also carries kv_engine_ttft_s: arrival to first token
+                                   by the engine's clock, in real seconds (a replay tells
+                                   routing from this testbed's hops and late steps)
   --role prefill|decode|mixed      P/D disaggregation role (default mixed)
   --pd-protocol P                  vllm-nixl|vllm-mooncake|vllm-p2p-nccl|sglang-bootstrap
                                    (default vllm-nixl)
@@ -107,6 +110,10 @@ absl::StatusOr<SimOptions> ParseSimCli(int argc, const char* const* argv) {
     }
     if (flag == "kv-events-remote") {
       o.kv_events_remote = true;
+      continue;
+    }
+    if (flag == "engine-ttft-usage") {
+      o.engine_ttft_usage = true;
       continue;
     }
     static constexpr std::string_view kValueFlags[] = {"host",

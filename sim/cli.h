@@ -51,6 +51,7 @@ struct SimOptions {
 
   std::string store;              // kvgate-store master address; empty: no external KV store.
   std::string store_credentials;  // See StoreClientOptions::credentials_file.
+  bool engine_ttft_usage = false;  // usage carries kv_engine_ttft_s (EngineTtftField)
 
   // P/D disaggregation (sim/pd_agent.h): a prefill or decode worker has a side channel
   // (bootstrap server) on bootstrap_port + i (0: ephemeral). Times are simulated seconds.

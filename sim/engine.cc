@@ -174,6 +174,8 @@ Engine::StepProgress Engine::Admit() {
     st.ext_hit = 0;
     if (external_ != nullptr && st.remote == 0 && local_hit < st.hs.size()) {
       st.ext_hit = external_->Lookup(st.hs.subspan(local_hit));
+      ++counters_.store_lookups;
+      counters_.store_lookup_blocks += st.hs.size() - local_hit;
     }
     if (!PlanAdmission(st.ext_hit)) break;
     // The caller loads the store's blocks (Step() here, or its own thread), then ResumeStep().

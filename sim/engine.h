@@ -71,6 +71,9 @@ struct EngineCounters {
   // The external store, as vLLM's vllm:external_prefix_cache_{queries,hits} (tokens).
   uint64_t external_prefix_cache_queries = 0;
   uint64_t external_prefix_cache_hits = 0;
+  // Store lookups asked (each admission attempt asks again) and the blocks they named.
+  uint64_t store_lookups = 0;
+  uint64_t store_lookup_blocks = 0;
   // What the responses' usage reports, summed (first scheduling of each request only; the
   // vLLM counters above count a preempted request again when it is rescheduled).
   uint64_t usage_cached_tokens = 0;

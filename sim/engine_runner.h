@@ -32,6 +32,8 @@ class SimClock {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count() /
            scale_;
   }
+  /// Real seconds a simulated second takes.
+  double scale() const { return scale_; }
   SteadyTime RealAt(double sim) const {
     return origin_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(sim * scale_));
@@ -76,6 +78,9 @@ struct Pending {
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
   uint32_t store_tokens = 0;  // Of cached_tokens, loaded from the store.
+  // Arrival to first token by the engine's own clock, in real seconds at the time scale (the
+  // client's TTFT less the hops and whatever this process's thread ran late); < 0 before it.
+  double engine_ttft_s = -1;
   net::steady_timer wake;     // Cancelled whenever something changes.
 };
 
@@ -228,6 +233,9 @@ class EngineRunner {
       if (out.finished) e2e_.Observe(step_end_ - out.arrival);
       if (it == pending_.end()) continue;
       Pending& p = *it->second;
+      if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
+        p.engine_ttft_s = (out.first_token_time - out.arrival) * clock_.scale();
+      }
       p.tokens.insert(p.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       p.prompt_tokens = out.prompt_tokens;
       p.cached_tokens = out.cached_tokens;

@@ -155,6 +155,10 @@ std::string RenderSimMetrics(const SimOptions& options,
             "External prefix cache hits from KV connector cross-instance cache sharing, in "
             "terms of number of cached tokens.",
             [](const EngineCounters& c) { return c.external_prefix_cache_hits; });
+    counter("kvgate_sim_store_lookups", "Store lookups asked (an admission attempt each).",
+            [](const EngineCounters& c) { return c.store_lookups; });
+    counter("kvgate_sim_store_lookup_blocks", "Blocks the store lookups named.",
+            [](const EngineCounters& c) { return c.store_lookup_blocks; });
     counter("kvgate_sim_usage_store_tokens",
             "Of kvgate_sim_usage_cached_tokens, those loaded from the store.",
             [](const EngineCounters& c) { return c.usage_store_tokens; });

@@ -447,7 +447,7 @@ void SimServer::Drop(const Generation& g) {
 UsageCounts SimServer::Usage(const Generation& g) const {
   const Pending& p = *g.pending;
   return UsageCounts{p.prompt_tokens, static_cast<uint32_t>(p.tokens.size()), p.cached_tokens,
-                     StoreTokens(p)};
+                     StoreTokens(p), o_.engine_ttft_usage ? p.engine_ttft_s : -1};
 }
 
 net::awaitable<bool> SimServer::AnswerWhole(beast::tcp_stream& stream, const Request& req,

@@ -334,6 +334,7 @@ class Session {
         if (ev.usage_fields & kUsageCompletion) rec->completion_tokens = ev.completion_tokens;
         if (ev.usage_fields & kUsageCached) rec->cached_tokens = ev.cached_tokens;
         if (ev.usage_fields & kUsageStore) rec->store_tokens = ev.store_tokens;
+        if (ev.usage_fields & kUsageEngineTtft) rec->engine_ttft_s = ev.engine_ttft_s;
       }
       if (answer && !ev.response_id.empty()) answer->response_id = ev.response_id;
       if (!ev.error.empty() && rec->error.empty()) rec->error = StrCat("stream: ", ev.error);

@@ -131,7 +131,7 @@ Report BuildReport(const std::vector<RequestRecord>& records,
                    const std::map<std::string, uint64_t>& max_concurrent, double duration_s) {
   Report report;
   report.duration_s = duration_s;
-  std::vector<double> ttft, tpot, e2e, floors, predicted_actual;
+  std::vector<double> ttft, tpot, e2e, floors, predicted_actual, engine, engine_above;
   std::vector<TtftPrediction> predicted;
   std::vector<int64_t> cached_predicted;
   std::vector<uint64_t> cached_reported, cached_prompts;
@@ -162,6 +162,10 @@ Report BuildReport(const std::vector<RequestRecord>& records,
         floors.push_back(r.floor_s);
         compulsory += r.compulsory_tokens;
       }
+      if (r.engine_ttft_s >= 0) {
+        engine.push_back(r.engine_ttft_s);
+        if (r.floor_s >= 0) engine_above.push_back(r.engine_ttft_s - r.floor_s);
+      }
       if (r.prediction.present()) {
         predicted.push_back(r.prediction);
         predicted_actual.push_back(r.ttft_s);
@@ -179,6 +183,8 @@ Report BuildReport(const std::vector<RequestRecord>& records,
   report.ttft = Summarize(std::move(ttft));
   report.tpot = Summarize(std::move(tpot));
   report.e2e = Summarize(std::move(e2e));
+  report.engine_ttft = Summarize(std::move(engine));
+  report.engine_above_floor = Summarize(std::move(engine_above));
   report.prediction = SummarizePredictions(predicted, predicted_actual);
   report.cached_prediction =
       SummarizeCachedPredictions(cached_predicted, cached_reported, cached_prompts);
@@ -216,6 +222,10 @@ std::string ReportToJson(const Report& r) {
   AppendLatency(&out, "tpot_s", r.tpot);
   out.push_back(',');
   AppendLatency(&out, "e2e_s", r.e2e);
+  out.push_back(',');
+  AppendLatency(&out, "engine_ttft_s", r.engine_ttft);
+  out.push_back(',');
+  AppendLatency(&out, "engine_above_floor_s", r.engine_above_floor);
   out.append(",\"error_kinds\":{");
   bool first = true;
   for (const auto& [kind, n] : r.error_kinds) {
@@ -299,6 +309,12 @@ std::string RecordsToJsonl(const std::vector<RequestRecord>& records) {
     } else {
       out.append(",\"compulsory_tokens\":null,\"floor_s\":null");
     }
+    out.append(",\"engine_ttft_s\":");
+    if (r.engine_ttft_s < 0) {
+      out.append("null");
+    } else {
+      AppendNumber(&out, r.engine_ttft_s);
+    }
     out.append(",\"error\":");
     common::AppendJsonString(out, r.error);
     out.append("}\n");
@@ -336,6 +352,15 @@ std::string ReportToTable(const Report& r) {
         "ms; TTFT above it: mean {:.2f} ms  p99 {:.2f} ms\n",
         r.floor.prefill_tokens_per_s, ms(r.floor.mean_s), ms(r.floor.p99_s),
         ms(r.floor.ttft_mean_above_s), ms(r.floor.ttft_p99_above_s));
+  }
+  if (r.engine_ttft.count > 0) {
+    out += fmt::format("TTFT by the engines' clocks ({} requests): mean {:.2f} ms  p99 {:.2f} ms",
+                       r.engine_ttft.count, ms(r.engine_ttft.mean), ms(r.engine_ttft.p99));
+    if (r.engine_above_floor.count > 0) {
+      out += fmt::format("; above the floor: mean {:.2f} ms  p99 {:.2f} ms",
+                         ms(r.engine_above_floor.mean), ms(r.engine_above_floor.p99));
+    }
+    out += "\n";
   }
   if (r.prediction.count > 0) {
     const PredictionSummary& p = r.prediction;

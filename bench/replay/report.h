@@ -34,6 +34,8 @@ struct RequestRecord {
   int64_t predicted_cached_tokens = -1;  // x-kvgate-predicted-cached-tokens, -1 without.
   uint64_t compulsory_tokens = 0;        // Input no earlier request of the run sent (floor.h).
   double floor_s = -1;                   // compulsory_tokens / --floor-prefill-rate; < 0 without.
+  // The TTFT by the engine's own clock (kvgate-sim's usage.kv_engine_ttft_s); < 0 without.
+  double engine_ttft_s = -1;
 
   bool ok() const { return error.empty() && status >= 200 && status < 300; }
   /// (E2E - TTFT) / (completion_tokens - 1); < 0 when undefined.
@@ -87,6 +89,10 @@ struct Report {
   PredictionSummary prediction;               // count 0 when no response carried a prediction.
   CachedPredictionSummary cached_prediction;  // count 0 without the header.
   FloorSummary floor;                         // computed only with --floor-prefill-rate.
+  // The TTFT by the engines' clocks (count 0 unless kvgate-sim answered), and that less each
+  // request's floor (count 0 without a floor): what routing decides, without the testbed's hops
+  // and late threads, which the client's TTFT also holds.
+  LatencySummary engine_ttft, engine_above_floor;
 
   double cached_ratio() const;
   double requests_per_s() const;

@@ -72,6 +72,14 @@ bool Count(dom::object o, std::string_view key, uint64_t* out) {
   return true;
 }
 
+// Sets the event's engine TTFT from u.kv_engine_ttft_s when that is a non-negative number.
+void EngineTtft(dom::object u, StreamEvent* event) {
+  double x = 0;
+  if (u["kv_engine_ttft_s"].get_double().get(x) || x < 0) return;
+  event->engine_ttft_s = x;
+  event->usage_fields |= kUsageEngineTtft;
+}
+
 // Anthropic: the prompt is the uncached input plus what was read from and written to the cache.
 void AnthropicUsage(dom::object u, StreamEvent* event) {
   uint64_t input = 0, read = 0, creation = 0;
@@ -91,6 +99,7 @@ void AnthropicUsage(dom::object u, StreamEvent* event) {
   if (Count(u, "kv_store_tokens", &event->store_tokens)) fields |= kUsageStore;
   event->usage = fields != 0;
   event->usage_fields = fields;
+  EngineTtft(u, event);
 }
 
 void ResponsesUsage(dom::object u, StreamEvent* event) {
@@ -104,6 +113,7 @@ void ResponsesUsage(dom::object u, StreamEvent* event) {
   }
   event->usage = true;
   event->usage_fields = fields;
+  EngineTtft(u, event);
 }
 
 // Appends the string o[key] to the event's content; true when it was a non-empty string.
@@ -181,6 +191,12 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
           event->prompt_tokens = U64(uv);
         } else if (ukey == "completion_tokens") {
           event->completion_tokens = U64(uv);
+        } else if (ukey == "kv_engine_ttft_s") {
+          double x = 0;
+          if (!uv.get_double().get(x) && x >= 0) {
+            event->engine_ttft_s = x;
+            event->usage_fields |= kUsageEngineTtft;
+          }
         } else if (ukey == "prompt_tokens_details") {
           od::object details;
           if (uv.get_object().get(details)) continue;

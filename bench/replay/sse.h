@@ -40,6 +40,7 @@ inline constexpr uint8_t kUsageCompletion = 2;
 inline constexpr uint8_t kUsageCached = 4;
 inline constexpr uint8_t kUsageStore = 8;
 inline constexpr uint8_t kUsageAll = 15;
+inline constexpr uint8_t kUsageEngineTtft = 16;  // not in kUsageAll: kvgate-sim's alone
 
 /// What one streamed chunk carried.
 struct StreamEvent {
@@ -54,6 +55,7 @@ struct StreamEvent {
   uint64_t completion_tokens = 0;
   uint64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens
   uint64_t store_tokens = 0;   // ... .kv_store_tokens (kvgate-sim with a store): loaded from it
+  double engine_ttft_s = -1;   // usage.kv_engine_ttft_s (kvgate-sim): TTFT by the engine's clock
   std::string error;           // An error event's or object's message.
   std::string response_id;     // Responses: response.id of response.created / completed.
 };

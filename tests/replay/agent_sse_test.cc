@@ -232,5 +232,42 @@ TEST(OpenAiStreamTest, UsageCarriesEveryCount) {
   EXPECT_EQ(ev.cached_tokens, 0u);
 }
 
+// kvgate-sim --engine-ttft-usage: each dialect's usage carries the engine-clock TTFT; a value
+// that is not a non-negative number is ignored, and without it the event has none.
+TEST(EngineTtftTest, EveryDialectsUsageCarriesIt) {
+  const std::pair<StreamDialect, std::string> with[] = {
+      {StreamDialect::kOpenAi,
+       R"({"id":"c","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1,)"
+       R"("prompt_tokens_details":{"cached_tokens":0},"kv_engine_ttft_s":0.0125}})"},
+      {StreamDialect::kAnthropic,
+       R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},)"
+       R"("usage":{"output_tokens":3,"kv_engine_ttft_s":0.0125}})"},
+      {StreamDialect::kResponses,
+       R"({"type":"response.completed","response":{"id":"r","status":"completed",)"
+       R"("usage":{"input_tokens":5,"output_tokens":2,"kv_engine_ttft_s":0.0125}}})"}};
+  for (const auto& [dialect, data] : with) {
+    StreamEventParser parser(dialect);
+    StreamEvent ev;
+    ASSERT_TRUE(parser.Parse(data, &ev)) << data;
+    EXPECT_TRUE(ev.usage) << data;
+    EXPECT_TRUE(ev.usage_fields & kUsageEngineTtft) << data;
+    EXPECT_DOUBLE_EQ(ev.engine_ttft_s, 0.0125) << data;
+  }
+  for (const char* value : {"-1", "\"soon\"", "null"}) {
+    StreamEventParser parser(StreamDialect::kOpenAi);
+    StreamEvent ev;
+    ASSERT_TRUE(parser.Parse(std::string(R"({"usage":{"prompt_tokens":1,"kv_engine_ttft_s":)") +
+                                 value + "}}",
+                             &ev));
+    EXPECT_FALSE(ev.usage_fields & kUsageEngineTtft) << value;
+    EXPECT_EQ(ev.engine_ttft_s, -1) << value;
+  }
+  StreamEventParser anthropic(StreamDialect::kAnthropic);
+  StreamEvent ev;
+  ASSERT_TRUE(anthropic.Parse(R"({"type":"message_delta","usage":{"output_tokens":3}})", &ev));
+  EXPECT_FALSE(ev.usage_fields & kUsageEngineTtft);
+  EXPECT_EQ(ev.engine_ttft_s, -1);
+}
+
 }  // namespace
 }  // namespace kvgate::replay

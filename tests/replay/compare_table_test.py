@@ -19,7 +19,7 @@ _loader.exec_module(compare)
 import compare_plot  # noqa: E402
 
 
-def report(floor=True, prediction=True):
+def report(floor=True, prediction=True, engine=True):
     """A kvgate-replay JSON report, wall-clock seconds."""
     r = {"api": "chat", "totals": {"requests": 10, "ok": 10, "errors": 0, "prompt_tokens": 1000,
                                    "cached_tokens": 600, "store_tokens": 0,
@@ -28,6 +28,10 @@ def report(floor=True, prediction=True):
          "tpot_s": {"count": 10, "mean": 0.001, "p50": 0.001, "p90": 0.001, "p99": 0.001},
          "workers": {"w1": {"requests": 5}, "w2": {"requests": 5}},
          "bounds": {"ideal_reuse_ratio": 0.8, "pooled_lru_reuse_ratio": 0.75}}
+    if engine:  # kvgate-sim's clocks: less than the client's TTFT
+        r["engine_ttft_s"] = {"count": 10, "mean": 0.03, "p50": 0.02, "p90": 0.05, "p99": 0.07}
+        r["engine_above_floor_s"] = {"count": 10 if floor else 0, "mean": 0.02, "p50": 0.01,
+                                     "p90": 0.03, "p99": 0.05}
     if floor:
         r["floor"] = {"prefill_tokens_per_s": 285714.3, "count": 10, "compulsory_tokens": 400,
                       "mean_s": 0.01, "p99_s": 0.04, "ttft_mean_above_s": 0.04,
@@ -46,6 +50,17 @@ class RowTest(unittest.TestCase):
         self.assertAlmostEqual(x["floor_mean"], 0.2)
         self.assertEqual(x["pred_abs_p50"], 0.123)
         self.assertEqual(x["pred_abs_p90"], 0.456)
+
+    def test_engine_clock_ttft_in_simulated_seconds(self):
+        x = compare.row("kvaware", report(), 0.05)
+        self.assertAlmostEqual(x["engine_ttft_mean"], 0.6)
+        self.assertAlmostEqual(x["engine_mean_above_floor"], 0.4)
+        # A P/D row's answering decode did not see the prefill: no engine figure.
+        self.assertIsNone(compare.row("kvaware@pd", report(), 0.05)["engine_ttft_mean"])
+        # Without a floor, or from a replayer before the field, None (not 0).
+        self.assertIsNone(compare.row("kvaware", report(floor=False), 0.05)
+                          ["engine_mean_above_floor"])
+        self.assertIsNone(compare.row("kvaware", report(engine=False), 0.05)["engine_ttft_mean"])
 
     def test_reports_without_floor_or_prediction(self):
         x = compare.row("round_robin", report(floor=False, prediction=False), 0.05)
@@ -80,11 +95,11 @@ class TableTest(unittest.TestCase):
     def test_new_columns(self):
         md = compare.table(self.rows())
         lines = md.splitlines()
-        self.assertIn("| mean above floor s | p99 above floor s | pred \\|err\\| p50 / p90 |",
-                      lines[0])
-        self.assertIn("| 0.800 | 1.200 | 12.3% / 45.6% |", lines[2])
-        self.assertIn("| 0.800 | 1.200 |  |", lines[3])  # no prediction: blank
-        self.assertIn("| n/a | n/a |  |", lines[4])      # a report before the floor
+        self.assertIn("| mean above floor s | p99 above floor s | engine-clock TTFT mean / above "
+                      "floor s | pred \\|err\\| p50 / p90 |", lines[0])
+        self.assertIn("| 0.800 | 1.200 | 0.600 / 0.400 | 12.3% / 45.6% |", lines[2])
+        self.assertIn("| 0.800 | 1.200 | 0.600 / 0.400 |  |", lines[3])  # no prediction: blank
+        self.assertIn("| n/a | n/a | 0.600 / n/a |  |", lines[4])  # a report before the floor
         # Every line has as many (unescaped) cells as the header.
         counts = {len(re.split(r"(?<!\\)\|", line)) for line in lines}
         self.assertEqual(len(counts), 1, md)
@@ -98,7 +113,8 @@ class TableTest(unittest.TestCase):
             x.update({"counters_match": True, "pd": None, "sims": {}})
             md = compare.table([x])
             self.assertIn("pred \\|err\\| p50 / p90", md)
-            self.assertIn("| 0.800 | 1.200 | 12.3% / 45.6% |", md)
+            engine = "n/a" if "@pd" in policy else "0.600 / 0.400"
+            self.assertIn(f"| 0.800 | 1.200 | {engine} | 12.3% / 45.6% |", md)
 
     def test_replot_reads_new_and_old_tables(self):
         new = compare_plot.rows_from_markdown("### agentic\n\n" + compare.table(self.rows()))

@@ -246,5 +246,35 @@ TEST(CachedPredictionTest, ExactShareAndTokenErrorsOnAHandMadeRun) {
   EXPECT_EQ(SummarizeCachedPredictions({-1}, {5}, {9}).count, 0u);
 }
 
+// The engines' clocks: summarised over the requests that carried one, and less each one's floor
+// where it had one; the records say null for a request without.
+TEST(ReportTest, EngineClockTtftAndItsGapToTheFloor) {
+  RequestRecord a = Ok("w1", 1000, 900);
+  a.engine_ttft_s = 0.04;
+  a.floor_s = 0.01;
+  RequestRecord b = Ok("w2", 1000, 100);
+  b.engine_ttft_s = 0.08;
+  b.floor_s = 0.03;
+  RequestRecord c = Ok("w2", 1000, 100);  // no engine figure: in neither summary
+  c.floor_s = 0.02;
+  const Report r = BuildReport({a, b, c}, {}, 1.0);
+  EXPECT_EQ(r.engine_ttft.count, 2u);
+  EXPECT_DOUBLE_EQ(r.engine_ttft.mean, 0.06);
+  EXPECT_EQ(r.engine_above_floor.count, 2u);
+  EXPECT_DOUBLE_EQ(r.engine_above_floor.mean, 0.04);
+  EXPECT_EQ(r.ttft.count, 3u);
+  const std::string json = ReportToJson(r);
+  EXPECT_THAT(json, HasSubstr(R"("engine_ttft_s":{"count":2,"mean":0.06)"));
+  EXPECT_THAT(json, HasSubstr(R"("engine_above_floor_s":{"count":2,"mean":0.04)"));
+  const std::string lines = RecordsToJsonl({a, c});
+  EXPECT_THAT(lines, HasSubstr(R"("engine_ttft_s":0.04)"));
+  EXPECT_THAT(lines, HasSubstr(R"("engine_ttft_s":null)"));
+  EXPECT_THAT(ReportToTable(r), HasSubstr("TTFT by the engines' clocks (2 requests): mean 60.00 ms"));
+  // Without any: zero counts, and the table says nothing.
+  const Report none = BuildReport({c}, {}, 1.0);
+  EXPECT_EQ(none.engine_ttft.count, 0u);
+  EXPECT_THAT(ReportToTable(none), ::testing::Not(HasSubstr("engines' clocks")));
+}
+
 }  // namespace
 }  // namespace kvgate::replay

@@ -1,6 +1,7 @@
 // kvgate-sim's agent APIs, in process: Anthropic Messages (events, blocks, usage, errors,
 // count_tokens) and OpenAI Responses (events, the response object, the per-worker store and
 // its endpoints), and --convert-quirk.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +135,7 @@ class AgentApiTest : public ::testing::Test {
     o.convert_quirk = quirk;
     o.role = role;
     o.responses_store_entries = store_entries;
+    o.engine_ttft_usage = engine_ttft_usage_;
     sim_ = std::make_unique<SimProcess>(o);
     ASSERT_TRUE(sim_->Start().ok());
     sim_->StartThread();
@@ -154,6 +156,7 @@ class AgentApiTest : public ::testing::Test {
     return j.Int("/usage/input_tokens") + j.Int("/usage/cache_read_input_tokens");
   }
 
+  bool engine_ttft_usage_ = false;  // set before StartSim
   std::unique_ptr<SimProcess> sim_;
   uint16_t port_ = 0;
   uint16_t other_port_ = 0;
@@ -360,6 +363,31 @@ TEST_F(AgentApiTest, MessagesAndTheEquivalentChatHaveTheSamePrompt) {
             PromptTokens("/v1/chat/completions", ChatBody("hello there")));
   EXPECT_EQ(PromptTokens("/v1/messages", MessagesBody(false, 2)),
             PromptTokens("/v1/chat/completions", ChatBody()));
+}
+
+// --engine-ttft-usage: every API's usage says when the engine's clock had the first token, a
+// part of the client's wait (bench/compare's engine-clock column); without it, vLLM's shape.
+TEST_F(AgentApiTest, EngineTtftInEveryApisUsageWhenAsked) {
+  engine_ttft_usage_ = true;
+  StartSim();
+  const std::pair<const char*, std::string> requests[] = {
+      {"/v1/chat/completions", ChatBody()},
+      {"/v1/messages", MessagesBody(false, 2)},
+      {"/v1/responses", ResponsesBody(false, 2)}};
+  for (const auto& [path, body] : requests) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = Fetch(port_, "POST", path, body);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(r.status, 200) << r.body;
+    simdjson::dom::parser parser;
+    double engine = -1;
+    ASSERT_FALSE(parser.parse(r.body).at_pointer("/usage/kv_engine_ttft_s").get(engine))
+        << path << ": " << r.body;
+    // At least one step's fixed time (6.5 ms simulated at 0.01 real s a simulated s), and no
+    // more than the client waited.
+    EXPECT_GE(engine, 0.0065 * 0.01 * 0.99) << path;
+    EXPECT_LE(engine, wall) << path;
+  }
 }
 
 TEST_F(AgentApiTest, MessagesErrorsHaveAnthropicShape) {
