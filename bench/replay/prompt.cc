@@ -123,17 +123,33 @@ void AgentConversation::Restart(const AgentRequest& request) {
   const size_t prefix = std::min<size_t>(prefix_blocks_, ids.size());
   messages_.push_back({"system", BlocksText(ids, 0, prefix)});
   messages_.push_back({"user", BlocksText(ids, prefix, ids.size())});
+  first_block_ = {0, prefix};
+}
+
+void AgentConversation::Rewrite(const AgentRequest& request, size_t changed) {
+  size_t m = messages_.size() - 1;
+  while (m > 0 && (first_block_[m] == kAnswer || first_block_[m] > changed)) --m;
+  if (m == 0) return Restart(request);  // not after the system prompt's blocks
+  messages_.resize(m + 1);
+  first_block_.resize(m + 1);
+  messages_[m].content = BlocksText(request.hash_ids, first_block_[m], request.hash_ids.size());
 }
 
 const std::vector<ChatMessage>& AgentConversation::NextTurn(const AgentRequest& request) {
   const auto& ids = request.hash_ids;
-  const bool extends = started_ && ids.size() >= previous_ids_.size() &&
-                       std::equal(previous_ids_.begin(), previous_ids_.end(), ids.begin());
-  if (!extends) {
-    Restart(request);
+  const size_t common = static_cast<size_t>(
+      std::mismatch(previous_ids_.begin(), previous_ids_.end(), ids.begin(), ids.end()).first -
+      previous_ids_.begin());
+  const size_t prefix = std::min<size_t>(prefix_blocks_, previous_ids_.size());
+  if (!started_ || common < prefix || (common == prefix && common < previous_ids_.size())) {
+    Restart(request);  // the system prompt changed, or nothing after it is kept
+  } else if (common < previous_ids_.size()) {
+    Rewrite(request, common);
   } else {
     messages_.push_back({"assistant", std::move(pending_answer_)});
     messages_.push_back({"user", BlocksText(ids, previous_ids_.size(), ids.size())});
+    first_block_.push_back(kAnswer);
+    first_block_.push_back(previous_ids_.size());
   }
   pending_answer_.clear();
   previous_ids_ = ids;

@@ -57,8 +57,13 @@ std::string ChatBody(const std::vector<ChatMessage>& messages, uint64_t output_t
 ///              else the conversation namespace);
 ///   then per turn k: a user message with the blocks beyond turn k-1's hash_ids, followed
 ///   (from turn k+1 on) by the assistant text the server actually returned for turn k.
-/// When turn k's ids do not extend turn k-1's (the client compacted its context), the history
-/// restarts: system + one user message with all non-prefix blocks.
+/// When turn k's ids do not extend turn k-1's, the history is kept up to the user message
+/// holding the first block that changed (a session rewrites the end of its last message more
+/// often than it compacts: 44 of the 55 such turns in the 52 sessions change only the last one
+/// or two blocks), that message is rewritten from its first block to turn k's end, and the
+/// messages after it, answers included, are dropped; so a cache keeps what the real session's
+/// cache kept. When the change reaches into the prefix (compaction), the history restarts:
+/// system + one user message with all non-prefix blocks.
 /// Thread-compatible; one per running conversation.
 class AgentConversation {
  public:
@@ -76,11 +81,16 @@ class AgentConversation {
  private:
   std::string BlocksText(const std::vector<uint64_t>& ids, size_t begin, size_t end) const;
   void Restart(const AgentRequest& request);
+  // Keeps the messages before the user message holding block `changed` and rewrites that one.
+  void Rewrite(const AgentRequest& request, size_t changed);
 
   std::string ns_;
   uint64_t prefix_blocks_;
   bool share_prefix_;
   std::vector<ChatMessage> messages_;
+  // Per message, the index of its first block in the ids; kAnswer for an assistant message.
+  std::vector<size_t> first_block_;
+  static constexpr size_t kAnswer = static_cast<size_t>(-1);
   std::vector<uint64_t> previous_ids_;
   std::string pending_answer_;
   bool started_ = false;

@@ -140,5 +140,50 @@ TEST(AgentConversationTest, RestartsWhenTheContextWasCompacted) {
   EXPECT_EQ(m[1].content, BlockText("conv", 7, 64) + BlockText("conv", 8, 64));
 }
 
+// A session that rewrites the end of its history keeps the rest: the messages before the one
+// holding the first changed block stay as sent (answers included), so the gateway and the
+// engines see the same prefix up to that block; later answers go with the change.
+TEST(AgentConversationTest, KeepsTheHistoryUpToTheFirstChangedBlock) {
+  AgentConversation conv("conv", 1, true);
+  conv.NextTurn(Turn({1, 2, 3}));
+  conv.SetAnswer("a");
+  const auto m1 = conv.NextTurn(Turn({1, 2, 3, 4, 5}));
+  ASSERT_EQ(m1.size(), 4u);
+  conv.SetAnswer("b");
+  const auto m2 = conv.NextTurn(Turn({1, 2, 3, 4, 9, 10}));  // block 5 changed
+  ASSERT_EQ(m2.size(), 4u);
+  EXPECT_EQ(m2[0].content, m1[0].content);
+  EXPECT_EQ(m2[1].content, m1[1].content);
+  EXPECT_EQ(m2[2].role, "assistant");
+  EXPECT_EQ(m2[2].content, "a");
+  EXPECT_EQ(m2[3].role, "user");
+  EXPECT_EQ(m2[3].content, BlockText("conv", 4, 64) + BlockText("conv", 9, 64) +
+                               BlockText("conv", 10, 64));
+  // The gateway's blocks agree up to the changed one.
+  BodyOptions options;
+  const auto b1 = GatewayBlocks(ChatBody(m1, 5, options), kvindex::ApiKind::kChatCompletions);
+  const auto b2 = GatewayBlocks(ChatBody(m2, 5, options), kvindex::ApiKind::kChatCompletions);
+  const size_t through_block_4 =
+      ChatBody(m2, 5, options).find(BlockText("conv", 9, 64)) / 64;  // gateway blocks of 64 B
+  EXPECT_GE(CommonPrefix(b1, b2) + 2, through_block_4);
+  // It goes on from there; a change inside the first user message keeps only the system one.
+  conv.SetAnswer("c");
+  const auto m3 = conv.NextTurn(Turn({1, 2, 3, 4, 9, 10, 11}));
+  ASSERT_EQ(m3.size(), 6u);
+  EXPECT_EQ(m3[4].content, "c");
+  conv.SetAnswer("d");
+  const auto m4 = conv.NextTurn(Turn({1, 2, 8, 4, 9}));
+  ASSERT_EQ(m4.size(), 2u);
+  EXPECT_EQ(m4[0].content, m1[0].content);
+  EXPECT_EQ(m4[1].content, BlockText("conv", 2, 64) + BlockText("conv", 8, 64) +
+                               BlockText("conv", 4, 64) + BlockText("conv", 9, 64));
+  // A turn that ends earlier than the last one keeps what it still sends.
+  conv.SetAnswer("e");
+  conv.NextTurn(Turn({1, 2, 8, 4, 9, 12}));
+  const auto m5 = conv.NextTurn(Turn({1, 2, 8}));
+  ASSERT_EQ(m5.size(), 2u);
+  EXPECT_EQ(m5[1].content, BlockText("conv", 2, 64) + BlockText("conv", 8, 64));
+}
+
 }  // namespace
 }  // namespace kvgate::replay
