@@ -35,10 +35,12 @@ struct UsageCounts {
 };
 
 /// kvgate-sim's own usage field `kv_engine_ttft_s` (with its leading comma; "" without
-/// --engine-ttft-usage or before the first token): the TTFT by the engine's clock, so that a replay can tell routing from the testbed's
-/// own delays (hops, and this process's one thread running late on a busy machine).
+/// --engine-ttft-usage or before the first token): the TTFT by the engine's clock, so that a
+/// replay can tell routing from the testbed's own delays (hops, and this process's one thread
+/// running late on a busy machine).
 inline std::string EngineTtftField(const UsageCounts& u) {
-  return u.engine_ttft_s < 0 ? std::string() : common::StrCat(",\"kv_engine_ttft_s\":", u.engine_ttft_s);
+  return u.engine_ttft_s < 0 ? std::string()
+                             : common::StrCat(",\"kv_engine_ttft_s\":", u.engine_ttft_s);
 }
 
 /// Renders one API's answer from the engine's output tokens; the worker's completion path,

@@ -269,7 +269,8 @@ TEST(ReportTest, EngineClockTtftAndItsGapToTheFloor) {
   const std::string lines = RecordsToJsonl({a, c});
   EXPECT_THAT(lines, HasSubstr(R"("engine_ttft_s":0.04)"));
   EXPECT_THAT(lines, HasSubstr(R"("engine_ttft_s":null)"));
-  EXPECT_THAT(ReportToTable(r), HasSubstr("TTFT by the engines' clocks (2 requests): mean 60.00 ms"));
+  EXPECT_THAT(ReportToTable(r),
+              HasSubstr("TTFT by the engines' clocks (2 requests): mean 60.00 ms"));
   // Without any: zero counts, and the table says nothing.
   const Report none = BuildReport({c}, {}, 1.0);
   EXPECT_EQ(none.engine_ttft.count, 0u);

@@ -377,7 +377,8 @@ TEST_F(AgentApiTest, EngineTtftInEveryApisUsageWhenAsked) {
   for (const auto& [path, body] : requests) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = Fetch(port_, "POST", path, body);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_EQ(r.status, 200) << r.body;
     simdjson::dom::parser parser;
     double engine = -1;
