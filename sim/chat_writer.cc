@@ -11,8 +11,8 @@ namespace {
 
 // With a store (--store), prompt_tokens_details also says how many of the cached tokens were
 // loaded from it (`kv_store_tokens`, kvgate-sim's own field: vLLM reports them only in its
-// external prefix-cache metrics), so that a replay can count them per request; and always the
-// engine's own TTFT (EngineTtftField).
+// external prefix-cache metrics), so that a replay can count them per request; and with
+// --engine-ttft-usage the engine's own TTFT (EngineTtftField).
 std::string UsageJson(const UsageCounts& u) {
   return common::StrCat("{\"prompt_tokens\":", u.prompt,
                         ",\"total_tokens\":", u.prompt + u.completion,
