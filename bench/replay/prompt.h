@@ -59,8 +59,8 @@ std::string ChatBody(const std::vector<ChatMessage>& messages, uint64_t output_t
 ///   (from turn k+1 on) by the assistant text the server actually returned for turn k.
 /// When turn k's ids do not extend turn k-1's, the history is kept up to the user message
 /// holding the first block that changed (a session rewrites the end of its last message more
-/// often than it compacts: 44 of the 55 such turns in the 52 sessions change only the last one
-/// or two blocks), that message is rewritten from its first block to turn k's end, and the
+/// often than it compacts: about 44 of the 55 such turns in the 52 sessions change only the
+/// last one or two blocks), that message is rewritten from its first block to turn k's end, and the
 /// messages after it, answers included, are dropped; so a cache keeps what the real session's
 /// cache kept. When the change reaches into the prefix (compaction), the history restarts:
 /// system + one user message with all non-prefix blocks.
