@@ -115,12 +115,11 @@ class MessagesWriter : public AnswerWriter {
  private:
   // vLLM's _build_anthropic_usage with prompt-token details: input_tokens is the uncached part.
   static std::string Usage(const UsageCounts& u) {
-    return common::StrCat("{\"input_tokens\":", u.prompt - std::min(u.prompt, u.cached),
-                          ",\"output_tokens\":", u.completion,
-                          ",\"cache_read_input_tokens\":", u.cached,
-                          ",\"cache_creation_input_tokens\":0",
-                          u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "",
-                          EngineTtftField(u), "}");
+    return common::StrCat(
+        "{\"input_tokens\":", u.prompt - std::min(u.prompt, u.cached),
+        ",\"output_tokens\":", u.completion, ",\"cache_read_input_tokens\":", u.cached,
+        ",\"cache_creation_input_tokens\":0",
+        u.store ? common::StrCat(",\"kv_store_tokens\":", *u.store) : "", EngineTtftField(u), "}");
   }
 
   std::string_view StopReason(const UsageCounts& u) const {

@@ -49,8 +49,8 @@ struct SimOptions {
   bool kv_events_remote = false;  // Bound event sockets beyond loopback allowed.
   size_t kv_events_buffer_steps = 10000;
 
-  std::string store;              // kvgate-store master address; empty: no external KV store.
-  std::string store_credentials;  // See StoreClientOptions::credentials_file.
+  std::string store;               // kvgate-store master address; empty: no external KV store.
+  std::string store_credentials;   // See StoreClientOptions::credentials_file.
   bool engine_ttft_usage = false;  // usage carries kv_engine_ttft_s (EngineTtftField)
 
   // P/D disaggregation (sim/pd_agent.h): a prefill or decode worker has a side channel

@@ -81,7 +81,7 @@ struct Pending {
   // Arrival to first token by the engine's own clock, in real seconds at the time scale (the
   // client's TTFT less the hops and whatever this process's thread ran late); < 0 before it.
   double engine_ttft_s = -1;
-  net::steady_timer wake;     // Cancelled whenever something changes.
+  net::steady_timer wake;  // Cancelled whenever something changes.
 };
 
 // Drives one Engine on the io thread: one step at a time, each ending on a timer at its

@@ -239,9 +239,8 @@ TEST(EngineTtftTest, EveryDialectsUsageCarriesIt) {
       {StreamDialect::kOpenAi,
        R"({"id":"c","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1,)"
        R"("prompt_tokens_details":{"cached_tokens":0},"kv_engine_ttft_s":0.0125}})"},
-      {StreamDialect::kAnthropic,
-       R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},)"
-       R"("usage":{"output_tokens":3,"kv_engine_ttft_s":0.0125}})"},
+      {StreamDialect::kAnthropic, R"({"type":"message_delta","delta":{"stop_reason":"max_tokens"},)"
+                                  R"("usage":{"output_tokens":3,"kv_engine_ttft_s":0.0125}})"},
       {StreamDialect::kResponses,
        R"({"type":"response.completed","response":{"id":"r","status":"completed",)"
        R"("usage":{"input_tokens":5,"output_tokens":2,"kv_engine_ttft_s":0.0125}}})"}};
@@ -256,9 +255,8 @@ TEST(EngineTtftTest, EveryDialectsUsageCarriesIt) {
   for (const char* value : {"-1", "\"soon\"", "null"}) {
     StreamEventParser parser(StreamDialect::kOpenAi);
     StreamEvent ev;
-    ASSERT_TRUE(parser.Parse(std::string(R"({"usage":{"prompt_tokens":1,"kv_engine_ttft_s":)") +
-                                 value + "}}",
-                             &ev));
+    ASSERT_TRUE(parser.Parse(
+        std::string(R"({"usage":{"prompt_tokens":1,"kv_engine_ttft_s":)") + value + "}}", &ev));
     EXPECT_FALSE(ev.usage_fields & kUsageEngineTtft) << value;
     EXPECT_EQ(ev.engine_ttft_s, -1) << value;
   }

@@ -157,8 +157,8 @@ TEST(AgentConversationTest, KeepsTheHistoryUpToTheFirstChangedBlock) {
   EXPECT_EQ(m2[2].role, "assistant");
   EXPECT_EQ(m2[2].content, "a");
   EXPECT_EQ(m2[3].role, "user");
-  EXPECT_EQ(m2[3].content, BlockText("conv", 4, 64) + BlockText("conv", 9, 64) +
-                               BlockText("conv", 10, 64));
+  EXPECT_EQ(m2[3].content,
+            BlockText("conv", 4, 64) + BlockText("conv", 9, 64) + BlockText("conv", 10, 64));
   // The gateway's blocks agree up to the changed one.
   BodyOptions options;
   const auto b1 = GatewayBlocks(ChatBody(m1, 5, options), kvindex::ApiKind::kChatCompletions);
