@@ -226,16 +226,15 @@ class EngineRunner {
     Publish(std::move(r.events));
     for (RequestOutput& out : r.outputs) {
       auto it = pending_.find(out.id);
-      if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
+      const bool first_token = out.completion_tokens == 1 && out.first_token_time == step_end_;
+      if (first_token) {
         ttft_.Observe(out.first_token_time - out.arrival);
         queue_.Observe(out.first_scheduled_time - out.arrival);
       }
       if (out.finished) e2e_.Observe(step_end_ - out.arrival);
       if (it == pending_.end()) continue;
       Pending& p = *it->second;
-      if (out.completion_tokens == 1 && out.first_token_time == step_end_) {
-        p.engine_ttft_s = (out.first_token_time - out.arrival) * clock_.scale();
-      }
+      if (first_token) p.engine_ttft_s = (out.first_token_time - out.arrival) * clock_.scale();
       p.tokens.insert(p.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       p.prompt_tokens = out.prompt_tokens;
       p.cached_tokens = out.cached_tokens;

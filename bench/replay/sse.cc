@@ -72,12 +72,17 @@ bool Count(dom::object o, std::string_view key, uint64_t* out) {
   return true;
 }
 
-// Sets the event's engine TTFT from u.kv_engine_ttft_s when that is a non-negative number.
-void EngineTtft(dom::object u, StreamEvent* event) {
-  double x = 0;
-  if (u["kv_engine_ttft_s"].get_double().get(x) || x < 0) return;
+// Keeps usage.kv_engine_ttft_s when it is a non-negative number (`error` false).
+void SetEngineTtft(bool error, double x, StreamEvent* event) {
+  if (error || x < 0) return;
   event->engine_ttft_s = x;
   event->usage_fields |= kUsageEngineTtft;
+}
+
+void EngineTtft(dom::object u, StreamEvent* event) {
+  double x = 0;
+  const bool error = u["kv_engine_ttft_s"].get_double().get(x) != simdjson::SUCCESS;
+  SetEngineTtft(error, x, event);
 }
 
 // Anthropic: the prompt is the uncached input plus what was read from and written to the cache.
@@ -193,10 +198,8 @@ bool StreamEventParser::Parse(std::string_view data, StreamEvent* event) {
           event->completion_tokens = U64(uv);
         } else if (ukey == "kv_engine_ttft_s") {
           double x = 0;
-          if (!uv.get_double().get(x) && x >= 0) {
-            event->engine_ttft_s = x;
-            event->usage_fields |= kUsageEngineTtft;
-          }
+          const bool error = uv.get_double().get(x) != simdjson::SUCCESS;
+          SetEngineTtft(error, x, event);
         } else if (ukey == "prompt_tokens_details") {
           od::object details;
           if (uv.get_object().get(details)) continue;
