@@ -155,6 +155,29 @@ class PreciseNoteTest(unittest.TestCase):
         self.assertIn("p99 n/a", note[0])
 
 
+class LagNoteTest(unittest.TestCase):
+    def rows(self, *rows):
+        return [{"policy": p, "ttft_mean": mean, "sims": {"max_lag_s": v}} for p, mean, v in rows]
+
+    def test_a_row_whose_simulator_fell_behind_more_than_its_mean_ttft_is_named(self):
+        # 0.412 real s at time scale 0.05 is 8.24 simulated s, against a mean TTFT of 1.3 s.
+        note = compare.lag_note(self.rows(("kvaware+store", 1.2, 0.045),
+                                          ("cost+store", 1.3, 0.412)), 0.05)
+        self.assertIn("kvaware+store 0.045 (0.90), cost+store 0.412 (8.24).", note[0])
+        self.assertIn("More than the mean TTFT in cost+store:", note[0])
+        self.assertNotIn("in kvaware+store", note[0])
+
+    def test_a_testbed_that_kept_up_is_only_reported(self):
+        # 0.1 real s at time scale 0.1 is 1 simulated s: not more than a mean of 1 s.
+        note = compare.lag_note(self.rows(("kvaware", 1.0, 0.1), ("cache_aware", 2.0, 0.02)), 0.1)
+        self.assertIn("kvaware 0.100 (1.00), cache_aware 0.020 (0.20).", note[0])
+        self.assertNotIn("More than", note[0])
+
+    def test_rows_from_before_the_figure_have_no_note(self):
+        self.assertEqual(compare.lag_note([{"policy": "kvaware", "sims": {}},
+                                           {"policy": "cost", "sims": None}], 0.05), [])
+
+
 class FailureNoteTest(unittest.TestCase):
     def test_a_row_that_mostly_failed_is_flagged_with_its_error_kinds(self):
         # The P/D rows while bench/compare's config lacked kv_transfer_ports: 335 of 351 were 502s.
