@@ -15,6 +15,8 @@ constexpr std::string_view kKeys[] = {"\"prompt_tokens\"",
                                       "\"output_tokens\"",
                                       "\"id\""};
 constexpr int kMaxDigits = 18;  // a value stops there (no int64 overflow)
+// How every count key ends.
+constexpr std::string_view kCountSuffix = "_tokens\"";
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 bool IsIdChar(char c) {
@@ -141,13 +143,26 @@ void UsageScanner::Feed(std::string_view chunk) {
       });
     }
   }
-  const bool counts = chunk.find("_tokens\"") != std::string_view::npos;
-  if (!counts && !Wanted(kId)) {
-    KeepCarry(chunk);
-    return;
-  }
-  for (size_t at = chunk.find('"'); at != std::string_view::npos; at = chunk.find('"', at + 1)) {
-    KeysAt(chunk, at, counts, [&](Key key, size_t end) { Run(start(key), chunk, end); });
+  if (Wanted(kId)) {
+    const bool counts = chunk.find(kCountSuffix) != std::string_view::npos;
+    for (size_t at = chunk.find('"'); at != std::string_view::npos; at = chunk.find('"', at + 1)) {
+      KeysAt(chunk, at, counts, [&](Key key, size_t end) { Run(start(key), chunk, end); });
+    }
+  } else {
+    // Without the id every key ends in `_tokens"`: the keys are found from where that suffix
+    // is, not from every quote of the text (a 4 KiB answer has ~40 quotes and ~3 counts). The
+    // same keys in the same order: one key at most ends at a given byte.
+    for (size_t at = chunk.find(kCountSuffix); at != std::string_view::npos;
+         at = chunk.find(kCountSuffix, at + 1)) {
+      const size_t end = at + kCountSuffix.size();
+      for (int k = 0; k < kId; ++k) {
+        const std::string_view name = kKeys[k];
+        if (name.size() <= end && chunk.compare(end - name.size(), name.size(), name) == 0) {
+          Run(start(static_cast<Key>(k)), chunk, end);
+          break;
+        }
+      }
+    }
   }
   KeepCarry(chunk);
 }

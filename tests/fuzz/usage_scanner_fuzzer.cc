@@ -1,7 +1,8 @@
 // libFuzzer target: the usage scanner, which reads token counts out of relayed bodies (JSON or
 // SSE) chunk by chunk. Any input: no crash, counts -1 or more, and the same counts whether
 // the body arrives whole or cut at any two points (a key split across chunks is still found), in
-// every dialect, and the same response id.
+// every dialect, and the same response id. A scanner that keeps no id finds its keys by another
+// path (the counts' common suffix, not every quote): it must read the same counts.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -30,6 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
     if (whole.response_id() != pieces.response_id()) __builtin_trap();
+    Scanner counts_only(dialect, false);
+    counts_only.Feed(body.substr(0, b));
+    counts_only.Feed(body.substr(b));
+    if (counts_only.cached_tokens() != whole.cached_tokens() ||
+        counts_only.prompt_tokens() != whole.prompt_tokens() ||
+        counts_only.output_tokens() != whole.output_tokens() ||
+        !counts_only.response_id().empty()) {
+      __builtin_trap();
+    }
     if (whole.response_id().size() > Scanner::kMaxIdBytes) __builtin_trap();
   }
   return 0;

@@ -178,5 +178,44 @@ TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
   }
 }
 
+// A scanner that keeps no id finds the counts from their common suffix; one still looking for
+// the id (none comes here) tries every quote. Cut anywhere, both read the same counts, including
+// overlapping keys, a key with no number and one that is not a key (`"xprompt_tokens"`).
+TEST(UsageScanner, WithoutTheIdTheCountsAreFoundTheSameWay) {
+  const std::string body =
+      "data: {\"usage\":{\"prompt_tokens\": 77,\"prompt_tokens_details\":{\"cached_tokens\":48}}}"
+      "\n\ndata: {\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":80,"
+      "\"cache_creation_input_tokens\":8,\"input_tokens_details\":{\"cached_tokens\":null}}}"
+      "\"\"prompt_tokens\"prompt_tokens\":5,\"xcompletion_tokens\":9,\"completion_tokens\":12,"
+      "\"output_tokens\" :\t13,\"_tokens\":3\n\n";
+  std::mt19937 rng(37);
+  for (const auto dialect : {UsageScanner::Dialect::kOpenAi, UsageScanner::Dialect::kResponses,
+                             UsageScanner::Dialect::kAnthropic}) {
+    UsageScanner quotes(dialect, /*capture_id=*/true);
+    quotes.Feed(body);
+    for (int round = 0; round < 300; ++round) {
+      UsageScanner suffix(dialect, /*capture_id=*/false);
+      for (size_t at = 0; at < body.size();) {
+        const size_t n = 1 + rng() % 40;
+        suffix.Feed(std::string_view(body).substr(at, n));
+        at += n;
+      }
+      EXPECT_EQ(suffix.cached_tokens(), quotes.cached_tokens()) << round;
+      EXPECT_EQ(suffix.prompt_tokens(), quotes.prompt_tokens()) << round;
+      EXPECT_EQ(suffix.output_tokens(), quotes.output_tokens()) << round;
+    }
+  }
+  UsageScanner openai(UsageScanner::Dialect::kOpenAi, false);
+  openai.Feed(body);
+  EXPECT_EQ(openai.prompt_tokens(), 5);
+  EXPECT_EQ(openai.cached_tokens(), 48);
+  EXPECT_EQ(openai.output_tokens(), 12);
+  UsageScanner anthropic(UsageScanner::Dialect::kAnthropic, false);
+  anthropic.Feed(body);
+  EXPECT_EQ(anthropic.prompt_tokens(), 12 + 80 + 8);
+  EXPECT_EQ(anthropic.cached_tokens(), 80);
+  EXPECT_EQ(anthropic.output_tokens(), 13);
+}
+
 }  // namespace
 }  // namespace kvgate::router
