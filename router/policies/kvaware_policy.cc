@@ -42,13 +42,15 @@ TtftParts KvAwarePolicy::PredictParts(const RouteRequest& r, const Candidate& c,
       config_.decode_interference_seconds * static_cast<double>(c.load.active_decode);
   // KV pressure: the engine admits a prompt only when its new blocks fit beside those of the
   // requests it is still running; until then it waits for decodes to finish (or preempts one).
-  // Long agentic contexts make this the main source of tail latency.
+  // Long agentic contexts make this the main source of tail latency. The wait is a running
+  // request's end however few blocks are missing (a wait scaled by the missing share predicted
+  // 0.8 s for a turn that waited 9.4 s: docs/benchmarks.md, session 37).
   const double capacity = static_cast<double>(c.engine.num_gpu_blocks) *
                           (c.engine.block_size > 0 ? c.engine.block_size : bt);
   if (capacity > 0 && prompt > 0) {
     const double resident = static_cast<double>(c.load.active_kv_blocks) * bt;
     const double overflow = resident + (prompt - gpu) - capacity;
-    if (overflow > 0) p.kv_wait = config_.kv_full_wait_seconds * std::min(1.0, overflow / prompt);
+    if (overflow > 0) p.kv_wait = config_.kv_full_wait_seconds;
   }
   return p;
 }

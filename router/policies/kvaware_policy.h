@@ -6,8 +6,7 @@
 //        + uncached_tokens / rate                             (this prompt's recompute)
 //        + host_extra / host_rate + store_extra / store_rate  (loading cached KV instead)
 //        + decode_interference_seconds × active_decode
-//        + kv_full_wait_seconds × the share of the prompt that does not fit beside the
-//          running requests' KV
+//        + kv_full_wait_seconds when the prompt does not fit beside the running requests' KV
 // with store_rate learned from TTFTs of requests that loaded from a store (StoreLoadRate),
 // and `rate` the worker's prefill throughput learned from observed TTFTs. A cached prefix
 // shorter than min_match_tokens does not count. The score adds a long-horizon balance term,

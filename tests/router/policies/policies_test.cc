@@ -427,9 +427,11 @@ TEST_F(KvAwareTest, PromptThatDoesNotFitTheFreeKvWaits) {
   }
   candidates_[0].load.active_kv_blocks = 1000;  // 16000 resident + 16000 new: just fits
   EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6, 1e-9);
-  candidates_[0].load.active_kv_blocks = 1500;  // 8000 of the 16000 new tokens overflow
-  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6 + 2.0 * 0.5, 1e-9);
-  candidates_[0].load.active_kv_blocks = 4000;  // far over: the whole wait, no more
+  // One block over waits as long as far over: the engine holds the prompt back (or preempts)
+  // until a running request finishes, however little is missing.
+  candidates_[0].load.active_kv_blocks = 1001;
+  EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 1.6 + 2.0, 1e-9);
+  candidates_[0].load.active_kv_blocks = 4000;
   EXPECT_NEAR(p.PredictTtft(request_, candidates_[0]), 3.6, 1e-9);
   // A session owner whose KV is full loses the request to an idle worker.
   candidates_[0].cached_blocks[0] = 500;  // 8000 tokens of its history
