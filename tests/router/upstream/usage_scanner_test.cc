@@ -148,6 +148,21 @@ TEST(UsageScanner, ResponsesUsageAndId) {
   }
 }
 
+// Feeds `body` to `scanner` in pieces of 1-40 bytes drawn from `rng`.
+void FeedInRandomPieces(UsageScanner& scanner, std::string_view body, std::mt19937& rng) {
+  for (size_t at = 0; at < body.size();) {
+    const size_t n = 1 + rng() % 40;
+    scanner.Feed(body.substr(at, n));
+    at += n;
+  }
+}
+
+void ExpectTheSameCounts(const UsageScanner& got, const UsageScanner& want, int round) {
+  EXPECT_EQ(got.cached_tokens(), want.cached_tokens()) << round;
+  EXPECT_EQ(got.prompt_tokens(), want.prompt_tokens()) << round;
+  EXPECT_EQ(got.output_tokens(), want.output_tokens()) << round;
+}
+
 // Any split into pieces reads what one whole pass reads: every key of every dialect, each cut
 // anywhere (the key search around a cut and the one inside a piece are different loops).
 TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
@@ -165,14 +180,8 @@ TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
     ASSERT_EQ(whole.response_id(), "resp_9");
     for (int round = 0; round < 300; ++round) {
       UsageScanner pieces(dialect, /*capture_id=*/true);
-      for (size_t at = 0; at < body.size();) {
-        const size_t n = 1 + rng() % 40;
-        pieces.Feed(std::string_view(body).substr(at, n));
-        at += n;
-      }
-      EXPECT_EQ(pieces.cached_tokens(), whole.cached_tokens()) << round;
-      EXPECT_EQ(pieces.prompt_tokens(), whole.prompt_tokens()) << round;
-      EXPECT_EQ(pieces.output_tokens(), whole.output_tokens()) << round;
+      FeedInRandomPieces(pieces, body, rng);
+      ExpectTheSameCounts(pieces, whole, round);
       EXPECT_EQ(pieces.response_id(), whole.response_id()) << round;
     }
   }
@@ -180,7 +189,7 @@ TEST(UsageScanner, RandomPiecesReadWhatTheWholeBodyReads) {
 
 // A scanner that keeps no id finds the counts from their common suffix; one still looking for
 // the id (none comes here) tries every quote. Cut anywhere, both read the same counts, including
-// overlapping keys, a key with no number and one that is not a key (`"xprompt_tokens"`).
+// overlapping keys, a key with no number and one that is not a key (`"xcompletion_tokens"`).
 TEST(UsageScanner, WithoutTheIdTheCountsAreFoundTheSameWay) {
   const std::string body =
       "data: {\"usage\":{\"prompt_tokens\": 77,\"prompt_tokens_details\":{\"cached_tokens\":48}}}"
@@ -195,14 +204,8 @@ TEST(UsageScanner, WithoutTheIdTheCountsAreFoundTheSameWay) {
     quotes.Feed(body);
     for (int round = 0; round < 300; ++round) {
       UsageScanner suffix(dialect, /*capture_id=*/false);
-      for (size_t at = 0; at < body.size();) {
-        const size_t n = 1 + rng() % 40;
-        suffix.Feed(std::string_view(body).substr(at, n));
-        at += n;
-      }
-      EXPECT_EQ(suffix.cached_tokens(), quotes.cached_tokens()) << round;
-      EXPECT_EQ(suffix.prompt_tokens(), quotes.prompt_tokens()) << round;
-      EXPECT_EQ(suffix.output_tokens(), quotes.output_tokens()) << round;
+      FeedInRandomPieces(suffix, body, rng);
+      ExpectTheSameCounts(suffix, quotes, round);
     }
   }
   UsageScanner openai(UsageScanner::Dialect::kOpenAi, false);
