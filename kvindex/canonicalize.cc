@@ -26,10 +26,21 @@ void AppendEscaped(std::string_view text, std::string* out) {
   const char* run = p;  // Start of the pending unescaped run.
   while (p < end) {
 #if defined(__SSE2__)
-    // 16 bytes at a time: a byte is a framing byte when min(byte, kMaxFramingByte) == byte.
+    // A byte is a framing byte when min(byte, kMaxFramingByte) == byte. 64 bytes at a time
+    // while none is (a message's text mostly): one test of the four vectors' bytewise minimum.
+    const __m128i limit = _mm_set1_epi8(static_cast<char>(canonical::kMaxFramingByte));
+    if (end - p >= 64) {
+      const auto* v = reinterpret_cast<const __m128i*>(p);
+      const __m128i low =
+          _mm_min_epu8(_mm_min_epu8(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
+                       _mm_min_epu8(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(low, limit), low)) == 0) {
+        p += 64;
+        continue;
+      }
+    }
     if (end - p >= 16) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      const __m128i limit = _mm_set1_epi8(static_cast<char>(canonical::kMaxFramingByte));
       if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(v, limit), v)) == 0) {
         p += 16;
         continue;

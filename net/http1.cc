@@ -31,9 +31,26 @@ bool IsToken(std::string_view s) {
 }
 
 // Field values may hold VCHAR, obs-text, SP and HT; any other control byte is an error.
+bool IsValidFieldByte(unsigned char c) { return (c >= 0x20 || c == '\t') && c != 0x7f; }
+
 bool IsValidFieldValue(std::string_view v) {
-  for (unsigned char c : v) {
-    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+  size_t i = 0;
+  // Eight bytes a test while none is below 0x20 or DEL (the classic "has a byte less than n"
+  // word test, exact about whether one is); a word with one is checked byte by byte, as HT is.
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  for (; i + 8 <= v.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, v.data() + i, 8);
+    const uint64_t del = w ^ (kOnes * 0x7f);
+    if ((((w - kOnes * 0x20) & ~w) | ((del - kOnes) & ~del)) & kHigh) {
+      for (size_t j = i; j < i + 8; ++j) {
+        if (!IsValidFieldByte(static_cast<unsigned char>(v[j]))) return false;
+      }
+    }
+  }
+  for (; i < v.size(); ++i) {
+    if (!IsValidFieldByte(static_cast<unsigned char>(v[i]))) return false;
   }
   return true;
 }

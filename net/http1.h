@@ -125,4 +125,39 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+/// Appends each field of `headers` that `keep(header)` accepts, as "name: value\r\n". A run of
+/// consecutive fields the parsed bytes held in exactly that form is copied from those bytes in
+/// one piece: forwarded heads are mostly unchanged, and four appends a field were 2.2 K of the
+/// 3 K instructions the upstream head cost a 4 KiB request (issue 31). The output is the same.
+/// `headers`: a head's fields as ParseRequestHead or ParseResponseHead left them, their bytes
+/// still alive (it reads the bytes around each field's views).
+template <typename Keep>
+void AppendFieldLines(const Headers& headers, Keep&& keep, std::string* out) {
+  const char* run = nullptr;  // verbatim bytes not appended yet
+  size_t run_size = 0;
+  for (const Header& h : headers) {
+    if (!keep(h)) continue;
+    const char* line = h.name.data();
+    const char* end = h.value.data() + h.value.size();
+    // The parser's views point into one buffer, where a field line ends in at least "\n": the
+    // byte at `end` is readable, and the one after it when that one is '\r'.
+    const bool verbatim = h.value.data() == line + h.name.size() + 2 &&
+                          line[h.name.size()] == ':' && line[h.name.size() + 1] == ' ' &&
+                          end[0] == '\r' && end[1] == '\n';
+    if (verbatim && run != nullptr && run + run_size == line) {
+      run_size += static_cast<size_t>(end + 2 - line);
+      continue;
+    }
+    if (run != nullptr) out->append(run, run_size);
+    run = nullptr;
+    if (verbatim) {
+      run = line;
+      run_size = static_cast<size_t>(end + 2 - line);
+    } else {
+      out->append(h.name).append(": ").append(h.value).append("\r\n");
+    }
+  }
+  if (run != nullptr) out->append(run, run_size);
+}
+
 }  // namespace kvgate::router::http1

@@ -99,19 +99,17 @@ void AppendUpstreamHead(const Exchange& ex, const UpstreamAttempt& attempt, std:
   const std::string& worker_key = cfg != nullptr ? cfg->upstream.api_key : kNoKey;
   const bool drop_credentials =
       cfg != nullptr && (!cfg->auth.api_keys.empty() || !worker_key.empty());
-  for (const http1::Header& f : h.headers) {
+  const auto forwarded = [&](const http1::Header& f) {
     if (drop_credentials && (http1::EqualsIgnoreCase(f.name, "authorization") ||
                              http1::EqualsIgnoreCase(f.name, "x-api-key"))) {
-      continue;
+      return false;
     }
-    if (h.IsHopByHop(f.name) || http1::EqualsIgnoreCase(f.name, "host") ||
-        http1::EqualsIgnoreCase(f.name, "content-length") ||
-        http1::EqualsIgnoreCase(f.name, "x-request-id") ||
-        (rank && http1::EqualsIgnoreCase(f.name, "x-data-parallel-rank"))) {
-      continue;
-    }
-    common::StrAppend(out, f.name, ": "sv, f.value, "\r\n"sv);
-  }
+    return !(h.IsHopByHop(f.name) || http1::EqualsIgnoreCase(f.name, "host") ||
+             http1::EqualsIgnoreCase(f.name, "content-length") ||
+             http1::EqualsIgnoreCase(f.name, "x-request-id") ||
+             (rank && http1::EqualsIgnoreCase(f.name, "x-data-parallel-rank")));
+  };
+  http1::AppendFieldLines(h.headers, forwarded, out);
   common::StrAppend(
       out, "x-request-id: "sv,
       attempt.request_id.empty() ? std::string_view(ex.request_id) : attempt.request_id, "\r\n"sv);

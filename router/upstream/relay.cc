@@ -89,20 +89,20 @@ void AppendClientHead(ThreadContext& tc, Exchange& ex, const http1::ResponseHead
                       RelayMode mode, std::string* out) {
   BeginRelayedHead(tc, ex, head.status, head.reason, Delimited(mode, head), out);
   const bool keep_length = head.body == http1::BodyKind::kLength || mode == RelayMode::kNoBody;
-  for (const http1::Header& h : head.headers) {
+  const auto relayed = [&](const http1::Header& h) {
     if (head.IsHopByHop(h.name) || http1::EqualsIgnoreCase(h.name, "x-request-id") ||
         http1::EqualsIgnoreCase(h.name, "x-kvgate-worker")) {
-      continue;
+      return false;
     }
     // kvgate's CORS answer replaces the worker's own (vLLM --allowed-origins): one of each.
     constexpr std::string_view kCors = "access-control-";
     if (!ex.cors_origin.empty() && h.name.size() > kCors.size() &&
         http1::EqualsIgnoreCase(h.name.substr(0, kCors.size()), kCors)) {
-      continue;
+      return false;
     }
-    if (!keep_length && http1::EqualsIgnoreCase(h.name, "content-length")) continue;
-    common::StrAppend(out, h.name, ": ", h.value, "\r\n");
-  }
+    return keep_length || !http1::EqualsIgnoreCase(h.name, "content-length");
+  };
+  http1::AppendFieldLines(head.headers, relayed, out);
   const bool chunked_out = (mode == RelayMode::kPass && head.body == http1::BodyKind::kChunked) ||
                            mode == RelayMode::kChunkify;
   if (chunked_out) out->append("transfer-encoding: chunked\r\n");

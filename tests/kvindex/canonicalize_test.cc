@@ -413,8 +413,8 @@ std::string EscapedByDefinition(std::string_view text) {
 }
 
 TEST(AppendEscapedTest, AFramingByteIsFoundAtEveryOffsetOfEveryLength) {
-  // Every length up to 200 (each tail the 16- and 8-byte steps leave) with one framing byte at
-  // every offset, two at once, and the bytes around the limit (0x08 framing, 0x09 not).
+  // Every length up to 200 (each tail the 64-, 16- and 8-byte steps leave) with one framing
+  // byte at every offset, two at once, and the bytes around the limit (0x08 framing, 0x09 not).
   for (size_t n = 0; n <= 200; ++n) {
     std::string text(n, 'x');
     ASSERT_EQ(AppendEscapedOf(text), text);

@@ -2,6 +2,8 @@
 // uses: each must be refused with the right status, never read as something else.
 #include "net/http1.h"
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace kvgate::router::http1 {
@@ -134,6 +136,34 @@ TEST(Http1Request, ObsFoldBareCrAndBadNamesAreRefused) {
     const ParseResult r = Req(text, &h);
     EXPECT_EQ(r.status, ParseStatus::kError) << text;
     EXPECT_EQ(r.error_status, 400) << text;
+  }
+}
+
+TEST(Http1Request, AControlByteIsRefusedAtEveryOffsetOfAValue) {
+  // Values of every length up to 40 (each tail the eight-byte test leaves): all the bytes a
+  // value may hold pass, and each control byte but HT, and DEL, fails wherever it stands.
+  const std::string allowed = "a \t~\x80\xff!0";
+  for (size_t n = 1; n <= 40; ++n) {
+    std::string value;
+    for (size_t i = 0; i < n; ++i) value += allowed[(i * 7 + n) % allowed.size()];
+    value.front() = 'v';  // not whitespace at either end: the value is what the test checks
+    value.back() = 'v';
+    RequestHead h;
+    const std::string ok = "GET / HTTP/1.1\r\nHost: x\r\nX-A: " + value + "\r\n\r\n";
+    ASSERT_EQ(Req(ok, &h).status, ParseStatus::kComplete) << n;
+    ASSERT_EQ(h.Find("x-a"), value);
+    for (size_t i = 0; i < n; ++i) {
+      for (int c = 0; c < 0x80; ++c) {
+        if (c >= 0x20 && c != 0x7f) continue;
+        if (c == '\t' || c == '\r' || c == '\n') continue;  // HT allowed; CR, LF end lines
+        std::string bad = value;
+        bad[i] = static_cast<char>(c);
+        const std::string text = "GET / HTTP/1.1\r\nHost: x\r\nX-A: " + bad + "\r\n\r\n";
+        const ParseResult r = Req(text, &h);
+        ASSERT_EQ(r.status, ParseStatus::kError) << "n=" << n << " i=" << i << " c=" << c;
+        ASSERT_EQ(r.error_status, 400);
+      }
+    }
   }
 }
 
@@ -281,6 +311,42 @@ TEST(Http1EqualsIgnoreCase, OnlyLettersFoldEveryPairOfBytes) {
   EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-length"));
   EXPECT_FALSE(EqualsIgnoreCase("content-length", "content-lengths"));
   EXPECT_TRUE(EqualsIgnoreCase("", ""));
+}
+
+// AppendFieldLines by definition: every kept field as name, ": ", value, CRLF.
+std::string FieldLinesByDefinition(const Headers& headers, const std::vector<bool>& keep) {
+  std::string out;
+  for (size_t i = 0; i < headers.size(); ++i) {
+    if (keep[i]) out.append(headers[i].name).append(": ").append(headers[i].value).append("\r\n");
+  }
+  return out;
+}
+
+TEST(Http1Fields, AppendedLinesAreNameColonSpaceValueWhateverTheirForm) {
+  // Field lines in every form the parser accepts, some verbatim ("Name: value\r\n"), some not:
+  // no space, more whitespace, an empty value, a bare LF; kept in random subsets and orders of
+  // forms, so runs of verbatim lines start, grow and break at every place.
+  const std::vector<std::string> forms = {
+      "Accept: */*\r\n", "X-A:1\r\n",       "X-B:  two \r\n", "X-C: \r\n",
+      "X-D:\r\n",        "X-E: five\n",     "X-F: six\r\n",   "User-Agent: t/1\r\n",
+      "X-G:\tseven\r\n", "X-H: eight  \r\n"};
+  std::mt19937 rng(31);
+  for (int round = 0; round < 2000; ++round) {
+    std::string text = "POST / HTTP/1.1\r\nHost: gw\r\n";
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) text += forms[rng() % forms.size()];
+    text += "\r\n";
+    RequestHead h;
+    const ParseResult r = Req(text, &h);
+    ASSERT_EQ(r.status, ParseStatus::kComplete) << r.error << "\n" << text;
+    std::vector<bool> keep(h.headers.size());
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = rng() % 4 != 0;
+    size_t i = 0;
+    std::string out = "prefix ";
+    AppendFieldLines(
+        h.headers, [&](const Header&) { return keep[i++]; }, &out);
+    ASSERT_EQ(out, "prefix " + FieldLinesByDefinition(h.headers, keep)) << text;
+  }
 }
 
 }  // namespace
