@@ -130,20 +130,20 @@ void UsageScanner::Feed(std::string_view chunk) {
   // Each quote is tried as the start of a key: a first-letter test, and a compare only where
   // it matches (a search per key cost an SSE event ~1,900 instructions). Overlapping
   // occurrences count (`"prompt_tokens"prompt_tokens"`), as in any window.
-  if (carry_size_ > 0) {
-    char joined[2 * kCarry];
-    const size_t head = std::min(chunk.size(), kCarry);
-    std::memcpy(joined, carry_, carry_size_);
-    std::memcpy(joined + carry_size_, chunk.data(), head);
-    const std::string_view text(joined, carry_size_ + head);
-    for (size_t at = text.find('"'); at < carry_size_; at = text.find('"', at + 1)) {
-      KeysAt(text, at, /*counts=*/true, [&](Key key, size_t end) {
-        // A key ending inside the carry was found when that chunk was fed.
-        if (end > carry_size_) Run(start(key), chunk, end - carry_size_);
-      });
-    }
-  }
   if (Wanted(kId)) {
+    if (carry_size_ > 0) {
+      char joined[2 * kCarry];
+      const size_t head = std::min(chunk.size(), kCarry);
+      std::memcpy(joined, carry_, carry_size_);
+      std::memcpy(joined + carry_size_, chunk.data(), head);
+      const std::string_view text(joined, carry_size_ + head);
+      for (size_t at = text.find('"'); at < carry_size_; at = text.find('"', at + 1)) {
+        KeysAt(text, at, /*counts=*/true, [&](Key key, size_t end) {
+          // A key ending inside the carry was found when that chunk was fed.
+          if (end > carry_size_) Run(start(key), chunk, end - carry_size_);
+        });
+      }
+    }
     const bool counts = chunk.find(kCountSuffix) != std::string_view::npos;
     for (size_t at = chunk.find('"'); at != std::string_view::npos; at = chunk.find('"', at + 1)) {
       KeysAt(chunk, at, counts, [&](Key key, size_t end) { Run(start(key), chunk, end); });
@@ -151,20 +151,40 @@ void UsageScanner::Feed(std::string_view chunk) {
   } else {
     // Without the id every key ends in `_tokens"`: the keys are found from where that suffix
     // is, not from every quote of the text (a 4 KiB answer has ~40 quotes and ~3 counts). The
-    // same keys in the same order: one key at most ends at a given byte.
-    for (size_t at = chunk.find(kCountSuffix); at != std::string_view::npos;
-         at = chunk.find(kCountSuffix, at + 1)) {
-      const size_t end = at + kCountSuffix.size();
+    // same keys in the same order: one key at most ends at a given byte. A key may begin in
+    // the carry; only a suffix cut by this chunk's start needs the carry joined to it.
+    const auto key_ending_at = [&](size_t end) {
       for (int k = 0; k < kId; ++k) {
-        const std::string_view name = kKeys[k];
-        if (name.size() <= end && chunk.compare(end - name.size(), name.size(), name) == 0) {
+        if (EndsWithKey(chunk, end, kKeys[k])) {
           Run(start(static_cast<Key>(k)), chunk, end);
-          break;
+          return;
         }
       }
+    };
+    // A suffix cut by this chunk's start begins with the last '_' of the carry's last 7 bytes.
+    for (size_t cut = 1; cut < kCountSuffix.size() && cut <= carry_size_; ++cut) {
+      if (carry_[carry_size_ - cut] != '_') continue;
+      const size_t rest = kCountSuffix.size() - cut;  // the suffix's bytes in this chunk
+      if (std::string_view(carry_ + carry_size_ - cut, cut) == kCountSuffix.substr(0, cut) &&
+          chunk.substr(0, rest) == kCountSuffix.substr(cut)) {
+        key_ending_at(rest);
+      }
+      break;
+    }
+    for (size_t at = chunk.find(kCountSuffix); at != std::string_view::npos;
+         at = chunk.find(kCountSuffix, at + 1)) {
+      key_ending_at(at + kCountSuffix.size());
     }
   }
   KeepCarry(chunk);
+}
+
+bool UsageScanner::EndsWithKey(std::string_view chunk, size_t end, std::string_view key) const {
+  if (key.size() <= end) return chunk.compare(end - key.size(), key.size(), key) == 0;
+  // The key's first bytes were fed before: they are the carry's last.
+  const size_t before = key.size() - end;
+  return before <= carry_size_ && chunk.compare(0, end, key.substr(before)) == 0 &&
+         std::memcmp(carry_ + carry_size_ - before, key.data(), before) == 0;
 }
 
 void UsageScanner::KeepCarry(std::string_view chunk) {

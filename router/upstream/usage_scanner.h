@@ -72,6 +72,9 @@ class UsageScanner {
   // it); with `counts` false only the id.
   template <typename OnKey>
   void KeysAt(std::string_view text, size_t at, bool counts, OnKey&& on_key) const;
+  // Whether `key` ends at `end` in `chunk`, its first bytes in the carry when it began before
+  // the chunk.
+  bool EndsWithKey(std::string_view chunk, size_t end, std::string_view key) const;
   // Keeps the chunk's last bytes in carry_ (a key cut at the next chunk's start).
   void KeepCarry(std::string_view chunk);
   bool Wanted(Key key) const { return key != kId || (capture_id_ && !id_done_); }

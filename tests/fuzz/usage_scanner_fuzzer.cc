@@ -2,7 +2,8 @@
 // SSE) chunk by chunk. Any input: no crash, counts -1 or more, and the same counts whether
 // the body arrives whole or cut at any two points (a key split across chunks is still found), in
 // every dialect, and the same response id. A scanner that keeps no id finds its keys by another
-// path (the counts' common suffix, not every quote): it must read the same counts.
+// path (the counts' common suffix, not every quote, and a suffix cut between chunks found from
+// the carry): it must read the same counts, cut at the same points.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -32,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (whole.response_id() != pieces.response_id()) __builtin_trap();
     Scanner counts_only(dialect, false);
-    counts_only.Feed(body.substr(0, b));
+    counts_only.Feed(body.substr(0, a));      // cut where the id-keeping one was: a short middle
+    counts_only.Feed(body.substr(a, b - a));  // piece leaves a key's suffix in three chunks
     counts_only.Feed(body.substr(b));
     if (counts_only.cached_tokens() != whole.cached_tokens() ||
         counts_only.prompt_tokens() != whole.prompt_tokens() ||
