@@ -5,67 +5,15 @@
 #include <cstring>
 #include <utility>
 
-#include "kvindex/canonicalize_impl.h"
-#include "kvindex/prefix_reuse.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "kvindex/canonicalize_impl.h"
+#include "kvindex/prefix_reuse.h"
 #include "simdjson.h"
 #include "xxhash.h"
 
 namespace kvgate::kvindex {
 using namespace walk;  // NOLINT(build/namespaces): the walk's helpers (canonicalize_impl.h)
-
-void AppendEscaped(std::string_view text, std::string* out) {
-  const char* p = text.data();
-  const char* end = p + text.size();
-  const char* run = p;  // Start of the pending unescaped run.
-  while (p < end) {
-#if defined(__SSE2__)
-    // A byte is a framing byte when min(byte, kMaxFramingByte) == byte. 64 bytes at a time
-    // while none is (a message's text mostly): one test of the four vectors' bytewise minimum.
-    const __m128i limit = _mm_set1_epi8(static_cast<char>(canonical::kMaxFramingByte));
-    if (end - p >= 64) {
-      const auto* v = reinterpret_cast<const __m128i*>(p);
-      const __m128i low =
-          _mm_min_epu8(_mm_min_epu8(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
-                       _mm_min_epu8(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
-      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(low, limit), low)) == 0) {
-        p += 64;
-        continue;
-      }
-    }
-    if (end - p >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(v, limit), v)) == 0) {
-        p += 16;
-        continue;
-      }
-    }
-#endif
-    if (end - p >= 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      if (!HasFramingByte(w)) {
-        p += 8;
-        continue;
-      }
-    }
-    const unsigned char c = static_cast<unsigned char>(*p);
-    if (c <= canonical::kMaxFramingByte) {
-      out->append(run, p - run);
-      out->push_back(canonical::kEscape);
-      out->push_back(static_cast<char>(c | 0x40));
-      run = p + 1;
-    }
-    ++p;
-  }
-  out->append(run, end - run);
-}
 
 // Every object is read in ONE forward pass over its fields (dispatching on the key) and the
 // canonical order is restored from views and small buffers afterwards. simdjson's

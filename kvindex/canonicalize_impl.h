@@ -57,13 +57,6 @@ inline absl::Status JsonError(simdjson::error_code ec, std::string_view where) {
     }                                                 \
   } while (0)
 
-// True if any byte of the 8-byte word is < 9 (i.e. a framing byte).
-inline bool HasFramingByte(uint64_t x) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  return ((x - kOnes * (canonical::kMaxFramingByte + 1)) & ~x & kHigh) != 0;
-}
-
 inline void AppendHex(uint64_t h, std::string* out) {
   static constexpr char kDigits[] = "0123456789abcdef";
   char buf[16];

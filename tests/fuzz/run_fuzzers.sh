@@ -18,7 +18,8 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 0
 fi
 
-KVINDEX_SRCS="kvindex/canonical_prompt.cc kvindex/canonicalize.cc kvindex/canonicalize_completions.cc"
+KVINDEX_SRCS="kvindex/canonical_escape.cc kvindex/canonical_prompt.cc kvindex/canonicalize.cc"
+KVINDEX_SRCS+=" kvindex/canonicalize_completions.cc"
 KVINDEX_SRCS+=" kvindex/canonicalize_reuse.cc kvindex/prefix_reuse.cc kvindex/block_hash.cc kvindex/agent_chat.cc"
 KVINDEX_SRCS+=" kvindex/agent_messages.cc kvindex/agent_responses.cc kvindex/py_json.cc"
 KVINDEX_SRCS+=" common/strings.cc"
