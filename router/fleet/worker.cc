@@ -156,9 +156,15 @@ void Worker::SetRemoteLoad(const LoadSnapshot& remote) {
   remote_active_blocks_.store(remote.active_kv_blocks, std::memory_order_relaxed);
 }
 
-void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) {
+void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks,
+                     absl::Span<const kvindex::BlockHash> chain) {
   r.prefill_tokens = prefill_tokens;
   r.kv_blocks = kv_blocks;
+  if (kv_blocks > 0) {
+    common::MutexLock lock(&kv_mu_);
+    r.kv_held = inflight_kv_.Add(chain, kv_blocks);
+    active_blocks_.store(inflight_kv_.blocks(), std::memory_order_relaxed);
+  }
   r.prefill_released = false;
   r.released = false;
   routed_.fetch_add(1, std::memory_order_relaxed);
@@ -169,7 +175,6 @@ void Worker::Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks) 
                                  std::memory_order_relaxed);
   }
   active_decode_.fetch_add(1, std::memory_order_relaxed);
-  active_blocks_.fetch_add(kv_blocks, std::memory_order_relaxed);
 }
 
 void Worker::ReleasePrefill(Reservation& r) {
@@ -196,7 +201,14 @@ void Worker::Release(Reservation& r) {
   r.released = true;
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   active_decode_.fetch_sub(1, std::memory_order_relaxed);
-  active_blocks_.fetch_sub(r.kv_blocks, std::memory_order_relaxed);
+  if (r.kv_blocks > 0) {
+    common::MutexLock lock(&kv_mu_);
+    inflight_kv_.Remove(r.kv_held);
+    active_blocks_.store(inflight_kv_.blocks(), std::memory_order_relaxed);
+  }
+  r.kv_held.keys.clear();  // a long prompt's keys are on the heap: give them back now
+  r.kv_held.keys.shrink_to_fit();
+  r.kv_held.unchained = 0;
 }
 
 double Worker::PrefillRate(double fallback) const {
@@ -221,8 +233,22 @@ void Worker::ObservePrefill(double work, double seconds) {
 
 double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {
   common::MutexLock lock(&mu_);
+  return DecayedRecentWork(now, half_life_s);
+}
+
+double Worker::DecayedRecentWork(SteadyClock::time_point now, double half_life_s) const {
   const double dt = std::chrono::duration<double>(now - recent_at_).count();
   return dt <= 0 ? recent_work_ : recent_work_ * std::exp2(-dt / half_life_s);
+}
+
+Worker::Learned Worker::LearnedState(SteadyClock::time_point now, double half_life_s) const {
+  common::MutexLock lock(&mu_);
+  Learned l;
+  l.engine = engine_;
+  l.prefill_rate = prefill_.rate();
+  l.prefill_overhead_s = prefill_.overhead();
+  l.recent_work = DecayedRecentWork(now, half_life_s);
+  return l;
 }
 
 void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s) {

@@ -2,9 +2,9 @@
 // Runtime state of one inference worker (a vLLM/SGLang server): health, circuit breaker, load,
 // learned prefill rate, counters and the models it serves. Metrics read these values when
 // /metrics is scraped, so the request path never calls into Prometheus. Thread-safe: gateway
-// threads, the health checker and reloads touch it through atomics and one small lock (mu_,
-// taken alone: never while holding another lock). Owned by shared_ptr from snapshots, so a
-// request that picked a worker keeps it alive across a reload that removes it.
+// threads, the health checker and reloads touch it through atomics and two small locks (mu_
+// and kv_mu_, each taken alone: never while holding another lock). Owned by shared_ptr from
+// snapshots, so a request that picked a worker keeps it alive across a reload that removes it.
 #pragma once
 
 #include <atomic>
@@ -19,6 +19,7 @@
 #include "common/mutex.h"
 #include "config/config.h"
 #include "router/fleet/endpoint_state.h"
+#include "router/fleet/inflight_kv.h"
 #include "router/fleet/prefill_model.h"
 #include "router/policies/engine_stats.h"
 #include "router/policies/routing_policy.h"
@@ -46,6 +47,7 @@ const char* PreciseApiName(PreciseApi api);
 struct Reservation {
   int64_t prefill_tokens = 0;
   int64_t kv_blocks = 0;
+  InFlightKv::Held kv_held;  // its blocks among the worker's in-flight KV
   bool prefill_released = false;
   bool released = true;  // nothing reserved until Worker::Reserve
 };
@@ -139,7 +141,10 @@ class Worker {
   /// The other replicas' reservations on this worker, summed (router/cluster/).
   void SetRemoteLoad(const LoadSnapshot& remote);
   /// Reserves one request's load: in-flight, pending prefill, decode slot and KV blocks.
-  void Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks);
+  /// `chain`, the prompt's block hashes when hashed: blocks it shares with the requests already
+  /// in flight here count once (InFlightKv).
+  void Reserve(Reservation& r, int64_t prefill_tokens, int64_t kv_blocks,
+               absl::Span<const kvindex::BlockHash> chain = {});
   /// The first response byte arrived: the prefill is done.
   void ReleasePrefill(Reservation& r);
   /// How long (seconds, at `now`) the engine has been working on the first of the prefills
@@ -169,6 +174,16 @@ class Worker {
 
   EngineStats engine_stats() const;
   void SetEngineStats(const EngineStats& stats);
+
+  /// What a routing decision reads of the learned state, taken under one lock instead of four
+  /// (a decision reads it for every candidate).
+  struct Learned {
+    EngineStats engine;
+    double prefill_rate = 0;        // PrefillRate(0)
+    double prefill_overhead_s = 0;  // PrefillOverhead()
+    double recent_work = 0;         // RecentWork(now, half_life_s)
+  };
+  Learned LearnedState(SteadyClock::time_point now, double half_life_s) const;
 
   /// Models from config plus those the worker itself reports on /v1/models.
   void SetDiscoveredModels(std::vector<std::string> models);
@@ -209,6 +224,11 @@ class Worker {
 
   // common::Mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
   mutable common::Mutex mu_;
+  // The in-flight requests' KV; its count is mirrored in active_blocks_ for lock-free reads.
+  common::Mutex kv_mu_;  // taken alone, like mu_
+  InFlightKv inflight_kv_ ABSL_GUARDED_BY(kv_mu_);
+  double DecayedRecentWork(SteadyClock::time_point now, double half_life_s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> discovered_models_ ABSL_GUARDED_BY(mu_);
   PrefillModel prefill_ ABSL_GUARDED_BY(mu_);
   double recent_work_ ABSL_GUARDED_BY(mu_) = 0;

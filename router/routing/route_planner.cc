@@ -363,10 +363,11 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
     c.worker_id = w.id();
     c.name = w.name();
     c.weight = w.config().weight;
-    c.engine = w.engine_stats();
-    c.prefill_rate = w.PrefillRate(0);
-    c.prefill_overhead_s = w.PrefillOverhead();
-    c.recent_work = w.RecentWork(now, half_life_s);
+    Worker::Learned learned = w.LearnedState(now, half_life_s);
+    c.engine = learned.engine;
+    c.prefill_rate = std::max(0.0, learned.prefill_rate);
+    c.prefill_overhead_s = learned.prefill_overhead_s;
+    c.recent_work = learned.recent_work;
   }
   const bool prefix = policy.UsesPrefixCache() && !plan.chain.empty();
   if (prefix) {
@@ -456,7 +457,8 @@ Decision RoutePlanner::Decide(RoutePlan& plan, uint32_t attempt, bool commit,
           static_cast<double>(d.predicted_store_tokens) * load_share);
       const int64_t blocks = (r.prompt_tokens + config.block_tokens - 1) / config.block_tokens;
       // A request that prefills nothing (count_tokens) holds only its place in flight.
-      d.worker->Reserve(d.reservation, plan.learn ? uncached : 0, plan.learn ? blocks : 0);
+      d.worker->Reserve(d.reservation, plan.learn ? uncached : 0, plan.learn ? blocks : 0,
+                        plan.chain);
       cluster().LoadChanged();
     }
   }

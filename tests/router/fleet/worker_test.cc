@@ -1,6 +1,10 @@
 #include "router/fleet/worker.h"
 
+#include <chrono>
+#include <cmath>
+
 #include "gtest/gtest.h"
+#include "kvindex/block_hash.h"
 
 namespace kvgate::router {
 namespace {
@@ -98,6 +102,57 @@ TEST(Worker, ModelsFromConfigAndDiscovery) {
   fixed.SetDiscoveredModels({"disc"});
   EXPECT_TRUE(fixed.ServesModel("disc"));
   EXPECT_EQ(fixed.Models(), (std::vector<std::string>{"cfg", "disc"}));
+}
+
+// Requests sharing a prompt's prefix hold its KV once on the engine: the load routing weighs
+// says so (kvaware's KV-room check, cost's decode blocks).
+TEST(Worker, RequestsSharingAPrefixReserveItsBlocksOnce) {
+  Worker w = MakeWorker();
+  std::vector<uint32_t> tokens(64 * 16, 5);
+  std::vector<kvindex::BlockHash> chain;
+  kvindex::HashTokenBlocks(tokens, 1, 16, &chain);  // 64 blocks
+  Reservation a, b, plain;
+  w.Reserve(a, 100, 64, chain);
+  w.Reserve(b, 100, 70, chain);  // the same 64 and 6 of its own
+  EXPECT_EQ(w.load().active_kv_blocks, 70);
+  EXPECT_EQ(w.local_load().active_kv_blocks, 70);
+  w.Reserve(plain, 100, 10);  // not hashed: its own
+  EXPECT_EQ(w.load().active_kv_blocks, 80);
+  w.Release(b);
+  w.Release(b);  // idempotent
+  EXPECT_EQ(w.load().active_kv_blocks, 74);
+  w.Release(a);
+  w.Release(plain);
+  EXPECT_EQ(w.load().active_kv_blocks, 0);
+  EXPECT_EQ(w.load().in_flight, 0);
+}
+
+// A decision reads the learned state in one call; it must say what the four getters say.
+TEST(Worker, LearnedStateIsWhatTheGettersSay) {
+  Worker w = MakeWorker();
+  const auto t0 = SteadyClock::now();
+  Worker::Learned blank = w.LearnedState(t0, 60);
+  EXPECT_EQ(blank.prefill_rate, 0);
+  EXPECT_EQ(blank.recent_work, 0);
+  EXPECT_FALSE(blank.engine.valid);
+
+  for (int i = 0; i < 20; ++i) w.ObservePrefill(1000.0 * (1 + i % 5), 0.02 + 0.001 * (1 + i % 5));
+  w.AddRecentWork(4000, t0, 60);
+  EngineStats e;
+  e.valid = true;
+  e.running = 3;
+  e.kv_usage = 0.5;
+  w.SetEngineStats(e);
+  const auto later = t0 + std::chrono::seconds(30);
+  const Worker::Learned l = w.LearnedState(later, 60);
+  EXPECT_GT(l.prefill_rate, 0);
+  EXPECT_DOUBLE_EQ(l.prefill_rate, w.PrefillRate(0));
+  EXPECT_DOUBLE_EQ(l.prefill_overhead_s, w.PrefillOverhead());
+  EXPECT_DOUBLE_EQ(l.recent_work, w.RecentWork(later, 60));
+  EXPECT_NEAR(l.recent_work, 4000 / std::sqrt(2.0), 1e-6);  // half a half-life
+  EXPECT_TRUE(l.engine.valid);
+  EXPECT_EQ(l.engine.running, 3);
+  EXPECT_EQ(l.engine.kv_usage, 0.5);
 }
 
 }  // namespace
