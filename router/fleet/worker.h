@@ -2,9 +2,10 @@
 // Runtime state of one inference worker (a vLLM/SGLang server): health, circuit breaker, load,
 // learned prefill rate, counters and the models it serves. Metrics read these values when
 // /metrics is scraped, so the request path never calls into Prometheus. Thread-safe: gateway
-// threads, the health checker and reloads touch it through atomics and two small locks (mu_
-// and kv_mu_, each taken alone: never while holding another lock). Owned by shared_ptr from
-// snapshots, so a request that picked a worker keeps it alive across a reload that removes it.
+// threads, the health checker and reloads touch it through atomics and two small locks: mu_,
+// taken alone, and kv_mu_, taken alone or (Reserve) under the planner's decision lock, never
+// the reverse. Owned by shared_ptr from snapshots, so a request that picked a worker keeps it
+// alive across a reload that removes it.
 #pragma once
 
 #include <atomic>
@@ -225,7 +226,7 @@ class Worker {
   // common::Mutex rather than absl::Mutex: Debian's abseil is not TSan-instrumented.
   mutable common::Mutex mu_;
   // The in-flight requests' KV; its count is mirrored in active_blocks_ for lock-free reads.
-  common::Mutex kv_mu_;  // taken alone, like mu_
+  common::Mutex kv_mu_;
   InFlightKv inflight_kv_ ABSL_GUARDED_BY(kv_mu_);
   double DecayedRecentWork(SteadyClock::time_point now, double half_life_s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -53,6 +53,34 @@ TEST(BodyFraming, UpperCaseAndLeadingZeroSizes) {
   EXPECT_EQ(r.payload, "0123456789");
 }
 
+// A token stream: many small chunks in one piece, and the same stream a byte at a time, give
+// the same payload; a size has at most sixteen digits.
+TEST(BodyFraming, ManyWholeChunksInOnePiece) {
+  std::string body, payload;
+  for (int i = 0; i < 100; ++i) {
+    const std::string event = "data: {\"i\":" + std::to_string(i) + "}\n\n";
+    char size[32];
+    std::snprintf(size, sizeof(size), i % 2 ? "%zx" : "%016zX", event.size());
+    body += std::string(size) + "\r\n" + event + "\r\n";
+    payload += event;
+  }
+  body += "0\r\n\r\n";
+  const FeedResult whole = Feed(BodyKind::kChunked, 0, body + "NEXT");
+  EXPECT_EQ(whole.status, BodyFraming::Status::kDone) << whole.error;
+  EXPECT_EQ(whole.consumed, body.size());
+  EXPECT_EQ(whole.payload, payload);
+  std::vector<size_t> every_byte;
+  for (size_t i = 1; i < body.size(); ++i) every_byte.push_back(i);
+  const FeedResult bytes = Feed(BodyKind::kChunked, 0, body + "NEXT", every_byte);
+  EXPECT_EQ(bytes.status, BodyFraming::Status::kDone) << bytes.error;
+  EXPECT_EQ(bytes.payload, payload);
+  // Sixteen digits are the most a size may have, whole or not.
+  EXPECT_EQ(Feed(BodyKind::kChunked, 0, "000000000000000A\r\n0123456789\r\n0\r\n\r\n").payload,
+            "0123456789");
+  EXPECT_EQ(Feed(BodyKind::kChunked, 0, "0000000000000000A\r\n0123456789\r\n0\r\n\r\n").status,
+            BodyFraming::Status::kError);
+}
+
 TEST(BodyFraming, MalformedChunkedBodies) {
   for (const char* bad :
        {"zz\r\nhello\r\n0\r\n\r\n", "5\r\nhelloXX0\r\n\r\n", "5\nhello\r\n0\r\n\r\n", "\r\n",
