@@ -1,7 +1,7 @@
 // What counting a worker's in-flight KV once per shared block costs a request: Worker::Reserve
-// and Release add and remove one key per InFlightKv::kGroup blocks of the prompt's chain, under
-// the worker's kv lock. Measured beside `held` requests of the same agent already in flight
-// (sharing a 12,800-token system prompt). Results: docs/benchmarks.md.
+// and Release add and remove one key per InFlightKv::kGroup blocks of the prompt's chain (under
+// the worker's kv lock, not measured here), beside 8 requests of the same agent already in
+// flight (sharing a 12,800-token system prompt). Results: docs/benchmarks.md.
 #include <cstdint>
 #include <string>
 #include <vector>
