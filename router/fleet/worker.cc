@@ -231,11 +231,6 @@ void Worker::ObservePrefill(double work, double seconds) {
   prefill_.Observe(work, seconds);
 }
 
-double Worker::RecentWork(SteadyClock::time_point now, double half_life_s) const {
-  common::MutexLock lock(&mu_);
-  return DecayedRecentWork(now, half_life_s);
-}
-
 double Worker::DecayedRecentWork(SteadyClock::time_point now, double half_life_s) const {
   const double dt = std::chrono::duration<double>(now - recent_at_).count();
   return dt <= 0 ? recent_work_ : recent_work_ * std::exp2(-dt / half_life_s);
@@ -253,9 +248,7 @@ Worker::Learned Worker::LearnedState(SteadyClock::time_point now, double half_li
 
 void Worker::AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s) {
   common::MutexLock lock(&mu_);
-  const double dt = std::chrono::duration<double>(now - recent_at_).count();
-  if (dt > 0) recent_work_ *= std::exp2(-dt / half_life_s);
-  recent_work_ += tokens;
+  recent_work_ = DecayedRecentWork(now, half_life_s) + tokens;
   if (now > recent_at_) recent_at_ = now;
 }
 

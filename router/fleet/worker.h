@@ -168,9 +168,8 @@ class Worker {
   /// context) took `seconds` to its first token.
   void ObservePrefill(double work, double seconds);
 
-  /// Exponentially decayed prompt tokens recently routed here (half-life `half_life_s`): the
-  /// work sessions bring back on their next turns.
-  double RecentWork(SteadyClock::time_point now, double half_life_s) const;
+  /// Adds to the exponentially decayed prompt tokens recently routed here (half-life
+  /// `half_life_s`): the work sessions bring back on their next turns (LearnedState reads it).
   void AddRecentWork(double tokens, SteadyClock::time_point now, double half_life_s);
 
   EngineStats engine_stats() const;
@@ -182,7 +181,7 @@ class Worker {
     EngineStats engine;
     double prefill_rate = 0;        // PrefillRate(0)
     double prefill_overhead_s = 0;  // PrefillOverhead()
-    double recent_work = 0;         // RecentWork(now, half_life_s)
+    double recent_work = 0;         // decayed to `now` (AddRecentWork)
   };
   Learned LearnedState(SteadyClock::time_point now, double half_life_s) const;
 

@@ -148,7 +148,6 @@ TEST(Worker, LearnedStateIsWhatTheGettersSay) {
   EXPECT_GT(l.prefill_rate, 0);
   EXPECT_DOUBLE_EQ(l.prefill_rate, w.PrefillRate(0));
   EXPECT_DOUBLE_EQ(l.prefill_overhead_s, w.PrefillOverhead());
-  EXPECT_DOUBLE_EQ(l.recent_work, w.RecentWork(later, 60));
   EXPECT_NEAR(l.recent_work, 4000 / std::sqrt(2.0), 1e-6);  // half a half-life
   EXPECT_TRUE(l.engine.valid);
   EXPECT_EQ(l.engine.running, 3);
