@@ -1,6 +1,7 @@
 #include "router/policies/kvaware_policy.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "router/policies/policy_util.h"
 
@@ -124,6 +125,25 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     score[i] =
         ttft[i] + delay[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
+  // The bound spreads a hot prefix, which costs a request at most its recompute elsewhere. A
+  // worker over the bound still competes when it would answer sooner than every worker under
+  // it by more than that: the bound counts decoding requests like queued ones, so in a burst of
+  // long prompts the workers under it can be the ones with the longest queues.
+  std::vector<bool> over_bound_but_sooner(scores != nullptr ? c.size() : 0);  // for explain
+  if (any) {
+    double best_under = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (eligible[i]) best_under = std::min(best_under, score[i]);
+    }
+    const double recompute =
+        PrefillWork(request.prompt_tokens, 0, config_.prefill_context_factor) / fleet_rate;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (!eligible[i] && score[i] + recompute < best_under) {
+        eligible[i] = true;
+        if (scores != nullptr) over_bound_but_sooner[i] = true;
+      }
+    }
+  }
 
   // Session affinity: one worker alone holds this prompt's deepest match and that match is the
   // session's own history (not a shared prefix). It keeps the request unless it is at its load
@@ -170,6 +190,10 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
       (*scores)[i].ttft_parts = parts[i];
       (*scores)[i].eligible = eligible[i];
       if (!eligible[i]) (*scores)[i].note = "at load bound (fair share + spill_bound)";
+      if (over_bound_but_sooner[i]) {
+        (*scores)[i].note =
+            "over load bound, but sooner than all under it by more than a recompute";
+      }
     }
     if (owner < c.size()) {
       (*scores)[owner].note = owner_note;

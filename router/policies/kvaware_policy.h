@@ -14,7 +14,9 @@
 // balance_half_life_ms: sessions come back, so the work a worker was recently given predicts
 // its future queue; this spreads sessions that share only a system prompt. Candidates whose
 // in-flight count reached the fair share plus spill_bound are skipped (unless all are), so a
-// hot prefix spills to other workers — which then hold it too — instead of pinning one.
+// hot prefix spills to other workers — which then hold it too — instead of pinning one. One
+// over the bound still competes when it beats every eligible candidate by more than the
+// prompt's whole recompute, which no cache hit alone can save: only a queue elsewhere can.
 // A session's own worker keeps it unless its predicted TTFT is worse than the best other by
 // more than affinity_margin_seconds (moving a session costs its later turns their cache). A
 // candidate that must load host or store KV is also charged load_delay_weight × the load time ×

@@ -451,6 +451,33 @@ TEST_F(KvAwareTest, LoadBoundExcludesHotWorker) {
   EXPECT_NE(Choose(p), 0u);
 }
 
+// The bound counts decoding requests like queued ones. A worker over it whose requests are all
+// decoding still takes a prompt when every worker under it would make that prompt wait longer
+// than recomputing it whole (a burst of long first turns queued there); a cache hit alone is
+// never worth more than a recompute, so a hot prefix still spills.
+TEST_F(KvAwareTest, OverTheLoadBoundStillTakenWhenTheOthersQueueLonger) {
+  KvAwarePolicy p(cfg_);                  // spill_bound 2; 16000 tokens, 1.6 s to recompute
+  candidates_[0].load.in_flight = 6;      // bound ceil(7 / 3) + 2 = 5: over it
+  candidates_[0].load.active_decode = 6;  // all decoding: 0.012 s of interference
+  candidates_[1].load.pending_prefill_tokens = 40000;  // 4 s of queue
+  candidates_[2].load.pending_prefill_tokens = 40000;
+  EXPECT_EQ(Choose(p), 0u);  // 1.612 s against 5.6 s: saves more than the 1.6 s recompute
+  std::vector<CandidateScore> scores;
+  p.Choose(request_, candidates_, &scores);
+  EXPECT_TRUE(scores[0].eligible);
+  EXPECT_NE(scores[0].note.find("over load bound"), std::string::npos);
+  candidates_[1].load.pending_prefill_tokens = 10000;  // 1 s: 2.6 s against 1.612 s
+  candidates_[2].load.pending_prefill_tokens = 10000;
+  EXPECT_NE(Choose(p), 0u);
+  // A hot prefix: everything cached on the worker over the bound, nothing queued elsewhere.
+  candidates_[1].load.pending_prefill_tokens = 0;
+  candidates_[2].load.pending_prefill_tokens = 0;
+  candidates_[0].cached_blocks[0] = 1000;
+  candidates_[0].cached_any_blocks = 1000;
+  request_.match_is_shared_prefix = true;
+  EXPECT_NE(Choose(p), 0u);
+}
+
 TEST_F(KvAwareTest, TiesBetweenIdleWorkersSpread) {
   KvAwarePolicy p(cfg_);
   std::set<size_t> chosen;
