@@ -129,7 +129,6 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   // worker over the bound still competes when it would answer sooner than every worker under
   // it by more than that: the bound counts decoding requests like queued ones, so in a burst of
   // long prompts the workers under it can be the ones with the longest queues.
-  std::vector<bool> over_bound_but_sooner(scores != nullptr ? c.size() : 0);  // for explain
   if (any) {
     double best_under = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < c.size(); ++i) {
@@ -138,10 +137,7 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     const double recompute =
         PrefillWork(request.prompt_tokens, 0, config_.prefill_context_factor) / fleet_rate;
     for (size_t i = 0; i < c.size(); ++i) {
-      if (!eligible[i] && score[i] + recompute < best_under) {
-        eligible[i] = true;
-        if (scores != nullptr) over_bound_but_sooner[i] = true;
-      }
+      if (!eligible[i] && score[i] + recompute < best_under) eligible[i] = true;
     }
   }
 
@@ -190,7 +186,7 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
       (*scores)[i].ttft_parts = parts[i];
       (*scores)[i].eligible = eligible[i];
       if (!eligible[i]) (*scores)[i].note = "at load bound (fair share + spill_bound)";
-      if (over_bound_but_sooner[i]) {
+      if (eligible[i] && any && c[i].load.in_flight >= bound) {
         (*scores)[i].note =
             "over load bound, but sooner than all under it by more than a recompute";
       }
