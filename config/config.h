@@ -227,6 +227,11 @@ struct KvAwarePolicyConfig {
   double balance_weight = 0.1;  // weight of recent routed work (session spread)
   uint32_t balance_half_life_ms = 60'000;
   double kv_full_wait_seconds = 10.0;  // wait predicted when a prompt does not fit the free KV
+  // Open lanes: in a burst, keep the open_lanes share of the fleet with the shortest queues
+  // short. A request is charged lane_weight × the queue it adds below the first busier worker's,
+  // on a worker among those; 0 turns it off.
+  double open_lanes = 0.5;
+  double lane_weight = 2.0;
   // Answers carry x-kvgate-prediction: the predicted TTFT and its parts (calibration, replay).
   bool prediction_header = false;
 };

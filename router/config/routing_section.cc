@@ -228,12 +228,12 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
   if (const YAML::Node s = n["kvaware"]; s.IsDefined() && !s.IsNull()) {
     const std::string q = "routing.kvaware";
     KvAwarePolicyConfig& k = c->kvaware;
-    if (r.ExpectMap(
-            s, q,
-            {"min_match_tokens", "prefill_tokens_per_second", "prefill_context_factor",
-             "host_tokens_per_second", "store_tokens_per_second", "decode_interference_seconds",
-             "spill_bound", "affinity_margin_seconds", "load_delay_weight", "balance_weight",
-             "balance_half_life_ms", "kv_full_wait_seconds", "prediction_header"})) {
+    if (r.ExpectMap(s, q,
+                    {"min_match_tokens", "prefill_tokens_per_second", "prefill_context_factor",
+                     "host_tokens_per_second", "store_tokens_per_second",
+                     "decode_interference_seconds", "spill_bound", "affinity_margin_seconds",
+                     "load_delay_weight", "balance_weight", "balance_half_life_ms",
+                     "kv_full_wait_seconds", "open_lanes", "lane_weight", "prediction_header"})) {
       r.Uint(s, q, "min_match_tokens", &k.min_match_tokens);
       r.Double(s, q, "prefill_tokens_per_second", &k.prefill_tokens_per_second, 1, 1e9);
       r.Double(s, q, "prefill_context_factor", &k.prefill_context_factor, 0, 1e-2);
@@ -246,6 +246,8 @@ void ReadRouting(YamlReader& r, const YAML::Node& n, RoutingConfig* c) {
       r.Double(s, q, "balance_weight", &k.balance_weight, 0, 1e3);
       r.Uint(s, q, "balance_half_life_ms", &k.balance_half_life_ms, 1);
       r.Double(s, q, "kv_full_wait_seconds", &k.kv_full_wait_seconds, 0, 3600);
+      r.Double(s, q, "open_lanes", &k.open_lanes, 0, 1);
+      r.Double(s, q, "lane_weight", &k.lane_weight, 0, 100);
       r.Bool(s, q, "prediction_header", &k.prediction_header);
     }
   }

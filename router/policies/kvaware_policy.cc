@@ -91,6 +91,29 @@ std::optional<TtftParts> KvAwarePolicy::Predict(const RouteRequest& request,
   return p;
 }
 
+void KvAwarePolicy::AddLaneCost(absl::Span<const double> queue, absl::Span<const double> added,
+                                std::vector<double>* score) const {
+  const size_t n = queue.size();
+  const size_t lanes = static_cast<size_t>(config_.open_lanes * static_cast<double>(n) + 0.5);
+  if (lanes == 0) return;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  const auto shorter = [&](size_t a, size_t b) { return queue[a] < queue[b]; };
+  // The next arrivals' best queues are the `lanes` shortest; a request there raises their sum
+  // by what it adds, up to the first queue outside them (which then becomes a lane). Which of
+  // equal queues is inside does not matter: the charge up to an equal ceiling is 0.
+  double ceiling = std::numeric_limits<double>::infinity();
+  if (lanes < n) {
+    std::nth_element(order.begin(), order.begin() + static_cast<ptrdiff_t>(lanes), order.end(),
+                     shorter);
+    ceiling = queue[order[lanes]];
+  }
+  for (size_t rank = 0; rank < std::min(lanes, n); ++rank) {
+    const size_t i = order[rank];
+    (*score)[i] += config_.lane_weight * std::max(0.0, std::min(added[i], ceiling - queue[i]));
+  }
+}
+
 size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candidate> c,
                              std::vector<CandidateScore>* scores) {
   double mean_recent = 0;
@@ -110,6 +133,8 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   std::vector<double> ttft(c.size());
   std::vector<double> delay(c.size(), 0.0);  // what a load here costs the requests running here
   std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
+  std::vector<double> queue(c.size());  // the prefill queued ahead on each
+  std::vector<double> added(c.size());  // what this request adds to that queue there
   for (size_t i = 0; i < c.size(); ++i) {
     const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
     const double unfitted = c[i].prefill_overhead_s > 0 ? 0 : fleet_overhead;
@@ -122,9 +147,12 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     delay[i] = config_.load_delay_weight * (part.host_load + part.store_load) *
                static_cast<double>(std::max<int64_t>(0, c[i].load.in_flight));
     if (scores != nullptr) parts[i] = part;
+    queue[i] = part.queue;
+    added[i] = part.prefill + part.host_load + part.store_load;
     score[i] =
         ttft[i] + delay[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
+  if (config_.lane_weight > 0) AddLaneCost(queue, added, &score);
   // The bound spreads a hot prefix, which costs a request at most its recompute elsewhere. A
   // worker over the bound still competes when it would answer sooner than every worker under
   // it by more than that: the bound counts decoding requests like queued ones, so in a burst of

@@ -22,6 +22,9 @@
 // candidate that must load host or store KV is also charged load_delay_weight × the load time ×
 // its in-flight requests (in the score and in that comparison, not in the prediction): the
 // engine loads before the step runs, so everything running there waits for it too.
+// Open lanes: in a burst, a request placed on one of the open_lanes share of workers with the
+// shortest queues is charged lane_weight × what it adds to that queue, up to the first queue
+// outside them, so long prompts go behind long queues and short ones still find a short one.
 // Thread-safe (stateless: it reads only the candidates' values).
 #pragma once
 
@@ -58,6 +61,9 @@ class KvAwarePolicy : public RoutingPolicy {
   double FleetOverhead(absl::Span<const Candidate> candidates) const;
 
  private:
+  void AddLaneCost(absl::Span<const double> queue, absl::Span<const double> added,
+                   std::vector<double>* score) const;
+
   const config::KvAwarePolicyConfig config_;
 };
 

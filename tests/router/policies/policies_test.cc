@@ -260,6 +260,7 @@ class KvAwareTest : public PolicyTest {
     request_.prompt_tokens = 16000;
     request_.now = SteadyClock::now();
     cfg_.prefill_context_factor = 0;  // every token alike, unless a test says otherwise
+    cfg_.lane_weight = 0;             // no lanes kept open, likewise
   }
   config::KvAwarePolicyConfig cfg_;
 };
@@ -476,6 +477,43 @@ TEST_F(KvAwareTest, OverTheLoadBoundStillTakenWhenTheOthersQueueLonger) {
   candidates_[0].cached_any_blocks = 1000;
   request_.match_is_shared_prefix = true;
   EXPECT_NE(Choose(p), 0u);
+}
+
+// Open lanes: in a burst, a long prompt taking one of the shortest queues would make every later
+// arrival wait behind it; it goes behind a queue already there when that costs it less than
+// lane_weight × the wait it would add to the lane. A short prompt still takes the lane, and with
+// the fleet idle nothing changes.
+TEST_F(KvAwareTest, ALongPromptLeavesTheShortestQueuesOpenInABurst) {
+  candidates_.push_back(candidates_[0]);  // four workers: two lanes
+  candidates_.back().worker_id = 3;
+  cfg_.lane_weight = 2.0;
+  cfg_.open_lanes = 0.5;
+  KvAwarePolicy p(cfg_);                               // 16000 tokens: 1.6 s
+  candidates_[2].load.pending_prefill_tokens = 8000;   // 0.8 s queued
+  candidates_[3].load.pending_prefill_tokens = 80000;  // 8 s
+  // Lanes 0 and 1: 1.6 + 2 × 0.8 (up to worker 2's queue) = 3.2 s against worker 2's 2.4 s.
+  EXPECT_EQ(Choose(p), 2u);
+  std::vector<CandidateScore> scores;
+  p.Choose(request_, candidates_, &scores);
+  EXPECT_NEAR(scores[0].score, 3.2, 1e-9);
+  EXPECT_NEAR(scores[0].predicted_ttft_s, 1.6, 1e-9);  // the prediction is the TTFT alone
+  EXPECT_NEAR(scores[2].score, 2.4, 1e-9);
+  EXPECT_NEAR(scores[3].score, 9.6, 1e-9);
+  // A short prompt adds less than the gap: 0.2 + 2 × 0.2 = 0.6 s against 1.0 s.
+  request_.prompt_tokens = 2000;
+  EXPECT_LT(Choose(p), 2u);
+  // Off, the long prompt takes a lane.
+  request_.prompt_tokens = 16000;
+  cfg_.lane_weight = 0;
+  KvAwarePolicy off(cfg_);
+  EXPECT_LT(Choose(off), 2u);
+  // An idle fleet: no lane is charged.
+  cfg_.lane_weight = 2.0;
+  candidates_[2].load.pending_prefill_tokens = 0;
+  candidates_[3].load.pending_prefill_tokens = 0;
+  KvAwarePolicy idle(cfg_);
+  idle.Choose(request_, candidates_, &scores);
+  for (const CandidateScore& s : scores) EXPECT_NEAR(s.score, 1.6, 1e-9);
 }
 
 TEST_F(KvAwareTest, TiesBetweenIdleWorkersSpread) {
