@@ -229,9 +229,10 @@ struct KvAwarePolicyConfig {
   double kv_full_wait_seconds = 10.0;  // wait predicted when a prompt does not fit the free KV
   // Open lanes: in a burst, keep the open_lanes share of the fleet with the shortest queues
   // short. A request is charged lane_weight × the queue it adds below the first busier worker's,
-  // on a worker among those; 0 turns it off.
+  // on a worker among those; 0 turns it off. Off by default: 2 helps bursts of long first turns
+  // (64 agentic conversations) and costs steady hot-prefix traffic (docs/benchmarks.md).
   double open_lanes = 0.5;
-  double lane_weight = 2.0;
+  double lane_weight = 0.0;
   // Answers carry x-kvgate-prediction: the predicted TTFT and its parts (calibration, replay).
   bool prediction_header = false;
 };

@@ -260,7 +260,6 @@ class KvAwareTest : public PolicyTest {
     request_.prompt_tokens = 16000;
     request_.now = SteadyClock::now();
     cfg_.prefill_context_factor = 0;  // every token alike, unless a test says otherwise
-    cfg_.lane_weight = 0;             // no lanes kept open, likewise
   }
   config::KvAwarePolicyConfig cfg_;
 };
