@@ -133,8 +133,10 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
   std::vector<double> ttft(c.size());
   std::vector<double> delay(c.size(), 0.0);  // what a load here costs the requests running here
   std::vector<TtftParts> parts(scores != nullptr ? c.size() : 0);
-  std::vector<double> queue(c.size());  // the prefill queued ahead on each
-  std::vector<double> added(c.size());  // what this request adds to that queue there
+  // Open lanes (off by default): the prefill queued ahead on each, and what this request adds.
+  const bool lanes = config_.lane_weight > 0;
+  std::vector<double> queue(lanes ? c.size() : 0);
+  std::vector<double> added(lanes ? c.size() : 0);
   for (size_t i = 0; i < c.size(); ++i) {
     const double rate = c[i].prefill_rate > 0 ? c[i].prefill_rate : fleet_rate;
     const double unfitted = c[i].prefill_overhead_s > 0 ? 0 : fleet_overhead;
@@ -147,12 +149,14 @@ size_t KvAwarePolicy::Choose(const RouteRequest& request, absl::Span<const Candi
     delay[i] = config_.load_delay_weight * (part.host_load + part.store_load) *
                static_cast<double>(std::max<int64_t>(0, c[i].load.in_flight));
     if (scores != nullptr) parts[i] = part;
-    queue[i] = part.queue;
-    added[i] = part.prefill + part.host_load + part.store_load;
+    if (lanes) {
+      queue[i] = part.queue;
+      added[i] = part.prefill + part.host_load + part.store_load;
+    }
     score[i] =
         ttft[i] + delay[i] + config_.balance_weight * (c[i].recent_work - mean_recent) / rate;
   }
-  if (config_.lane_weight > 0) AddLaneCost(queue, added, &score);
+  if (lanes) AddLaneCost(queue, added, &score);
   // The bound spreads a hot prefix, which costs a request at most its recompute elsewhere. A
   // worker over the bound still competes when it would answer sooner than every worker under
   // it by more than that: the bound counts decoding requests like queued ones, so in a burst of
